@@ -1,0 +1,57 @@
+// Gpu<D>: the gpu handler, answering the effect with the GPU surface on device runtime D.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "osprey/effect.hpp"
+#include "osprey/gpu/surface.hpp"
+
+namespace osprey {
+
+template <class D>
+class Gpu {
+ public:
+  using Buffer = GpuBuffer<D>;
+
+  explicit Gpu(std::shared_ptr<D> device) : m_device(std::move(device)) {}
+
+  template <Kernel K>
+  Result<Buffer> build(Index n, K kernel) {
+    return gpuBuild(m_device, n, kernel);
+  }
+  Scalar get(const Buffer& b, Index i) {
+    if (i < 0 || i >= b.size()) fault(FaultKind::Bounds, i, b.size());
+    // get() returns a plain Scalar (DESIGN.md §2): a failed read-back throws DeviceFailure,
+    // which `strictly` and the boundary turn into an Error.
+    auto r = gpuGet(b, i);
+    if (!r.ok()) throw DeviceFailure(r.error().message);
+    return *r;
+  }
+  Index length(const Buffer& b) { return b.size(); }
+  template <Combine C>
+  Result<Buffer> zipWith(const Buffer& a, const Buffer& b, C combine) {
+    return gpuZipWith(a, b, combine);
+  }
+  template <Combine C>
+  Result<Scalar> reduce(const Buffer& b, Scalar seed, C combine) {
+    return gpuFold(b, seed, combine);
+  }
+  Result<Index> indexOf(const Buffer& b, Scalar x) { return gpuIndexOf(b, x); }
+  Result<Buffer> matMul(const Buffer& a, const Buffer& b, Index rows, Index inner, Index cols) {
+    return gpuMatMul(a, b, rows, inner, cols);
+  }
+  Result<Buffer> fromList(std::span<const Scalar> xs) { return toGpu(m_device, xs); }
+  Result<Buffer> load(const std::string& path, const std::string& name) {
+    return gpuLoadTensor(m_device, path, name);
+  }
+  std::string device() const { return gpuDevice(m_device); }
+
+  const std::shared_ptr<D>& runtime() const { return m_device; }
+
+ private:
+  std::shared_ptr<D> m_device;
+};
+
+}  // namespace osprey
