@@ -75,10 +75,15 @@ OSPREY_INLINE void fault(FaultKind kind, Index a, Index b) {
 }
 
 namespace checked {
+// The limits as constants: to nvcc, std::numeric_limits' members are host-only functions, which a
+// device kernel may not call (the build turns that warning into an error).
+inline constexpr Index kIndexMax = INT64_MAX;
+inline constexpr Index kIndexMin = INT64_MIN;
+
 OSPREY_INLINE Index add(Index a, Index b) {
 #if OSPREY_DEVICE_PASS
   __int128 r = static_cast<__int128>(a) + b;
-  if (r > std::numeric_limits<Index>::max() || r < std::numeric_limits<Index>::min()) {
+  if (r > kIndexMax || r < kIndexMin) {
     fault(FaultKind::Add, a, b);
     return 0;
   }
@@ -92,7 +97,7 @@ OSPREY_INLINE Index add(Index a, Index b) {
 OSPREY_INLINE Index sub(Index a, Index b) {
 #if OSPREY_DEVICE_PASS
   __int128 r = static_cast<__int128>(a) - b;
-  if (r > std::numeric_limits<Index>::max() || r < std::numeric_limits<Index>::min()) {
+  if (r > kIndexMax || r < kIndexMin) {
     fault(FaultKind::Sub, a, b);
     return 0;
   }
@@ -106,7 +111,7 @@ OSPREY_INLINE Index sub(Index a, Index b) {
 OSPREY_INLINE Index mul(Index a, Index b) {
 #if OSPREY_DEVICE_PASS
   __int128 r = static_cast<__int128>(a) * b;
-  if (r > std::numeric_limits<Index>::max() || r < std::numeric_limits<Index>::min()) {
+  if (r > kIndexMax || r < kIndexMin) {
     fault(FaultKind::Mul, a, b);
     return 0;
   }
@@ -122,7 +127,7 @@ OSPREY_INLINE Index div(Index a, Index b) {
     fault(FaultKind::DivByZero, a, b);
     return 0;
   }
-  if (a == std::numeric_limits<Index>::min() && b == -1) {
+  if (a == kIndexMin && b == -1) {
     fault(FaultKind::Div, a, b);
     return 0;
   }

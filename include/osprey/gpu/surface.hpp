@@ -38,12 +38,23 @@ Result<GpuBuffer<D>> toGpu(const std::shared_ptr<D>& dev, std::span<const Scalar
   return out;
 }
 
-// element i = kernel(i), computed on the device.
-template <class D, Kernel K>
-Result<GpuBuffer<D>> gpuBuild(const std::shared_ptr<D>& dev, Index n, K kernel) {
+namespace detail {
+// build's body for kernels already checked by the caller's concept. gpuMap and gpuZipWith come
+// here: their ZipKernel/MapKernel wrappers hold a checked closure, but under nvcc's host pass an
+// extended lambda's wrapper type is not trivially copyable, so the wrapper itself would not pass
+// Kernel (only the lambda does, by its trait).
+template <class D, class K>
+Result<GpuBuffer<D>> buildChecked(const std::shared_ptr<D>& dev, Index n, K kernel) {
   auto out = OSPREY_TRY(gpuAllocate(dev, n));
   OSPREY_CHECK(dev->forEach(n, BuildBody<K>{out.data(), kernel}));
   return out;
+}
+}  // namespace detail
+
+// element i = kernel(i), computed on the device.
+template <class D, Kernel K>
+Result<GpuBuffer<D>> gpuBuild(const std::shared_ptr<D>& dev, Index n, K kernel) {
+  return detail::buildChecked(dev, n, kernel);
 }
 
 // [0, 1, ..., n-1]
@@ -56,14 +67,14 @@ Result<GpuBuffer<D>> gpuIota(const std::shared_ptr<D>& dev, Index n) {
 template <class D, class F>
   requires Closure<F>
 Result<GpuBuffer<D>> gpuMap(const GpuBuffer<D>& x, F f) {
-  return gpuBuild(x.device(), x.size(), MapKernel<F>{x.view(), f});
+  return detail::buildChecked(x.device(), x.size(), MapKernel<F>{x.view(), f});
 }
 
 // f(a[i], b[i])
 template <class D, Combine F>
 Result<GpuBuffer<D>> gpuZipWith(const GpuBuffer<D>& a, const GpuBuffer<D>& b, F f) {
   OSPREY_CHECK(checkSameLength("zipWith", a.size(), b.size()));
-  return gpuBuild(a.device(), a.size(), ZipKernel<F>{a.view(), b.view(), f});
+  return detail::buildChecked(a.device(), a.size(), ZipKernel<F>{a.view(), b.view(), f});
 }
 
 // Left fold in element order: f(...f(seed, x[0])..., x[n-1]).

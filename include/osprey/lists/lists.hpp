@@ -37,6 +37,14 @@ class Lists {
 
   template <Kernel K>
   Result<Buffer> build(Index n, K kernel) {
+    return buildChecked(n, kernel);
+  }
+
+  // build's body, for kernels the caller's concept already checked: zipWith's wrapper holds a
+  // checked combine, but under nvcc's host pass an extended lambda's wrapper type is not
+  // trivially copyable, so the wrapper itself would not pass Kernel (only the lambda does).
+  template <class K>
+  Result<Buffer> buildChecked(Index n, K kernel) {
     if (n < 0) return Error{fmt::format("build: negative length {}", n)};
     try {
       std::vector<Scalar> out(static_cast<std::size_t>(n));
@@ -60,7 +68,7 @@ class Lists {
   Result<Buffer> zipWith(const Buffer& a, const Buffer& b, C combine) {
     OSPREY_CHECK(checkSameLength("zipWith", length(a), length(b)));
     View x = a.view(), y = b.view();
-    return build(length(a), [x, y, combine](Index i) -> Scalar { return combine(x[i], y[i]); });
+    return buildChecked(length(a), [x, y, combine](Index i) -> Scalar { return combine(x[i], y[i]); });
   }
 
   template <Combine C>

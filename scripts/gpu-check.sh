@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# One command for the GPU machine: builds Osprey for sm_90 (H100/H200), runs every test for the
+# cuda device, the bit-identity checks and the benchmarks, and prints a short table LAST.
+#
+#   scripts/gpu-check.sh [all|build|run] [--no-host-tests]
+#
+#     all    (default) build, then run
+#     build  configure build-gpu/ with -DOSPREY_CUDA_ARCH=90 and build every target
+#     run    with an existing build: host tests (unless --no-host-tests), compile-fail tests,
+#            osprey_cuda_tests, osprey_cuda_bench, then every hook in scripts/gpu-check.d/
+#
+#   Environment: OUT (logs and the table are copied to $OUT/gpu-check/ when set), BUILD_DIR
+#   (default build-gpu), JOBS (default: every core), OSPREY_CUDA_ARCH (default 90), HOOKS_DIR
+#   (default scripts/gpu-check.d), BUILD_TIMEOUT / HOST_TESTS_TIMEOUT / HOOK_TIMEOUT (seconds).
+#
+# Each command of the device machine may run for at most 10 minutes; the build alone takes a few.
+# The build tree stays on the machine between calls while it is warm, so the usual pair is
+#   scripts/gpu-check.sh build      # one call
+#   scripts/gpu-check.sh run        # the next call: tests, benchmarks, hooks, table
+# and `all` when one call has the time for both. `run` prints the build's rows too.
+#
+# Dependencies: the GPU machine has a compiler, CMake, ninja and CUDA but may lack the Debian
+# packages Osprey builds against (fmt, nlohmann-json, CLI11, PCRE2, GoogleTest, Google Benchmark,
+# pkg-config), and it cannot install any. The configure step first tries the system's own; if that
+# fails and `.deps/` is present (made on a machine that has them by scripts/carry-deps.sh, and
+# carried along with the tree), it configures again against `.deps/` alone.
+#
+# Hooks: every executable scripts/gpu-check.d/*.sh runs in name order after the benchmarks (with
+# OSPREY_ROOT, OSPREY_BUILD_DIR and OSPREY_GPU_CHECK_LOGS set). A hook reports by printing lines
+#   RESULT|<check name>|<result>|<number>       (the number may be empty)
+# which join the table; a hook that exits non-zero adds a FAIL row. See scripts/gpu-check.d/README.md.
+#
+# Exit status: 0 when no row of the table says FAIL.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build-gpu}
+[[ $build = /* ]] || build=$root/$build
+jobs=${JOBS:-$(nproc)}
+arch=${OSPREY_CUDA_ARCH:-90}
+phase=all
+host_tests=1
+for arg in "$@"; do
+  case $arg in
+    all | build | run) phase=$arg ;;
+    --no-host-tests) host_tests=0 ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-check: unknown argument \`$arg\` (all | build | run | --no-host-tests)" >&2; exit 2 ;;
+  esac
+done
+
+state=$build/gpu-check          # survives between calls with the build tree
+logs=$state/logs
+mkdir -p "$logs"
+started=$(date +%s)
+
+# ---- the table ------------------------------------------------------------------------------------
+# Rows are "name|result|number", one file per phase so `run` can show the build's rows.
+record() { printf '%s|%s|%s\n' "$1" "$2" "${3:-}" >> "$rows"; }
+# RESULT|name|result[|number] lines from a log into the table.
+collect() { grep -a '^RESULT|' "$1" | while IFS='|' read -r _ name result number; do record "$name" "$result" "$number"; done; }
+say() { printf '\n== %s (%ss)\n' "$*" "$(($(date +%s) - started))"; }
+
+print_table() {
+  local files=()
+  [[ -f $state/build.rows ]] && files+=("$state/build.rows")
+  [[ -f $state/run.rows && $phase != build ]] && files+=("$state/run.rows")
+  ((${#files[@]})) || return 0
+  {
+    echo
+    echo "gpu-check: $(date -u +%Y-%m-%dT%H:%MZ), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+    cat "${files[@]}" | awk -F'|' '
+      { name[NR] = $1; result[NR] = $2; number[NR] = $3
+        if (length($1) > w1) w1 = length($1); if (length($2) > w2) w2 = length($2) }
+      END {
+        if (w1 < 5) w1 = 5; if (w2 < 6) w2 = 6
+        fmt = "%-" w1 "s | %-" w2 "s | %s\n"
+        printf fmt, "check", "result", "number"
+        line1 = sprintf("%" w1 "s", ""); gsub(/ /, "-", line1)
+        line2 = sprintf("%" w2 "s", ""); gsub(/ /, "-", line2)
+        printf "%s-+-%s-+-------\n", line1, line2
+        for (i = 1; i <= NR; i++) printf fmt, name[i], result[i], number[i]
+      }'
+  } | tee "$state/table.txt"
+}
+
+finish() {
+  print_table
+  if [[ -n ${OUT:-} ]]; then
+    mkdir -p "$OUT/gpu-check" && cp -r "$state/." "$OUT/gpu-check/" 2>/dev/null
+  fi
+  local files=()
+  [[ -f $state/build.rows ]] && files+=("$state/build.rows")
+  [[ -f $state/run.rows && $phase != build ]] && files+=("$state/run.rows")
+  ((${#files[@]})) || exit 1
+  if cut -d'|' -f2 "${files[@]}" | grep -q '^FAIL'; then exit 1; fi
+  exit 0
+}
+
+# ---- build ----------------------------------------------------------------------------------------
+configure() {  # configure [extra cmake args...]
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOSPREY_CUDA_ARCH="$arch" "$@"
+}
+
+run_build() {
+  rows=$state/build.rows
+  : > "$rows"
+  say "machine"
+  local gpu
+  gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)
+  echo "$gpu"
+  record "GPU (nvidia-smi)" "$( [[ $gpu == *NVIDIA* || $gpu == *H100* || $gpu == *H200* ]] && echo seen || echo FAIL)" "$gpu"
+  record "nvcc" "$(command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] && echo seen || echo FAIL)" \
+    "$( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version 2>/dev/null) | grep -o 'release [0-9.]*' | head -1)"
+  record "g++ / cmake" "seen" "$(g++ -dumpfullversion 2>/dev/null) / $(cmake --version | head -1 | awk '{print $3}')"
+
+  say "configure ($build, sm_$arch)"
+  local how="system packages"
+  if ! configure > "$logs/configure.log" 2>&1; then
+    if [[ -d $root/.deps ]]; then
+      how="carried .deps"
+      echo "configure against the system's packages failed (see configure-system.log); using .deps/"
+      mv "$logs/configure.log" "$logs/configure-system.log"
+      rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+      local extra=(-DCMAKE_PREFIX_PATH="$root/.deps")
+      command -v pkg-config >/dev/null || extra+=(-DPKG_CONFIG_EXECUTABLE="$root/.deps/bin/pkg-config")
+      export PKG_CONFIG_PATH="$root/.deps/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+      configure "${extra[@]}" > "$logs/configure.log" 2>&1 || how=FAIL
+    else
+      how=FAIL
+    fi
+  fi
+  tail -3 "$logs/configure.log"
+  if [[ $how == FAIL ]]; then
+    tail -30 "$logs/configure.log"
+    record "configure" "FAIL" "see logs/configure.log"
+    return
+  fi
+  record "configure" "PASS" "$how"
+
+  say "build (-j$jobs)"
+  # -k 0: keep going, so one broken target does not hide the state of the others.
+  timeout "${BUILD_TIMEOUT:-540}" cmake --build "$build" -j "$jobs" -- -k 0 > "$logs/build.log" 2>&1
+  local status=$?
+  local failed
+  failed=$(grep -c '^FAILED:' "$logs/build.log")
+  tail -3 "$logs/build.log"
+  if ((status == 0)); then
+    record "build (all targets)" "PASS" ""
+  else
+    grep -A12 '^FAILED:' "$logs/build.log" | head -60
+    record "build (all targets)" "FAIL" "$( ((status == 124)) && echo 'timed out' || echo "$failed failed steps")"
+  fi
+  for target in tests/osprey_cuda_tests bench/cuda/osprey_cuda_bench tests/osprey_tests; do
+    [[ -x $build/$target ]] || record "built: $(basename "$target")" "FAIL" "missing"
+  done
+}
+
+# ---- run ------------------------------------------------------------------------------------------
+# ctest_rows <name> <label> <timeout>: one row for a ctest label.
+ctest_rows() {
+  local name=$1 label=$2 limit=$3 log=$logs/ctest-$2.log
+  timeout "$limit" ctest --test-dir "$build" -L "$label" -j "$jobs" --timeout 300 --output-on-failure > "$log" 2>&1
+  local status=$?
+  local summary
+  summary=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
+  echo "${summary:-no summary (see $log)}"
+  if [[ -z $summary ]]; then
+    record "$name" "FAIL" "$( ((status == 124)) && echo 'timed out' || echo "no tests ran (see logs/ctest-$label.log)")"
+  elif ((status == 0)); then
+    record "$name" "PASS" "$(sed -E 's/.*out of ([0-9]+).*/\1 tests/' <<< "$summary")"
+  else
+    grep -E '^\s*[0-9]+ - ' "$log" | head -20
+    record "$name" "FAIL" "$( ((status == 124)) && echo 'timed out' || sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1 of \2 failed/' <<< "$summary")"
+  fi
+}
+
+run_checks() {
+  rows=$state/run.rows
+  : > "$rows"
+  if [[ ! -f $build/CMakeCache.txt ]]; then
+    record "run" "FAIL" "no build in $build: run \`scripts/gpu-check.sh build\` first"
+    return
+  fi
+  [[ -d $root/.deps ]] && export PKG_CONFIG_PATH="$root/.deps/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+
+  if ((host_tests)); then
+    say "host tests (ctest -L host)"
+    ctest_rows "host tests (lists, gpu/host)" host "${HOST_TESTS_TIMEOUT:-240}"
+  fi
+  say "compile-fail tests (ctest -L compile_fail; device purity included)"
+  ctest_rows "compile-fail tests" compile_fail 240
+
+  say "cuda tests (osprey_cuda_tests)"
+  local tests=$build/tests/osprey_cuda_tests
+  if [[ -x $tests ]]; then
+    timeout 300 "$tests" --gtest_output="xml:$logs/cuda_tests.xml" > "$logs/cuda_tests.log" 2>&1
+    local status=$?
+    local passed failed
+    passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$logs/cuda_tests.log" | grep -oE '[0-9]+$' | tail -1)
+    failed=$(grep -oE '\[  FAILED  \] [0-9]+ tests?,' "$logs/cuda_tests.log" | grep -oE '[0-9]+' | tail -1)
+    head -1 "$logs/cuda_tests.log"
+    tail -4 "$logs/cuda_tests.log"
+    if ((status == 0)); then
+      record "cuda tests (typed effect + cuda device)" "PASS" "${passed:-?} tests"
+    else
+      grep -E '^\[  FAILED  \] [A-Za-z]' "$logs/cuda_tests.log" | sort -u | head -20
+      record "cuda tests (typed effect + cuda device)" "FAIL" \
+        "$( ((status == 124)) && echo 'timed out' || echo "${failed:-?} failed, ${passed:-0} passed")"
+    fi
+  else
+    record "cuda tests (typed effect + cuda device)" "FAIL" "osprey_cuda_tests was not built"
+  fi
+
+  say "cuda benchmarks (osprey_cuda_bench)"
+  local bench=$build/bench/cuda/osprey_cuda_bench
+  if [[ -x $bench ]]; then
+    timeout 300 "$bench" > "$logs/cuda_bench.log" 2>&1
+    local status=$?
+    grep -av '^RESULT|' "$logs/cuda_bench.log"
+    collect "$logs/cuda_bench.log"
+    ((status == 0)) || record "cuda matMul benchmark" "FAIL" "exit status $status (see logs/cuda_bench.log)"
+  else
+    record "cuda matMul benchmark" "FAIL" "osprey_cuda_bench was not built"
+  fi
+
+  # ---- hooks: the GPT-2 bit-identity digests, PyTorch comparisons, ... ---------------------------
+  local hook
+  for hook in "${HOOKS_DIR:-$root/scripts/gpu-check.d}"/*.sh; do
+    [[ -x $hook ]] || continue
+    local name
+    name=$(basename "$hook" .sh)
+    say "hook $name"
+    OSPREY_ROOT=$root OSPREY_BUILD_DIR=$build OSPREY_GPU_CHECK_LOGS=$logs \
+      timeout "${HOOK_TIMEOUT:-300}" "$hook" > "$logs/hook-$name.log" 2>&1
+    local status=$?
+    grep -av '^RESULT|' "$logs/hook-$name.log" | tail -15
+    collect "$logs/hook-$name.log"
+    ((status == 0)) || record "hook $name" "FAIL" "$( ((status == 124)) && echo 'timed out' || echo "exit status $status")"
+  done
+}
+
+case $phase in
+  build) run_build ;;
+  run) run_checks ;;
+  all) run_build; run_checks ;;
+esac
+say "done"
+finish
