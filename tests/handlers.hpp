@@ -6,7 +6,12 @@
 // not live in a gtest body, which is a private member function).
 #pragma once
 
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "osprey/gpu/host_handler.hpp"
 #include "osprey/lists/lists.hpp"
@@ -37,6 +42,94 @@ inline GpuCuda makeHandler<GpuCuda>() {
   return GpuCuda(*device);
 }
 #endif
+
+// Every element of a buffer, on the host (one download for a device buffer), so a test can
+// check each element without one read-back per element.
+inline std::vector<Scalar> readAll(Lists&, const Lists::Buffer& b) { return b.values(); }
+
+template <class D>
+std::vector<Scalar> readAll(Gpu<D>&, const GpuBuffer<D>& b) {
+  auto r = fromGpu(b);
+  if (!r.ok()) throw std::runtime_error(r.error().message);
+  return std::move(r).value();
+}
+
+// What device() must answer: exactly `name`, or (for a real GPU, whose model varies) a name
+// starting with `name`.
+struct DeviceNaming {
+  const char* name;
+  bool exact;
+};
+template <class H>
+DeviceNaming expectedDeviceNaming();
+template <>
+inline DeviceNaming expectedDeviceNaming<Lists>() {
+  return {"lists", true};
+}
+template <>
+inline DeviceNaming expectedDeviceNaming<GpuHost>() {
+  return {"host", true};
+}
+#if defined(__CUDACC__)
+template <>
+inline DeviceNaming expectedDeviceNaming<GpuCuda>() {
+  return {"cuda: ", false};
+}
+#endif
+
+// Two vectors of doubles hold the same bit patterns (NaN payloads and -0.0 included).
+inline bool sameBits(std::span<const Scalar> a, std::span<const Scalar> b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+}
+
+// Index of the first element whose bit pattern differs, or the common size when none does.
+inline std::size_t firstBitDifference(std::span<const Scalar> a, std::span<const Scalar> b) {
+  const std::size_t n = a.size() < b.size() ? a.size() : b.size();
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(Scalar)) != 0) return i;
+  return n;
+}
+
+// A readable name per handler for typed-test output ("EffectTest/Lists.build...").
+template <class H>
+const char* handlerName();
+template <>
+inline const char* handlerName<Lists>() {
+  return "Lists";
+}
+template <>
+inline const char* handlerName<GpuHost>() {
+  return "GpuHost";
+}
+#if defined(__CUDACC__)
+template <>
+inline const char* handlerName<GpuCuda>() {
+  return "GpuCuda";
+}
+#endif
+struct HandlerNames {
+  template <class H>
+  static std::string GetName(int) {
+    return handlerName<H>();
+  }
+};
+
+// Deterministic test data: splitmix64 (Steele, Lea, Flood 2014) mapped to [lo, hi). The same
+// seed gives the same values on every machine, so a failure can be replayed.
+inline std::vector<Scalar> randomValues(std::size_t n, std::uint64_t seed, Scalar lo = -1.0, Scalar hi = 1.0) {
+  std::vector<Scalar> out(n);
+  std::uint64_t state = seed;
+  for (auto& x : out) {
+    state += 0x9E3779B97F4A7C15ull;
+    std::uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z = z ^ (z >> 31);
+    const Scalar unit = static_cast<Scalar>(z >> 11) * 0x1.0p-53;  // [0, 1), exact
+    x = lo + (hi - lo) * unit;
+  }
+  return out;
+}
 
 // The awkward sizes every element-wise operation is checked on (DESIGN.md §7.5).
 inline constexpr Index kAwkwardSizes[] = {0, 1, 2, 7, 31, 32, 33, 255, 256, 257, 1023, 1024, 1025,

@@ -1,9 +1,14 @@
-// The host device's exact matMul: blocked over rows and columns, vectorised across columns.
+// The host device's exact matMul: packed panels, register tiles, SIMD across columns.
 //
 // Contract (DESIGN.md §4): out[i][j] = (((0.0 + a[i][0]*b[0][j]) + a[i][1]*b[1][j]) + ...), one
-// rounding per multiply and per add, k ascending. Blocking and SIMD only ever group *different*
-// outputs; each output's chain of operations is exactly the lists handler's. The file is built
-// with -ffp-contract=off, so no multiply-add is fused even in the AVX-512 clone.
+// rounding per multiply and per add, k ascending. Tiling and SIMD only ever group *different*
+// outputs: a vector lane is one output, and its chain of operations is exactly the lists
+// handler's. The file is built with -ffp-contract=off and the kernels below use separate
+// multiply and add vector operations, so nothing is fused even where the CPU has FMA.
+//
+// Layout: b is packed per (column tile, k block) into a depth x NR panel (columns past `cols`
+// padded with zeros and never stored); a is packed once into MR-row strips, k-major, so the
+// micro-kernel reads both operands contiguously.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -15,80 +20,145 @@
 namespace osprey {
 namespace {
 
-constexpr Index kRowsPerTile = 4;   // MR: rows of a held in the micro-kernel
-constexpr Index kColsPerTile = 16;  // NR: two AVX-512 vectors (four AVX2) of outputs per row
-constexpr Index kInnerBlock = 256;  // KC: packed panel depth that stays in L1/L2
+constexpr Index NR = 16;   // columns per tile: two AVX-512 vectors, four AVX2 vectors
+constexpr Index MR = 8;    // rows per strip of packed a
+constexpr Index KC = 256;  // k block: a panel of b (256 x 16 doubles = 32 KiB) stays in L1/L2
 
-// acc[r][j] += a[r][k] * bp[k][j] for a MR x NR tile, k over [0, depth). acc lives in registers.
-// The k loop is outermost, so each output still accumulates in k order.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void microTile(double* __restrict acc, const double* __restrict a, Index lda,
-               const double* __restrict bp, Index depth) {
-  double c[kRowsPerTile][kColsPerTile];
-  for (Index r = 0; r < kRowsPerTile; ++r)
-    for (Index j = 0; j < kColsPerTile; ++j) c[r][j] = acc[r * kColsPerTile + j];
+using Tile = double[MR][NR];
+
+typedef double v8d __attribute__((vector_size(64)));
+typedef double v4d __attribute__((vector_size(32)));
+
+// acc[r][:] = acc[r][:] + ap[k][r] * bp[k][:] for k in [0, depth), rows r < R.
+template <int R>
+__attribute__((target("avx512f"))) void tileAvx512(Tile& acc, const double* ap, const double* bp,
+                                                    Index depth) {
+  v8d c[R][2];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < 2; ++v) std::memcpy(&c[r][v], &acc[r][v * 8], sizeof(v8d));
   for (Index k = 0; k < depth; ++k) {
-    const double* bk = bp + k * kColsPerTile;
-#pragma GCC unroll 4
-    for (Index r = 0; r < kRowsPerTile; ++r) {
-      const double ar = a[r * lda + k];
-#pragma GCC unroll 16
-      for (Index j = 0; j < kColsPerTile; ++j) c[r][j] = c[r][j] + ar * bk[j];
+    v8d b0, b1;
+    std::memcpy(&b0, bp + k * NR, sizeof(v8d));
+    std::memcpy(&b1, bp + k * NR + 8, sizeof(v8d));
+    for (int r = 0; r < R; ++r) {
+      const v8d ar = v8d{} + ap[k * MR + r];
+      c[r][0] = c[r][0] + ar * b0;
+      c[r][1] = c[r][1] + ar * b1;
     }
   }
-  for (Index r = 0; r < kRowsPerTile; ++r)
-    for (Index j = 0; j < kColsPerTile; ++j) acc[r * kColsPerTile + j] = c[r][j];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < 2; ++v) std::memcpy(&acc[r][v * 8], &c[r][v], sizeof(v8d));
 }
 
-// The plain loop for edges (rows or columns left over after the tiles): same order.
-void edgeRange(Scalar* out, const Scalar* a, const Scalar* b, Index inner, Index cols, Index r0,
-               Index r1, Index c0, Index c1) {
-  for (Index i = r0; i < r1; ++i)
-    for (Index j = c0; j < c1; ++j) {
-      Scalar acc = 0.0;
-      for (Index k = 0; k < inner; ++k) acc = acc + a[i * inner + k] * b[k * cols + j];
-      out[i * cols + j] = acc;
+template <int R>
+__attribute__((target("avx2"))) void tileAvx2(Tile& acc, const double* ap, const double* bp, Index depth) {
+  for (int r0 = 0; r0 < R; r0 += 2) {  // 2 rows x 4 vectors = 8 accumulators of the 16 registers
+    const int rows = std::min(2, R - r0);
+    v4d c[2][4];
+    for (int r = 0; r < rows; ++r)
+      for (int v = 0; v < 4; ++v) std::memcpy(&c[r][v], &acc[r0 + r][v * 4], sizeof(v4d));
+    for (Index k = 0; k < depth; ++k) {
+      v4d b[4];
+      for (int v = 0; v < 4; ++v) std::memcpy(&b[v], bp + k * NR + v * 4, sizeof(v4d));
+      for (int r = 0; r < rows; ++r) {
+        const v4d ar = v4d{} + ap[k * MR + r0 + r];
+        for (int v = 0; v < 4; ++v) c[r][v] = c[r][v] + ar * b[v];
+      }
     }
+    for (int r = 0; r < rows; ++r)
+      for (int v = 0; v < 4; ++v) std::memcpy(&acc[r0 + r][v * 4], &c[r][v], sizeof(v4d));
+  }
+}
+
+template <int R>
+void tilePortable(Tile& acc, const double* ap, const double* bp, Index depth) {
+  for (Index k = 0; k < depth; ++k)
+    for (int r = 0; r < R; ++r) {
+      const double ar = ap[k * MR + r];
+      for (Index j = 0; j < NR; ++j) acc[r][j] = acc[r][j] + ar * bp[k * NR + j];
+    }
+}
+
+enum class Isa { Avx512, Avx2, Portable };
+
+Isa detectIsa() {
+  static const Isa isa = __builtin_cpu_supports("avx512f") ? Isa::Avx512
+                         : __builtin_cpu_supports("avx2")  ? Isa::Avx2
+                                                           : Isa::Portable;
+  return isa;
+}
+
+template <int R>
+void tileR(Isa isa, Tile& acc, const double* ap, const double* bp, Index depth) {
+  switch (isa) {
+    case Isa::Avx512: return tileAvx512<R>(acc, ap, bp, depth);
+    case Isa::Avx2: return tileAvx2<R>(acc, ap, bp, depth);
+    case Isa::Portable: return tilePortable<R>(acc, ap, bp, depth);
+  }
+}
+
+// One strip of `rows` (<= MR) rows: dispatch to the kernel specialised for that row count.
+void tile(Isa isa, Index rows, Tile& acc, const double* ap, const double* bp, Index depth) {
+  switch (rows) {
+    case 8: return tileR<8>(isa, acc, ap, bp, depth);
+    case 7: return tileR<7>(isa, acc, ap, bp, depth);
+    case 6: return tileR<6>(isa, acc, ap, bp, depth);
+    case 5: return tileR<5>(isa, acc, ap, bp, depth);
+    case 4: return tileR<4>(isa, acc, ap, bp, depth);
+    case 3: return tileR<3>(isa, acc, ap, bp, depth);
+    case 2: return tileR<2>(isa, acc, ap, bp, depth);
+    default: return tileR<1>(isa, acc, ap, bp, depth);
+  }
 }
 
 }  // namespace
 
 void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols) {
-  const Index fullRows = rows / kRowsPerTile * kRowsPerTile;
-  const Index fullCols = cols / kColsPerTile * kColsPerTile;
-  const Index colTiles = fullCols / kColsPerTile;
-  const Index work = rows * cols * std::max<Index>(inner, 1);
+  if (rows == 0 || cols == 0) return;
+  const Isa isa = detectIsa();
+  const Index strips = (rows + MR - 1) / MR;
+  const Index colTiles = (cols + NR - 1) / NR;
+  const Index kBlocks = std::max<Index>((inner + KC - 1) / KC, 1);
+  const bool parallel = rows * cols * std::max<Index>(inner, 1) > 32768;
 
-  // Column tiles are independent outputs: threads take whole column panels, pack that panel of b
-  // once per k block, then sweep every row tile through it.
-#pragma omp parallel if (work > 32768)
+  // a packed as strips of MR rows, k-major: packedA[s][k][r] = a[s*MR + r][k] (0 past `rows`).
+  std::vector<double> packedA(static_cast<std::size_t>(strips * MR * std::max<Index>(inner, 1)), 0.0);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (Index s = 0; s < strips; ++s) {
+    double* dst = packedA.data() + s * MR * inner;
+    for (Index r = 0; r < MR && s * MR + r < rows; ++r)
+      for (Index k = 0; k < inner; ++k) dst[k * MR + r] = a[(s * MR + r) * inner + k];
+  }
+
+  // Column tiles are independent outputs: each thread takes whole tiles and, per k block, packs
+  // that panel of b once and sweeps every strip of a through it.
+#pragma omp parallel if (parallel)
   {
-    std::vector<double> panel(static_cast<std::size_t>(kInnerBlock * kColsPerTile));
-    alignas(64) double acc[kRowsPerTile * kColsPerTile];
+    std::vector<double> panel(static_cast<std::size_t>(KC * NR));
+    alignas(64) Tile acc;
 #pragma omp for schedule(dynamic, 1)
     for (Index ct = 0; ct < colTiles; ++ct) {
-      const Index j0 = ct * kColsPerTile;
-      for (Index k0 = 0; k0 < std::max<Index>(inner, 1); k0 += kInnerBlock) {
-        const Index depth = std::min(kInnerBlock, inner - k0);
-        for (Index k = 0; k < depth; ++k)
-          std::memcpy(&panel[static_cast<std::size_t>(k * kColsPerTile)], b + (k0 + k) * cols + j0,
-                      sizeof(double) * kColsPerTile);
-        for (Index i0 = 0; i0 < fullRows; i0 += kRowsPerTile) {
-          // A partial sum stored to `out` and reloaded is the same double: resuming the chain at
-          // k0 keeps every output's k order intact.
-          for (Index r = 0; r < kRowsPerTile; ++r)
-            for (Index j = 0; j < kColsPerTile; ++j)
-              acc[r * kColsPerTile + j] = k0 == 0 ? 0.0 : out[(i0 + r) * cols + j0 + j];
-          microTile(acc, a + i0 * inner + k0, inner, panel.data(), depth);
-          for (Index r = 0; r < kRowsPerTile; ++r)
-            std::memcpy(out + (i0 + r) * cols + j0, acc + r * kColsPerTile, sizeof(double) * kColsPerTile);
+      const Index j0 = ct * NR, width = std::min(NR, cols - j0);
+      for (Index kb = 0; kb < kBlocks; ++kb) {
+        const Index k0 = kb * KC, depth = std::min(KC, inner - k0);
+        for (Index k = 0; k < depth; ++k) {
+          double* row = panel.data() + k * NR;
+          std::memcpy(row, b + (k0 + k) * cols + j0, sizeof(double) * width);
+          std::fill(row + width, row + NR, 0.0);
+        }
+        for (Index s = 0; s < strips; ++s) {
+          const Index i0 = s * MR, height = std::min(MR, rows - i0);
+          // A partial sum stored to `out` and reloaded is the same double: resuming the chain
+          // at k0 keeps every output's k order intact.
+          for (Index r = 0; r < height; ++r)
+            for (Index j = 0; j < NR; ++j)
+              acc[r][j] = (kb == 0 || j >= width) ? 0.0 : out[(i0 + r) * cols + j0 + j];
+          tile(isa, height, acc, packedA.data() + s * MR * inner + k0 * MR, panel.data(), depth);
+          for (Index r = 0; r < height; ++r)
+            std::memcpy(out + (i0 + r) * cols + j0, acc[r], sizeof(double) * width);
         }
       }
     }
-#pragma omp for schedule(static)
-    for (Index i = fullRows; i < rows; ++i) edgeRange(out, a, b, inner, cols, i, i + 1, 0, fullCols);
-#pragma omp for schedule(static)
-    for (Index i = 0; i < rows; ++i) edgeRange(out, a, b, inner, cols, i, i + 1, fullCols, cols);
   }
 }
 

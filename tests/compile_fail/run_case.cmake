@@ -1,0 +1,44 @@
+# Runs one compile-fail case (see CMakeLists.txt here). Inputs:
+#   CXX      the C++ compiler
+#   SOURCE   the case file
+#   VARIANT  fail: compile as-is; it must FAIL and the diagnostics must contain EXPECT
+#            pass: compile with -DOSPREY_POSITIVE_TWIN (the defect removed); it must succeed
+#   EXPECT   the text the compiler must print (the file's `// EXPECT: ` line)
+#   INCLUDE  the library's include directory
+# Only the front end runs (-fsyntax-only): the cases are about what the compiler accepts.
+foreach(var CXX SOURCE VARIANT INCLUDE)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "run_case.cmake: ${var} is not set")
+  endif()
+endforeach()
+
+set(command ${CXX} -std=c++20 -fsyntax-only -I${INCLUDE} ${SOURCE})
+if(VARIANT STREQUAL "pass")
+  list(APPEND command -DOSPREY_POSITIVE_TWIN)
+elseif(NOT VARIANT STREQUAL "fail")
+  message(FATAL_ERROR "run_case.cmake: VARIANT must be fail or pass, not `${VARIANT}`")
+endif()
+
+execute_process(COMMAND ${command} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(diagnostics "${out}${err}")
+
+if(VARIANT STREQUAL "pass")
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "positive twin of ${SOURCE} does not compile (with -DOSPREY_POSITIVE_TWIN), "
+                        "so the failing variant proves nothing:\n${diagnostics}")
+  endif()
+  message(STATUS "positive twin compiles: ${SOURCE}")
+  return()
+endif()
+
+if(EXPECT STREQUAL "")
+  message(FATAL_ERROR "${SOURCE} has no `// EXPECT: ` line naming the diagnostic it must produce")
+endif()
+if(status EQUAL 0)
+  message(FATAL_ERROR "${SOURCE} compiled, but it must be rejected with a message containing `${EXPECT}`")
+endif()
+string(FIND "${diagnostics}" "${EXPECT}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "${SOURCE} was rejected, but the diagnostics do not contain `${EXPECT}`:\n${diagnostics}")
+endif()
+message(STATUS "rejected as expected (`${EXPECT}`): ${SOURCE}")

@@ -1,0 +1,133 @@
+// The exact contract's compiler flags are in force (DESIGN.md §4): no fused multiply-add, no
+// -ffast-math family (reassociation, finite-only, no signed zeros, reciprocals), and doubles
+// evaluated in double (FLT_EVAL_METHOD 0). Each check computes something whose IEEE answer
+// differs from what the forbidden flag would produce, so adding -ffp-contract=fast or
+// -ffast-math to the build makes these tests fail instead of silently changing the numbers.
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "handlers.hpp"
+
+namespace osprey {
+namespace {
+
+// a*b + c where a*b = 1 - 2^-60 exactly: rounded it is 1.0, so unfused a*b + c = 0.0 while a
+// fused multiply-add returns -2^-60.
+constexpr double kA = 1.0 + 0x1p-30, kB = 1.0 - 0x1p-30, kC = -1.0;
+constexpr double kFused = -0x1p-60;
+
+// Operands come through volatiles so nothing is folded at compile time.
+volatile double gA = kA, gB = kB, gC = kC;
+
+// Compiled for targets that have FMA instructions: a compiler allowed to contract emits vfmadd here.
+__attribute__((noinline, target("fma"))) double mulAddOnFmaTarget(double a, double b, double c) {
+  return a * b + c;
+}
+__attribute__((noinline, target("avx512f"))) void mulAddLoopOnAvx512(const double* a, const double* b,
+                                                                      const double* c, double* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = a[i] * b[i] + c[i];
+}
+__attribute__((noinline)) double mulAddDefaultTarget(double a, double b, double c) { return a * b + c; }
+
+bool cpuHasFma() { return __builtin_cpu_supports("fma"); }
+bool cpuHasAvx512() { return __builtin_cpu_supports("avx512f"); }
+
+bool sameBits(double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; }
+
+TEST(ExactContract, TheProbeDistinguishesFusedFromUnfused) {
+  EXPECT_EQ(std::fma(kA, kB, kC), kFused) << "std::fma should round once";
+  EXPECT_NE(kFused, 0.0);
+}
+
+TEST(ExactContract, MultiplyAddIsNotFusedOnTheDefaultTarget) {
+  EXPECT_TRUE(sameBits(mulAddDefaultTarget(gA, gB, gC), 0.0));
+}
+
+TEST(ExactContract, MultiplyAddIsNotFusedOnAnFmaTarget) {
+  if (!cpuHasFma()) GTEST_SKIP() << "this CPU has no FMA instructions";
+  const double r = mulAddOnFmaTarget(gA, gB, gC);
+  EXPECT_TRUE(sameBits(r, 0.0)) << "a*b + c gave " << r
+                                << ": fused; is the build using -ffp-contract=fast or -ffast-math?";
+}
+
+TEST(ExactContract, VectorisedMultiplyAddIsNotFusedOnAvx512) {
+  if (!cpuHasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+  constexpr int n = 64;
+  std::vector<double> a(n, double{gA}), b(n, double{gB}), c(n, double{gC}), out(n, 1.0);
+  mulAddLoopOnAvx512(a.data(), b.data(), c.data(), out.data(), n);
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(sameBits(out[i], 0.0)) << "element " << i << " = " << out[i];
+}
+
+// The host device's matMul is built in the library with the same flags, including its AVX-512
+// clone: out = (0 + (-1)*1) + a*b must be -1 + round(a*b) = 0, not fma(a, b, -1) = -2^-60.
+// 8 x 2 x 32 covers two full 4 x 16 tiles in each direction.
+TEST(ExactContract, HostDeviceMatMulDoesNotFuse) {
+  constexpr Index rows = 8, inner = 2, cols = 32;
+  std::vector<Scalar> a(rows * inner), b(inner * cols);
+  for (Index i = 0; i < rows; ++i) {
+    a[i * inner + 0] = -1.0;
+    a[i * inner + 1] = gA;
+  }
+  for (Index j = 0; j < cols; ++j) {
+    b[0 * cols + j] = 1.0;
+    b[1 * cols + j] = gB;
+  }
+  GpuHost host = testing::makeHandler<GpuHost>();
+  Lists lists;
+  for (auto result : {testing::readAll(host, *host.matMul(*host.fromList(a), *host.fromList(b), rows, inner, cols)),
+                      testing::readAll(lists, *lists.matMul(*lists.fromList(a), *lists.fromList(b), rows, inner, cols))}) {
+    ASSERT_EQ(result.size(), static_cast<std::size_t>(rows * cols));
+    for (std::size_t o = 0; o < result.size(); ++o)
+      ASSERT_TRUE(sameBits(result[o], 0.0)) << "output " << o << " = " << result[o] << " (fused multiply-add)";
+  }
+}
+
+TEST(ExactContract, NoReassociation) {
+  volatile double big = 0x1p53, one = 1.0;
+  const double x = big, y = one;
+  // 2^53 + 1 rounds (ties to even) to 2^53, so the IEEE answer is 0; reassociated it is 1.
+  EXPECT_EQ((x + y) - x, 0.0) << "additions were reassociated (-fassociative-math / -ffast-math)";
+}
+
+TEST(ExactContract, NaNAndInfinityAreHonoured) {
+  volatile double zero = 0.0;
+  const double nan = zero / zero, inf = 1.0 / zero;
+  EXPECT_TRUE(std::isnan(nan)) << "-ffinite-math-only folds isnan to false";
+  EXPECT_TRUE(nan != nan);
+  EXPECT_TRUE(std::isinf(inf));
+}
+
+TEST(ExactContract, SignedZerosAreHonoured) {
+  volatile double negZero = -0.0;
+  const double z = negZero;
+  EXPECT_FALSE(std::signbit(z + 0.0)) << "-0.0 + 0.0 is +0.0 in IEEE; -fno-signed-zeros folds it to -0.0";
+}
+
+TEST(ExactContract, DivisionIsNotAReciprocalMultiply) {
+  volatile double three = 3.0, five = 5.0;
+  const double x = three, y = five;
+  // 3/5 correctly rounded differs from 3 * round(1/5): -freciprocal-math would give the latter.
+  EXPECT_NE(3.0 / 5.0, 3.0 * (1.0 / 5.0));
+  EXPECT_EQ(x / y, 3.0 / 5.0);
+}
+
+TEST(ExactContract, DoublesAreEvaluatedInDouble) {
+  static_assert(FLT_EVAL_METHOD == 0, "intermediate results must be rounded to their own type");
+#if defined(__FAST_MATH__)
+  FAIL() << "compiled with -ffast-math";
+#endif
+#if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
+  FAIL() << "compiled with -ffinite-math-only";
+#endif
+  // x87-style extended intermediates would keep 1 + 2^-60 exact; double rounds it to 1.
+  volatile double one = 1.0, tiny = 0x1p-60;
+  const double sum = one + tiny;
+  EXPECT_EQ(sum - one, 0.0);
+}
+
+}  // namespace
+}  // namespace osprey

@@ -1,0 +1,166 @@
+// Strict faults inside kernels, written once and run for every handler.
+//
+// A kernel's index maths (Int) that overflows or divides by zero at one element makes the
+// launching operation return that fault's error, whatever device ran it (on the host it is
+// thrown and caught per thread; on a device it is recorded in the fault slot). Each kernel faults
+// at exactly one element, so the error's words do not depend on which thread got there first.
+#pragma once
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "handlers.hpp"
+#include "osprey/effect.hpp"
+#include "osprey/strict.hpp"
+
+namespace osprey::testing::strict_cases {
+
+inline constexpr Index kFaultSize = 10000;  // past the host device's parallel threshold
+inline constexpr Index kFaultAt = 7777;
+
+// ---- kernels ------------------------------------------------------------------------------------
+
+// 1000 / (i - at): division by zero at element `at` only.
+template <class H>
+Result<BufferOf<H>> buildDividingByZeroAt(H& h, Index n, Index at) {
+  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar {
+    return static_cast<Scalar>((Int(1000) / (Int(i) - Int(at))).raw());
+  });
+}
+
+// An offset that overflows when doubled at element `at` only.
+template <class H>
+Result<BufferOf<H>> buildOverflowingAt(H& h, Index n, Index at) {
+  // Limits are read outside the kernel: numeric_limits' members are host-only functions to nvcc.
+  const Index big = std::numeric_limits<Index>::max();
+  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar {
+    const Int offset = i == at ? Int(big) : Int(i);
+    return static_cast<Scalar>((offset * Int(2)).raw());
+  });
+}
+
+// The same kernel shape with no faulting element: proves the kernels above fail only by design.
+template <class H>
+Result<BufferOf<H>> buildDoubling(H& h, Index n) {
+  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar { return static_cast<Scalar>((Int(i) * Int(2)).raw()); });
+}
+
+// x % y on integral values: remainder by zero where y is 0.
+template <class H>
+Result<BufferOf<H>> zipRemainder(H& h, const BufferOf<H>& x, const BufferOf<H>& y) {
+  return h.zipWith(x, y, [=] OSPREY_FN(Scalar a, Scalar b) -> Scalar {
+    return static_cast<Scalar>((Int(static_cast<Index>(a)) % Int(static_cast<Index>(b))).raw());
+  });
+}
+
+// Sums, except that meeting `poison` underflows an Int.
+template <class H>
+Result<Scalar> reduceUnderflowingAt(H& h, const BufferOf<H>& x, Scalar poison) {
+  const Index smallest = std::numeric_limits<Index>::min();
+  return h.reduce(x, 0.0, [=] OSPREY_FN(Scalar acc, Scalar v) -> Scalar {
+    if (v == poison) return static_cast<Scalar>((Int(smallest) - Int(1)).raw());
+    return acc + v;
+  });
+}
+
+// element i = i, except 0 at `at`.
+template <class H>
+Result<BufferOf<H>> buildWithZeroAt(H& h, Index n, Index at) {
+  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar { return i == at ? 0.0 : static_cast<Scalar>(i + 1); });
+}
+
+// ---- cases --------------------------------------------------------------------------------------
+
+template <class H>
+void buildReturnsDivisionByZeroOfOneElement(H& h) {
+  for (Index n : {Index{kFaultAt + 1}, kFaultSize, Index{50257}}) {
+    SCOPED_TRACE(::testing::Message() << "n = " << n);
+    auto b = buildDividingByZeroAt(h, n, kFaultAt);
+    ASSERT_FALSE(b.ok()) << "the kernel divided by zero at element " << kFaultAt << " and build succeeded";
+    EXPECT_EQ(b.error().message, "division by zero: 1000 / 0");
+  }
+}
+
+template <class H>
+void buildReturnsOverflowOfOneElement(H& h) {
+  auto b = buildOverflowingAt(h, kFaultSize, kFaultAt);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().message, "integer overflow: 9223372036854775807 * 2");
+
+  auto fine = buildDoubling(h, kFaultSize);
+  ASSERT_TRUE(fine.ok()) << fine.error().message;
+  EXPECT_EQ(h.get(*fine, kFaultSize - 1), static_cast<Scalar>(2 * (kFaultSize - 1)));
+}
+
+// A fault in one launch leaves the handler usable: the next launch on it succeeds.
+template <class H>
+void handlerRecoversAfterAKernelFault(H& h) {
+  auto bad = buildDividingByZeroAt(h, kFaultSize, 3);
+  ASSERT_FALSE(bad.ok());
+  auto good = buildDoubling(h, kFaultSize);
+  ASSERT_TRUE(good.ok()) << "a launch after a fault failed: " << good.error().message;
+  EXPECT_EQ(h.get(*good, 3), 6.0);
+}
+
+template <class H>
+void zipWithReturnsRemainderByZero(H& h) {
+  auto x = buildDoubling(h, kFaultSize);             // 0 2 4 ...
+  auto y = buildWithZeroAt(h, kFaultSize, kFaultAt);  // 1 2 3 ... with 0 at kFaultAt
+  ASSERT_TRUE(x.ok() && y.ok());
+  auto z = zipRemainder(h, *x, *y);
+  ASSERT_FALSE(z.ok());
+  EXPECT_EQ(z.error().message, "remainder by zero: 15554 % 0");
+}
+
+template <class H>
+void reduceReturnsUnderflow(H& h) {
+  auto x = buildWithZeroAt(h, kFaultSize, kFaultAt);  // one element is 0.0: the poison
+  ASSERT_TRUE(x.ok());
+  auto r = reduceUnderflowingAt(h, *x, 0.0);
+  ASSERT_FALSE(r.ok()) << "folded to " << *r;
+  EXPECT_EQ(r.error().message, "integer overflow: -9223372036854775808 - 1");
+}
+
+// Under strictly, an operation's fault propagated with OSPREY_TRY ends the work there.
+template <class H>
+Result<Scalar> modelWithAFaultingStep(H& h, int& stepsRun) {
+  auto a = OSPREY_TRY(buildDoubling(h, 100));
+  ++stepsRun;
+  auto b = OSPREY_TRY(buildDividingByZeroAt(h, 100, 42));
+  ++stepsRun;  // must never run
+  auto c = OSPREY_TRY(buildDoubling(h, 100));
+  ++stepsRun;
+  return h.get(a, 1) + h.get(b, 1) + h.get(c, 1);
+}
+
+template <class H>
+void strictlyStopsTheModelAtAKernelFault(H& h) {
+  int stepsRun = 0;
+  auto r = strictly([&] { return modelWithAFaultingStep(h, stepsRun); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "division by zero: 1000 / 0");
+  EXPECT_EQ(stepsRun, 1);
+}
+
+// Index maths on the host between operations faults the same way and stops the work.
+template <class H>
+void strictlyStopsTheModelAtAHostFault(H& h) {
+  int launches = 0;
+  auto r = strictly([&]() -> Result<Scalar> {
+    auto a = OSPREY_TRY(buildDoubling(h, 8));
+    ++launches;
+    const Int rows = std::numeric_limits<Index>::max() / 2 + 1;
+    const Int elements = rows * Int(2);  // faults: the shape does not fit an int64
+    auto b = OSPREY_TRY(buildDoubling(h, elements.raw()));
+    ++launches;
+    return h.get(a, 0) + h.get(b, 0);
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "integer overflow: 4611686018427387904 * 2");
+  EXPECT_EQ(launches, 1);
+}
+
+}  // namespace osprey::testing::strict_cases
