@@ -1,0 +1,97 @@
+// The AdamW update (decoupled weight decay), as torch.optim.AdamW computes it, element-wise:
+//
+//   p   = p * (1 - lr * wd)                              (only for tensors the caller decays)
+//   m'  = m + (1 - beta1) * (g - m)                      (torch's lerp form of beta1*m + (1-beta1)*g)
+//   v'  = (v * beta2) + ((1 - beta2) * g) * g
+//   bc1 = 1 - beta1^t,  bc2 = 1 - beta2^t                (t = step, 1-based; powers by powi)
+//   p'  = p + ((-lr / bc1) * m') / (sqrt(v') / sqrt(bc2) + eps)
+//
+// GPT-2 training decays the 2-D tensors (matrices, embeddings) and not the 1-D ones (biases,
+// LayerNorm gains); the caller says which with `decay`.
+#pragma once
+
+#include "gpt2/layers/common.hpp"
+
+namespace gpt2 {
+
+struct AdamWSettings {
+  osprey::Scalar lr = 3e-4;
+  osprey::Scalar beta1 = 0.9;
+  osprey::Scalar beta2 = 0.999;
+  osprey::Scalar eps = 1e-8;
+  osprey::Scalar weightDecay = 0.0;
+};
+
+template <class H>
+struct AdamWOut {
+  Buf<H> param;  // same shape as the parameter
+  Buf<H> m;      // first moment
+  Buf<H> v;      // second moment
+};
+
+// One element's new moments and parameter (shared by the three kernels below).
+OSPREY_INLINE osprey::Scalar adamwFirstMoment(osprey::Scalar m, osprey::Scalar g, osprey::Scalar beta1) {
+  return m + (1.0 - beta1) * (g - m);
+}
+OSPREY_INLINE osprey::Scalar adamwSecondMoment(osprey::Scalar v, osprey::Scalar g, osprey::Scalar beta2) {
+  return v * beta2 + ((1.0 - beta2) * g) * g;
+}
+
+namespace reference {
+
+// param, m, v (all the parameter's shape) after step t (1-based) with gradient grad.
+template <osprey::Tensor H>
+osprey::Result<AdamWOut<H>> adamwUpdate(H& h, const Buf<H>& param, const Buf<H>& grad,
+                                        const Buf<H>& m, const Buf<H>& v, osprey::Index t,
+                                        osprey::Scalar lr, osprey::Scalar beta1,
+                                        osprey::Scalar beta2, osprey::Scalar eps,
+                                        osprey::Scalar weightDecay, bool decay) {
+  const char* L = "adamw";
+  const osprey::Index n = h.length(param);
+  OSPREY_CHECK(checkLength(h, grad, n, L, "grad"));
+  OSPREY_CHECK(checkLength(h, m, n, L, "first moment"));
+  OSPREY_CHECK(checkLength(h, v, n, L, "second moment"));
+  if (t < 1) return osprey::Error{fmt::format("{}: step must be 1 or more, got {}", L, t)};
+  const osprey::View pv = param.view(), gv = grad.view(), mv = m.view(), vv = v.view();
+  const osprey::Scalar keep = decay ? 1.0 - lr * weightDecay : 1.0;
+  const osprey::Scalar bc1 = 1.0 - osprey::math::powi(beta1, t);
+  const osprey::Scalar bc2 = 1.0 - osprey::math::powi(beta2, t);
+  const osprey::Scalar stepSize = -(lr / bc1);
+  const osprey::Scalar bc2Sqrt = osprey::math::sqrt(bc2);
+
+  auto m2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    return adamwFirstMoment(mv[i], gv[i], beta1);
+  }));
+  auto v2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    return adamwSecondMoment(vv[i], gv[i], beta2);
+  }));
+  const osprey::View m2v = m2.view(), v2v = v2.view();
+  auto p2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const osprey::Scalar p = decay ? pv[i] * keep : pv[i];
+    const osprey::Scalar denom = osprey::math::sqrt(v2v[i]) / bc2Sqrt + eps;
+    return p + (stepSize * m2v[i]) / denom;
+  }));
+  return AdamWOut<H>{std::move(p2), std::move(m2), std::move(v2)};
+}
+
+}  // namespace reference
+
+template <osprey::Tensor H>
+osprey::Result<AdamWOut<H>> adamwUpdate(H& h, const Buf<H>& param, const Buf<H>& grad,
+                                        const Buf<H>& m, const Buf<H>& v, osprey::Index t,
+                                        osprey::Scalar lr, osprey::Scalar beta1,
+                                        osprey::Scalar beta2, osprey::Scalar eps,
+                                        osprey::Scalar weightDecay, bool decay) {
+  OSPREY_GPT2_DERIVED(adamwUpdate, param, grad, m, v, t, lr, beta1, beta2, eps, weightDecay, decay)
+  return reference::adamwUpdate(h, param, grad, m, v, t, lr, beta1, beta2, eps, weightDecay, decay);
+}
+
+// The same with the settings in one record.
+template <osprey::Tensor H>
+osprey::Result<AdamWOut<H>> adamwUpdate(H& h, const Buf<H>& param, const Buf<H>& grad,
+                                        const Buf<H>& m, const Buf<H>& v, osprey::Index t,
+                                        const AdamWSettings& s, bool decay) {
+  return adamwUpdate(h, param, grad, m, v, t, s.lr, s.beta1, s.beta2, s.eps, s.weightDecay, decay);
+}
+
+}  // namespace gpt2

@@ -1,0 +1,233 @@
+// Causal multi-head self-attention (GPT-2's), KV-cache decoding, and the backward.
+//
+// qkv (B, T, 3C) holds, per row, q | k | v, each C wide and head-major (head h owns channels
+// [h*hs, (h+1)*hs) of its section), as Hugging Face's c_attn produces it. For each batch b,
+// head h and query position t:
+//
+//   pre[t2]  = (sum_i q[t][i] * k[t2][i]) / sqrt(hs)          t2 <= t (i ascending, from 0.0)
+//   m        = max_t2 pre[t2]                                 (t2 ascending)
+//   att[t2]  = exp(pre[t2] - m) / (sum_t2 exp(pre[t2] - m))   t2 <= t; att = 0 for t2 > t
+//   out[t][i] = sum_t2 att[t2] * v[t2][i]                     (t2 ascending, from 0.0)
+//
+// attentionDecode computes the same thing for ONE new query against a cache of keys/values, with
+// the same helper functions (softmax_rows.hpp) in the same order, so its output is row t of
+// attentionForward bit for bit.
+#pragma once
+
+#include "gpt2/layers/common.hpp"
+#include "gpt2/layers/softmax_rows.hpp"
+
+namespace gpt2 {
+
+template <class H>
+struct AttentionOut {
+  Buf<H> out;  // (B, T, C)
+  Buf<H> att;  // (B, NH, T, T) softmax probabilities; entries above the diagonal are 0
+};
+
+namespace detail {
+inline osprey::Result<osprey::Index> headSize(const char* layer, osprey::Index C, osprey::Index NH) {
+  if (C <= 0 || NH <= 0 || C % NH != 0)
+    return osprey::Error{fmt::format("{}: {} channels do not split into {} heads", layer, C, NH)};
+  return C / NH;
+}
+}  // namespace detail
+
+namespace reference {
+
+// out (B, T, C), att (B, NH, T, T) from qkv (B, T, 3C).
+template <osprey::Tensor H>
+osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey::Index B,
+                                                 osprey::Index T, osprey::Index C, osprey::Index NH) {
+  const char* L = "attention";
+  const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
+  OSPREY_CHECK(checkLength(h, qkv, OSPREY_TRY(checkedProduct(L, {B, T, 3, C})), L, "qkv"));
+  const osprey::Index R = OSPREY_TRY(checkedProduct(L, {B, NH, T}));  // softmax rows
+  const osprey::Index RT = OSPREY_TRY(checkedProduct(L, {R, T}));
+  const osprey::View qv = qkv.view();
+  const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs;
+  const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
+
+  // pre (B, NH, T, T): scaled scores; 0 above the diagonal (never read).
+  auto pre = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [r, t2] = divMod(osprey::Int(i), Ti);
+    const osprey::Int t = r % Ti, bh = r / Ti, hh = bh % NHi, b = bh / NHi;
+    if (t2 > t) return 0.0;
+    const osprey::Int qo = (b * Ti + t) * C3 + hh * HS, ko = (b * Ti + t2) * C3 + Ci + hh * HS;
+    return dot(qv, qo, qv, ko, HS) / sqrtHs;
+  }));
+  const osprey::View pv = pre.view();
+  // stats (B, NH, T, 2): row max, then the sum of exp(pre - max).
+  auto stats = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {R, 2})),
+                                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const osprey::Int r = osprey::Int(i) / 2;
+    const osprey::Int count = r % Ti + 1;
+    const osprey::Scalar m = rowMax(pv, r * Ti, count);
+    return osprey::Int(i) % 2 == 0 ? m : rowExpSum(pv, r * Ti, count, m);
+  }));
+  const osprey::View sv = stats.view();
+  auto att = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [r, t2] = divMod(osprey::Int(i), Ti);
+    if (t2 > r % Ti) return 0.0;
+    return osprey::math::exp(pv[i] - sv[r * 2]) / sv[r * 2 + 1];
+  }));
+  const osprey::View av = att.view();
+  auto out = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {B, T, C})),
+                                [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [bt, c] = divMod(osprey::Int(i), Ci);
+    const auto [b, t] = divMod(bt, Ti);
+    const osprey::Int hh = c / HS;
+    const osprey::Int r = (b * NHi + hh) * Ti + t;
+    return dotStrided(av, r * Ti, qv, b * Ti * C3 + 2 * Ci + c, C3, t + 1);
+  }));
+  return AttentionOut<H>{std::move(out), std::move(att)};
+}
+
+// out (C): the attention of one new position whose query is in qkvRow (3C) (q | k | v) against
+// kCache (Tc, C) and vCache (Tc, C), which already end with this position's key and value.
+// Equal bit for bit to row Tc-1 of attentionForward over the same Tc positions.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>& kCache,
+                                       const Buf<H>& vCache, osprey::Index Tc, osprey::Index C,
+                                       osprey::Index NH) {
+  const char* L = "attention decode";
+  const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
+  if (Tc <= 0) return osprey::Error{fmt::format("{}: the cache must hold the new position", L)};
+  OSPREY_CHECK(checkLength(h, qkvRow, OSPREY_TRY(checkedProduct(L, {3, C})), L, "qkv row"));
+  const osprey::Index TcC = OSPREY_TRY(checkedProduct(L, {Tc, C}));
+  OSPREY_CHECK(checkLength(h, kCache, TcC, L, "key cache"));
+  OSPREY_CHECK(checkLength(h, vCache, TcC, L, "value cache"));
+  const osprey::View qv = qkvRow.view(), kv = kCache.view(), vv = vCache.view();
+  const osprey::Int Ti = Tc, Ci = C, HS = hs;
+  const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
+
+  // pre (NH, Tc)
+  auto pre = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {NH, Tc})),
+                                [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [hh, t2] = divMod(osprey::Int(i), Ti);
+    return dot(qv, hh * HS, kv, t2 * Ci + hh * HS, HS) / sqrtHs;
+  }));
+  const osprey::View pv = pre.view();
+  // stats (NH, 2)
+  auto stats = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {NH, 2})),
+                                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const osprey::Int hh = osprey::Int(i) / 2;
+    const osprey::Scalar m = rowMax(pv, hh * Ti, Ti);
+    return osprey::Int(i) % 2 == 0 ? m : rowExpSum(pv, hh * Ti, Ti, m);
+  }));
+  const osprey::View sv = stats.view();
+  // att (NH, Tc)
+  auto att = OSPREY_TRY(h.build(h.length(pre), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const osprey::Int hh = osprey::Int(i) / Ti;
+    return osprey::math::exp(pv[i] - sv[hh * 2]) / sv[hh * 2 + 1];
+  }));
+  const osprey::View av = att.view();
+  return h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar {
+    const osprey::Int hh = osprey::Int(c) / HS;
+    return dotStrided(av, hh * Ti, vv, osprey::Int(c), Ci, Ti);
+  });
+}
+
+// dqkv (B, T, 3C) from dout (B, T, C) and the forward's qkv (B, T, 3C) and att (B, NH, T, T).
+//
+//   datt[t][t2] = sum_i dout[t][i] * v[t2][i]                       t2 <= t
+//   dpre[t][t2] = att[t][t2] * (datt[t][t2] - sum_t2' att[t][t2'] * datt[t][t2'])
+//   dq[t][i]  = sum_{t2 <= t}  (dpre[t][t2] / sqrt(hs)) * k[t2][i]   (t2 ascending)
+//   dk[t2][i] = sum_{t >= t2}  (dpre[t][t2] / sqrt(hs)) * q[t][i]    (t ascending)
+//   dv[t2][i] = sum_{t >= t2}  att[t][t2] * dout[t][i]               (t ascending)
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>& qkv,
+                                         const Buf<H>& att, osprey::Index B, osprey::Index T,
+                                         osprey::Index C, osprey::Index NH) {
+  const char* L = "attention backward";
+  const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
+  const osprey::Index BTC = OSPREY_TRY(checkedProduct(L, {B, T, C}));
+  OSPREY_CHECK(checkLength(h, dout, BTC, L, "dout"));
+  OSPREY_CHECK(checkLength(h, qkv, OSPREY_TRY(checkedProduct(L, {B, T, 3, C})), L, "qkv"));
+  const osprey::Index R = OSPREY_TRY(checkedProduct(L, {B, NH, T}));
+  const osprey::Index RT = OSPREY_TRY(checkedProduct(L, {R, T}));
+  OSPREY_CHECK(checkLength(h, att, RT, L, "att"));
+  const osprey::View dv = dout.view(), qv = qkv.view(), av = att.view();
+  const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs;
+  const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
+
+  // datt (B, NH, T, T); 0 above the diagonal.
+  auto datt = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [r, t2] = divMod(osprey::Int(i), Ti);
+    const osprey::Int t = r % Ti, bh = r / Ti, hh = bh % NHi, b = bh / NHi;
+    if (t2 > t) return 0.0;
+    return dot(dv, (b * Ti + t) * Ci + hh * HS, qv, (b * Ti + t2) * C3 + 2 * Ci + hh * HS, HS);
+  }));
+  const osprey::View gv = datt.view();
+  // rowDot (B, NH, T): sum_t2 att * datt over the row's causal prefix.
+  auto rowDot = OSPREY_TRY(h.build(R, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
+    return dot(av, osprey::Int(r) * Ti, gv, osprey::Int(r) * Ti, osprey::Int(r) % Ti + 1);
+  }));
+  const osprey::View rv = rowDot.view();
+  // dscore (B, NH, T, T): gradient of the unscaled score q.k; 0 above the diagonal.
+  auto dscore = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [r, t2] = divMod(osprey::Int(i), Ti);
+    if (t2 > r % Ti) return 0.0;
+    return (av[i] * (gv[i] - rv[r])) / sqrtHs;
+  }));
+  const osprey::View sv = dscore.view();
+  return h.build(OSPREY_TRY(checkedProduct(L, {B, T, 3, C})),
+                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [bt, col] = divMod(osprey::Int(i), C3);
+    const auto [b, t] = divMod(bt, Ti);
+    const osprey::Int section = col / Ci, c = col % Ci, hh = c / HS;
+    const osprey::Int row0 = (b * NHi + hh) * Ti;  // row (b, hh, 0) of the (T, T) matrices
+    if (section == 0) {  // dq[t][c] = sum_{t2<=t} dscore[t][t2] * k[t2][c]
+      return dotStrided(sv, (row0 + t) * Ti, qv, b * Ti * C3 + Ci + c, C3, t + 1);
+    }
+    // dk / dv at position t: sum over later queries t1 = t .. T-1, reading column t.
+    const osprey::Int count = Ti - t;
+    if (section == 1) {  // dk[t][c] = sum_{t1>=t} dscore[t1][t] * q[t1][c]
+      return dotStrided2(sv, (row0 + t) * Ti + t, Ti, qv, bt * C3 + c, C3, count);
+    }
+    // dv[t][c] = sum_{t1>=t} att[t1][t] * dout[t1][c]
+    return dotStrided2(av, (row0 + t) * Ti + t, Ti, dv, bt * Ci + c, Ci, count);
+  });
+}
+
+}  // namespace reference
+
+// out (Tc + 1, C): cache (Tc, C) with row (C) appended.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> appendRow(H& h, const Buf<H>& cache, const Buf<H>& row, osprey::Index Tc,
+                                 osprey::Index C) {
+  const char* L = "appendRow";
+  const osprey::Index n = OSPREY_TRY(checkedProduct(L, {Tc, C}));
+  OSPREY_CHECK(checkLength(h, cache, n, L, "cache"));
+  OSPREY_CHECK(checkLength(h, row, C, L, "row"));
+  const osprey::View cv = cache.view(), rv = row.view();
+  return h.build(OSPREY_TRY(checkedProduct(L, {Tc + 1, C})),
+                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    return i < n ? cv[i] : rv[osprey::Int(i) - n];
+  });
+}
+
+template <osprey::Tensor H>
+osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey::Index B,
+                                                 osprey::Index T, osprey::Index C, osprey::Index NH) {
+  OSPREY_GPT2_DERIVED(attentionForward, qkv, B, T, C, NH)
+  return reference::attentionForward(h, qkv, B, T, C, NH);
+}
+
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>& kCache,
+                                       const Buf<H>& vCache, osprey::Index Tc, osprey::Index C,
+                                       osprey::Index NH) {
+  OSPREY_GPT2_DERIVED(attentionDecode, qkvRow, kCache, vCache, Tc, C, NH)
+  return reference::attentionDecode(h, qkvRow, kCache, vCache, Tc, C, NH);
+}
+
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>& qkv,
+                                         const Buf<H>& att, osprey::Index B, osprey::Index T,
+                                         osprey::Index C, osprey::Index NH) {
+  OSPREY_GPT2_DERIVED(attentionBackward, dout, qkv, att, B, T, C, NH)
+  return reference::attentionBackward(h, dout, qkv, att, B, T, C, NH);
+}
+
+}  // namespace gpt2

@@ -1,0 +1,146 @@
+// The embedding layer: token embedding plus learned position embedding, and its backward.
+//
+//   forward   out[n][c] = wte[tokens[n]][c] + wpe[posOffset + n % T][c]
+//   backward  dwte[v][c] = sum over n with tokens[n] == v of dout[n][c]   (n ascending, from 0.0)
+//             dwpe[p][c] = sum over b of dout[b*T + (p - posOffset)][c]  (b ascending, from 0.0)
+//
+// The backward never scatters (no atomics, no order that depends on threads): each gradient
+// element gathers its contributions itself, following a linked list of the rows that hold the
+// same token, built once from the tokens (first occurrence per id, next occurrence per row).
+#pragma once
+
+#include "gpt2/layers/common.hpp"
+
+namespace gpt2 {
+
+template <class H>
+struct EncoderGrads {
+  Buf<H> dwte;  // (V, C)
+  Buf<H> dwpe;  // (maxT, C)
+};
+
+namespace reference {
+
+// out (N, C) from tokens (N) [ids as doubles], wte (V, C), wpe (maxT, C); row n sits at position
+// posOffset + n % T (T rows per sequence; posOffset > 0 when continuing a KV-cached sequence).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> encoderForward(H& h, const Buf<H>& tokens, const Buf<H>& wte,
+                                      const Buf<H>& wpe, osprey::Index N, osprey::Index T,
+                                      osprey::Index C, osprey::Index posOffset) {
+  const char* L = "encoder";
+  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
+  OSPREY_CHECK(checkLength(h, tokens, N, L, "tokens"));
+  if (C <= 0) return osprey::Error{fmt::format("{}: channels must be positive, got {}", L, C)};
+  if (T <= 0 || N % T != 0)
+    return osprey::Error{fmt::format("{}: {} rows are not whole sequences of length {}", L, N, T)};
+  if (h.length(wte) % C != 0 || h.length(wpe) % C != 0)
+    return osprey::Error{fmt::format("{}: wte ({}) and wpe ({}) must be whole rows of {} channels",
+                                     L, h.length(wte), h.length(wpe), C)};
+  const osprey::Index V = h.length(wte) / C, maxT = h.length(wpe) / C;
+  if (posOffset < 0 || posOffset > maxT || T > maxT - posOffset)
+    return osprey::Error{fmt::format("{}: positions [{}, {}) exceed the context of {}", L, posOffset,
+                                     posOffset + T, maxT)};
+  const osprey::View tok = tokens.view(), te = wte.view(), pe = wpe.view();
+  const osprey::Int Ci = C, Ti = T, P0 = posOffset;
+  return h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [n, c] = divMod(osprey::Int(i), Ci);
+    const osprey::Int id = tokenIndex(tok[n], V);
+    const osprey::Int p = P0 + n % Ti;
+    return te[id * Ci + c] + pe[p * Ci + c];
+  });
+}
+
+// dwte (V, C), dwpe (maxT, C) from dout (N, C), the tokens (N) of the forward, V and maxT.
+// With dwteBase (V, C) (another contribution to the same tensor, e.g. the tied lm head's), dwte is
+// base + gathered sum, element by element: the same doubles as add(base, dwte without a base),
+// without a separate pass over the (V, C) table.
+template <osprey::Tensor H>
+osprey::Result<EncoderGrads<H>> encoderBackward(H& h, const Buf<H>& dout, const Buf<H>& tokens,
+                                                const Buf<H>* dwteBase, osprey::Index N,
+                                                osprey::Index T, osprey::Index C, osprey::Index V,
+                                                osprey::Index maxT, osprey::Index posOffset) {
+  const char* L = "encoder backward";
+  OSPREY_CHECK(checkLength(h, dout, OSPREY_TRY(checkedProduct(L, {N, C})), L, "dout"));
+  OSPREY_CHECK(checkLength(h, tokens, N, L, "tokens"));
+  if (T <= 0 || N % T != 0)
+    return osprey::Error{fmt::format("{}: {} rows are not whole sequences of length {}", L, N, T)};
+  if (posOffset < 0 || posOffset > maxT || T > maxT - posOffset)
+    return osprey::Error{fmt::format("{}: positions [{}, {}) exceed the context of {}", L, posOffset,
+                                     posOffset + T, maxT)};
+  const osprey::Index VC = OSPREY_TRY(checkedProduct(L, {V, C}));
+  const osprey::Index PC = OSPREY_TRY(checkedProduct(L, {maxT, C}));
+  if (dwteBase) OSPREY_CHECK(checkLength(h, *dwteBase, VC, L, "dwte base"));
+  const osprey::View tok = tokens.view(), d = dout.view();
+  const osprey::View base = dwteBase ? dwteBase->view() : osprey::View{};
+  const bool hasBase = dwteBase != nullptr;
+  const osprey::Int Ni = N, Ci = C, Ti = T, P0 = posOffset;
+
+  // next (N): the next row after n holding the same token, or N. (Also validates every token.)
+  auto next = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
+    const osprey::Scalar id = static_cast<osprey::Scalar>(tokenIndex(tok[n], V).raw());
+    for (osprey::Int m = osprey::Int(n) + 1; m < Ni; ++m)
+      if (tok[m] == id) return static_cast<osprey::Scalar>(m.raw());
+    return static_cast<osprey::Scalar>(N);
+  }));
+  // first (V): the first row holding token v, or N when none does (ids are exact integers, so
+  // comparing the doubles is comparing the ids).
+  auto first = OSPREY_TRY(h.build(V, [=] OSPREY_FN(osprey::Index v) -> osprey::Scalar {
+    const auto id = static_cast<osprey::Scalar>(v);
+    for (osprey::Int n = 0; n < Ni; ++n)
+      if (tok[n] == id) return static_cast<osprey::Scalar>(n.raw());
+    return static_cast<osprey::Scalar>(N);
+  }));
+  const osprey::View fv = first.view(), nv = next.view();
+  auto dwte = OSPREY_TRY(h.build(VC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [v, c] = divMod(osprey::Int(i), Ci);
+    osprey::Scalar acc = 0.0;
+    for (auto n = static_cast<osprey::Index>(fv[v]); n < N; n = static_cast<osprey::Index>(nv[n]))
+      acc = acc + d[osprey::Int(n) * Ci + c];
+    return hasBase ? base[i] + acc : acc;
+  }));
+  const osprey::Int Bi = osprey::Int(N) / Ti;
+  auto dwpe = OSPREY_TRY(h.build(PC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [p, c] = divMod(osprey::Int(i), Ci);
+    osprey::Scalar acc = 0.0;
+    if (p < P0 || p >= P0 + Ti) return acc;
+    const osprey::Int t = p - P0;
+    for (osprey::Int b = 0; b < Bi; ++b) acc = acc + d[(b * Ti + t) * Ci + c];
+    return acc;
+  }));
+  return EncoderGrads<H>{std::move(dwte), std::move(dwpe)};
+}
+
+}  // namespace reference
+
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> encoderForward(H& h, const Buf<H>& tokens, const Buf<H>& wte,
+                                      const Buf<H>& wpe, osprey::Index N, osprey::Index T,
+                                      osprey::Index C, osprey::Index posOffset) {
+  OSPREY_GPT2_DERIVED(encoderForward, tokens, wte, wpe, N, T, C, posOffset)
+  return reference::encoderForward(h, tokens, wte, wpe, N, T, C, posOffset);
+}
+
+// dwte (V, C), dwpe (maxT, C): the embedding gradients from dout (N, C).
+template <osprey::Tensor H>
+osprey::Result<EncoderGrads<H>> encoderBackward(H& h, const Buf<H>& dout, const Buf<H>& tokens,
+                                                osprey::Index N, osprey::Index T, osprey::Index C,
+                                                osprey::Index V, osprey::Index maxT,
+                                                osprey::Index posOffset) {
+  OSPREY_GPT2_DERIVED(encoderBackward, dout, tokens, N, T, C, V, maxT, posOffset)
+  return reference::encoderBackward(h, dout, tokens, static_cast<const Buf<H>*>(nullptr), N, T, C,
+                                    V, maxT, posOffset);
+}
+
+// The same with dwte = dwteBase (V, C) + the embedding's gradient: for the tied embedding, pass
+// the lm head's share (matmulBackwardTransposed's dwt). Equal bit for bit to
+// add(dwteBase, encoderBackward(...).dwte), one (V, C) pass cheaper.
+template <osprey::Tensor H>
+osprey::Result<EncoderGrads<H>> encoderBackwardOnto(H& h, const Buf<H>& dwteBase, const Buf<H>& dout,
+                                                    const Buf<H>& tokens, osprey::Index N,
+                                                    osprey::Index T, osprey::Index C, osprey::Index V,
+                                                    osprey::Index maxT, osprey::Index posOffset) {
+  OSPREY_GPT2_DERIVED(encoderBackwardOnto, dwteBase, dout, tokens, N, T, C, V, maxT, posOffset)
+  return reference::encoderBackward(h, dout, tokens, &dwteBase, N, T, C, V, maxT, posOffset);
+}
+
+}  // namespace gpt2

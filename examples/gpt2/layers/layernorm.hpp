@@ -1,0 +1,158 @@
+// LayerNorm over the channels of each row, and its backward.
+//
+//   mean[n] = (sum_c x[n][c]) / C                         (c ascending, from 0.0)
+//   var[n]  = (sum_c (x[n][c] - mean[n])^2) / C           (biased, as PyTorch's LayerNorm)
+//   rstd[n] = 1 / sqrt(var[n] + 1e-5)
+//   out[n][c] = ((x[n][c] - mean[n]) * rstd[n]) * w[c] + b[c]
+//
+// Row statistics are computed once per row into (N) buffers and then read by the element
+// kernels, so the work is O(N*C), not O(N*C*C).
+#pragma once
+
+#include "gpt2/layers/common.hpp"
+
+namespace gpt2 {
+
+inline constexpr osprey::Scalar kLayerNormEps = 1e-5;
+
+template <class H>
+struct LayerNormOut {
+  Buf<H> out;   // (N, C)
+  Buf<H> mean;  // (N)
+  Buf<H> rstd;  // (N) 1 / sqrt(var + eps)
+};
+
+template <class H>
+struct LayerNormGrads {
+  Buf<H> dx;  // (N, C)
+  Buf<H> dw;  // (C)
+  Buf<H> db;  // (C)
+};
+
+namespace reference {
+
+// out (N, C), mean (N), rstd (N) from x (N, C), w (C), b (C).
+template <osprey::Tensor H>
+osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Buf<H>& w,
+                                                 const Buf<H>& b, osprey::Index N, osprey::Index C) {
+  const char* L = "layernorm";
+  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
+  OSPREY_CHECK(checkLength(h, x, NC, L, "x"));
+  OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
+  OSPREY_CHECK(checkLength(h, b, C, L, "bias"));
+  if (C <= 0) return osprey::Error{fmt::format("{}: channels must be positive, got {}", L, C)};
+  const osprey::View xv = x.view(), wv = w.view(), bv = b.view();
+  const osprey::Int Ci = C;
+  const auto Cs = static_cast<osprey::Scalar>(C);
+  const osprey::Scalar eps = kLayerNormEps;
+
+  auto mean = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
+    const osprey::Int row = osprey::Int(n) * Ci;
+    osprey::Scalar acc = 0.0;
+    for (osprey::Int c = 0; c < Ci; ++c) acc = acc + xv[row + c];
+    return acc / Cs;
+  }));
+  const osprey::View mv = mean.view();
+  auto rstd = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
+    const osprey::Int row = osprey::Int(n) * Ci;
+    const osprey::Scalar m = mv[n];
+    osprey::Scalar acc = 0.0;
+    for (osprey::Int c = 0; c < Ci; ++c) {
+      const osprey::Scalar d = xv[row + c] - m;
+      acc = acc + d * d;
+    }
+    return 1.0 / osprey::math::sqrt(acc / Cs + eps);
+  }));
+  const osprey::View rv = rstd.view();
+  auto out = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [n, c] = divMod(osprey::Int(i), Ci);
+    const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
+    return norm * wv[c] + bv[c];
+  }));
+  return LayerNormOut<H>{std::move(out), std::move(mean), std::move(rstd)};
+}
+
+// dx (N, C), dw (C), db (C) from dout (N, C), the forward's x (N, C), w (C), mean (N), rstd (N).
+//
+//   norm = (x - mean) * rstd,  dnorm = w * dout
+//   dx = ((dnorm - mean_c(dnorm)) - norm * mean_c(dnorm * norm)) * rstd
+//   dw[c] = sum_n norm * dout,  db[c] = sum_n dout   (n ascending, from 0.0)
+template <osprey::Tensor H>
+osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, const Buf<H>& x,
+                                                    const Buf<H>& w, const Buf<H>& mean,
+                                                    const Buf<H>& rstd, osprey::Index N,
+                                                    osprey::Index C) {
+  const char* L = "layernorm backward";
+  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
+  OSPREY_CHECK(checkLength(h, dout, NC, L, "dout"));
+  OSPREY_CHECK(checkLength(h, x, NC, L, "x"));
+  OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
+  OSPREY_CHECK(checkLength(h, mean, N, L, "mean"));
+  OSPREY_CHECK(checkLength(h, rstd, N, L, "rstd"));
+  if (C <= 0) return osprey::Error{fmt::format("{}: channels must be positive, got {}", L, C)};
+  const osprey::View dv = dout.view(), xv = x.view(), wv = w.view(), mv = mean.view(), rv = rstd.view();
+  const osprey::Int Ci = C, Ni = N;
+  const auto Cs = static_cast<osprey::Scalar>(C);
+
+  // Per row: element 2n = mean_c(dnorm), element 2n+1 = mean_c(dnorm * norm).
+  auto stats = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {N, 2})),
+                                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [n, which] = divMod(osprey::Int(i), 2);
+    const osprey::Int row = n * Ci;
+    const osprey::Scalar m = mv[n], s = rv[n];
+    osprey::Scalar acc = 0.0;
+    for (osprey::Int c = 0; c < Ci; ++c) {
+      const osprey::Scalar dnorm = wv[c] * dv[row + c];
+      if (which == 0) {
+        acc = acc + dnorm;
+      } else {
+        const osprey::Scalar norm = (xv[row + c] - m) * s;
+        acc = acc + dnorm * norm;
+      }
+    }
+    return acc / Cs;
+  }));
+  const osprey::View sv = stats.view();
+  auto dx = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [n, c] = divMod(osprey::Int(i), Ci);
+    const osprey::Scalar s = rv[n];
+    const osprey::Scalar norm = (xv[i] - mv[n]) * s;
+    const osprey::Scalar dnorm = wv[c] * dv[i];
+    return ((dnorm - sv[n * 2]) - norm * sv[n * 2 + 1]) * s;
+  }));
+  auto dw = OSPREY_TRY(h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar {
+    osprey::Scalar acc = 0.0;
+    for (osprey::Int n = 0; n < Ni; ++n) {
+      const osprey::Int i = n * Ci + c;
+      const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
+      acc = acc + norm * dv[i];
+    }
+    return acc;
+  }));
+  auto db = OSPREY_TRY(h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar {
+    osprey::Scalar acc = 0.0;
+    for (osprey::Int n = 0; n < Ni; ++n) acc = acc + dv[n * Ci + c];
+    return acc;
+  }));
+  return LayerNormGrads<H>{std::move(dx), std::move(dw), std::move(db)};
+}
+
+}  // namespace reference
+
+template <osprey::Tensor H>
+osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Buf<H>& w,
+                                                 const Buf<H>& b, osprey::Index N, osprey::Index C) {
+  OSPREY_GPT2_DERIVED(layernormForward, x, w, b, N, C)
+  return reference::layernormForward(h, x, w, b, N, C);
+}
+
+template <osprey::Tensor H>
+osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, const Buf<H>& x,
+                                                    const Buf<H>& w, const Buf<H>& mean,
+                                                    const Buf<H>& rstd, osprey::Index N,
+                                                    osprey::Index C) {
+  OSPREY_GPT2_DERIVED(layernormBackward, dout, x, w, mean, rstd, N, C)
+  return reference::layernormBackward(h, dout, x, w, mean, rstd, N, C);
+}
+
+}  // namespace gpt2

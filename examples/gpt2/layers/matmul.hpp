@@ -1,0 +1,142 @@
+// The linear layers: y = x . W + b with W in Conv1D layout (IC, OC), the tied output projection
+// y = x . Wtᵀ with Wt stored (OC, IC) (GPT-2's lm head reads the token embedding (V, C)), and
+// their backward passes.
+//
+// Every large product goes through the effect's matMul, whose contract is "each output
+// accumulates in k order from 0.0". Where a product needs a transposed operand, the result is
+// computed as the transpose of the product with the operands swapped, which performs exactly the
+// same sum for each output element, so only the small activation tensors (N rows) are ever
+// transposed, never the weights:
+//
+//   (x . Wtᵀ)[n][o] = sum_i x[n][i] * Wt[o][i]  =  (Wt . xᵀ)[o][n]
+//   (dout . Wᵀ)[n][i] = sum_o dout[n][o] * W[i][o]  =  (W . doutᵀ)[i][n]
+//
+// (a product's terms are a*b or b*a, which IEEE multiplication gives identically).
+#pragma once
+
+#include "gpt2/layers/common.hpp"
+
+namespace gpt2 {
+
+template <class H>
+struct MatmulGrads {
+  Buf<H> dx;     // (N, IC)
+  Buf<H> dw;     // (IC, OC)
+  Buf<H> dbias;  // (OC)
+};
+
+template <class H>
+struct MatmulTransposedGrads {
+  Buf<H> dx;   // (N, IC)
+  Buf<H> dwt;  // (OC, IC), the layout the weight is stored in
+};
+
+namespace reference {
+
+// out (N, OC) = x (N, IC) . w (IC, OC) + bias (OC); the product first, then the bias.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> matmulForward(H& h, const Buf<H>& x, const Buf<H>& w, const Buf<H>& bias,
+                                     osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  const char* L = "matmul";
+  const osprey::Index NO = OSPREY_TRY(checkedProduct(L, {N, OC}));
+  OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct(L, {N, IC})), L, "x"));
+  OSPREY_CHECK(checkLength(h, w, OSPREY_TRY(checkedProduct(L, {IC, OC})), L, "weight"));
+  OSPREY_CHECK(checkLength(h, bias, OC, L, "bias"));
+  auto prod = OSPREY_TRY(h.matMul(x, w, N, IC, OC));
+  const osprey::View pv = prod.view(), bv = bias.view();
+  const osprey::Int O = OC;
+  return h.build(NO, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    return pv[i] + bv[osprey::Int(i) % O];
+  });
+}
+
+// out (N, OC) = x (N, IC) . wtᵀ, wt stored (OC, IC); no bias (the tied lm head).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> matmulForwardTransposed(H& h, const Buf<H>& x, const Buf<H>& wt,
+                                               osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  const char* L = "matmul (transposed weight)";
+  OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct(L, {N, IC})), L, "x"));
+  OSPREY_CHECK(checkLength(h, wt, OSPREY_TRY(checkedProduct(L, {OC, IC})), L, "weight"));
+  auto xt = OSPREY_TRY(transpose(h, x, N, IC));                  // (IC, N)
+  auto outT = OSPREY_TRY(h.matMul(wt, xt, OC, IC, N));           // (OC, N)
+  return transpose(h, outT, OC, N);                              // (N, OC)
+}
+
+// dx (N, IC), dw (IC, OC), dbias (OC) from dout (N, OC), the forward's x (N, IC), w (IC, OC).
+//   dx = dout . wᵀ  (as (w . doutᵀ)ᵀ),   dw = xᵀ . dout (n ascending),   dbias[o] = sum_n dout[n][o]
+template <osprey::Tensor H>
+osprey::Result<MatmulGrads<H>> matmulBackward(H& h, const Buf<H>& dout, const Buf<H>& x,
+                                              const Buf<H>& w, osprey::Index N, osprey::Index IC,
+                                              osprey::Index OC) {
+  const char* L = "matmul backward";
+  OSPREY_CHECK(checkLength(h, dout, OSPREY_TRY(checkedProduct(L, {N, OC})), L, "dout"));
+  OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct(L, {N, IC})), L, "x"));
+  OSPREY_CHECK(checkLength(h, w, OSPREY_TRY(checkedProduct(L, {IC, OC})), L, "weight"));
+  auto doutT = OSPREY_TRY(transpose(h, dout, N, OC));            // (OC, N)
+  auto dxT = OSPREY_TRY(h.matMul(w, doutT, IC, OC, N));          // (IC, N)
+  auto dx = OSPREY_TRY(transpose(h, dxT, IC, N));                // (N, IC)
+  auto xT = OSPREY_TRY(transpose(h, x, N, IC));                  // (IC, N)
+  auto dw = OSPREY_TRY(h.matMul(xT, dout, IC, N, OC));           // (IC, OC)
+  // dbias[o] = dout summed down column o: doutT holds that column as a contiguous row.
+  const osprey::View dtv = doutT.view();
+  const osprey::Int Ni = N;
+  auto dbias = OSPREY_TRY(h.build(OC, [=] OSPREY_FN(osprey::Index o) -> osprey::Scalar {
+    const osprey::Int row = osprey::Int(o) * Ni;
+    osprey::Scalar acc = 0.0;
+    for (osprey::Int n = 0; n < Ni; ++n) acc = acc + dtv[row + n];
+    return acc;
+  }));
+  return MatmulGrads<H>{std::move(dx), std::move(dw), std::move(dbias)};
+}
+
+// dx (N, IC), dwt (OC, IC) from dout (N, OC), the forward's x (N, IC), wt (OC, IC).
+//   dx = dout . wt (a plain product),   dwt = doutᵀ . x (n ascending)
+template <osprey::Tensor H>
+osprey::Result<MatmulTransposedGrads<H>> matmulBackwardTransposed(H& h, const Buf<H>& dout,
+                                                                  const Buf<H>& x, const Buf<H>& wt,
+                                                                  osprey::Index N, osprey::Index IC,
+                                                                  osprey::Index OC) {
+  const char* L = "matmul (transposed weight) backward";
+  OSPREY_CHECK(checkLength(h, dout, OSPREY_TRY(checkedProduct(L, {N, OC})), L, "dout"));
+  OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct(L, {N, IC})), L, "x"));
+  OSPREY_CHECK(checkLength(h, wt, OSPREY_TRY(checkedProduct(L, {OC, IC})), L, "weight"));
+  auto dx = OSPREY_TRY(h.matMul(dout, wt, N, OC, IC));           // (N, IC)
+  auto doutT = OSPREY_TRY(transpose(h, dout, N, OC));            // (OC, N)
+  auto dwt = OSPREY_TRY(h.matMul(doutT, x, OC, N, IC));          // (OC, IC)
+  return MatmulTransposedGrads<H>{std::move(dx), std::move(dwt)};
+}
+
+}  // namespace reference
+
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> matmulForward(H& h, const Buf<H>& x, const Buf<H>& w, const Buf<H>& bias,
+                                     osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(matmulForward, x, w, bias, N, IC, OC)
+  return reference::matmulForward(h, x, w, bias, N, IC, OC);
+}
+
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> matmulForwardTransposed(H& h, const Buf<H>& x, const Buf<H>& wt,
+                                               osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(matmulForwardTransposed, x, wt, N, IC, OC)
+  return reference::matmulForwardTransposed(h, x, wt, N, IC, OC);
+}
+
+template <osprey::Tensor H>
+osprey::Result<MatmulGrads<H>> matmulBackward(H& h, const Buf<H>& dout, const Buf<H>& x,
+                                              const Buf<H>& w, osprey::Index N, osprey::Index IC,
+                                              osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(matmulBackward, dout, x, w, N, IC, OC)
+  return reference::matmulBackward(h, dout, x, w, N, IC, OC);
+}
+
+template <osprey::Tensor H>
+osprey::Result<MatmulTransposedGrads<H>> matmulBackwardTransposed(H& h, const Buf<H>& dout,
+                                                                  const Buf<H>& x, const Buf<H>& wt,
+                                                                  osprey::Index N, osprey::Index IC,
+                                                                  osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(matmulBackwardTransposed, dout, x, wt, N, IC, OC)
+  return reference::matmulBackwardTransposed(h, dout, x, wt, N, IC, OC);
+}
+
+}  // namespace gpt2

@@ -1,0 +1,53 @@
+// Row primitives shared by attention and cross-entropy: the few OSPREY_FN loops whose order fixes
+// the bits of a softmax. Every caller (full attention, KV-cache decoding, cross-entropy) runs
+// these same functions, so a row computed by any of them is the same doubles.
+#pragma once
+
+#include "gpt2/layers/common.hpp"
+
+namespace gpt2 {
+
+// sum_j a[ao + j] * b[bo + j*bStride] for j in [0, count), ascending from 0.0.
+OSPREY_INLINE osprey::Scalar dotStrided(osprey::View a, osprey::Int ao, osprey::View b, osprey::Int bo,
+                                        osprey::Int bStride, osprey::Int count) {
+  osprey::Scalar acc = 0.0;
+  for (osprey::Int j = 0; j < count; ++j) acc = acc + a[ao + j] * b[bo + j * bStride];
+  return acc;
+}
+
+// sum_j a[ao + j*aStride] * b[bo + j*bStride] for j in [0, count), ascending from 0.0.
+OSPREY_INLINE osprey::Scalar dotStrided2(osprey::View a, osprey::Int ao, osprey::Int aStride,
+                                         osprey::View b, osprey::Int bo, osprey::Int bStride,
+                                         osprey::Int count) {
+  osprey::Scalar acc = 0.0;
+  for (osprey::Int j = 0; j < count; ++j) acc = acc + a[ao + j * aStride] * b[bo + j * bStride];
+  return acc;
+}
+
+// sum_j a[ao + j] * b[bo + j] for j in [0, count), ascending from 0.0.
+OSPREY_INLINE osprey::Scalar dot(osprey::View a, osprey::Int ao, osprey::View b, osprey::Int bo,
+                                 osprey::Int count) {
+  osprey::Scalar acc = 0.0;
+  for (osprey::Int j = 0; j < count; ++j) acc = acc + a[ao + j] * b[bo + j];
+  return acc;
+}
+
+// max of p[off .. off+count), count >= 1, first to last (the first of equal maxima is kept).
+OSPREY_INLINE osprey::Scalar rowMax(osprey::View p, osprey::Int off, osprey::Int count) {
+  osprey::Scalar m = p[off];
+  for (osprey::Int j = 1; j < count; ++j) {
+    const osprey::Scalar x = p[off + j];
+    if (x > m) m = x;
+  }
+  return m;
+}
+
+// sum_j exp(p[off + j] - m) for j in [0, count), ascending from 0.0.
+OSPREY_INLINE osprey::Scalar rowExpSum(osprey::View p, osprey::Int off, osprey::Int count,
+                                       osprey::Scalar m) {
+  osprey::Scalar acc = 0.0;
+  for (osprey::Int j = 0; j < count; ++j) acc = acc + osprey::math::exp(p[off + j] - m);
+  return acc;
+}
+
+}  // namespace gpt2

@@ -1,0 +1,47 @@
+// GELU and residual cases, generic over the handler.
+#pragma once
+
+#include "layers/layer_support.hpp"
+
+namespace gpt2::testing::pointwise_cases {
+
+inline Scalar referenceGelu(Scalar x) {
+  const Scalar pi = 3.14159265358979323846;
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
+}
+
+template <class H>
+void geluMatchesLoop(H& h) {
+  auto x = randomValues(257, 171, -6.0, 6.0);
+  x.push_back(0.0);
+  x.push_back(-30.0);
+  x.push_back(30.0);
+  std::vector<Scalar> want(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) want[i] = referenceGelu(x[i]);
+  const auto got = readAll(h, must(geluForward(h, lift(h, x))));
+  expectClose(got, want, kForwardRtol, kForwardAtol, "gelu");
+  EXPECT_EQ(got[257], 0.0);
+  EXPECT_EQ(got[259], 30.0);  // tanh saturates to 1
+}
+
+template <class H>
+void geluBackwardMatchesFiniteDifferences(H& h) {
+  const auto x = randomValues(31, 181, -4.0, 4.0), r = randomValues(31, 182);
+  auto dx = must(geluBackward(h, lift(h, r), lift(h, x)));
+  auto loss = [&](const std::vector<Scalar>& v) { return weightedSum(readAll(h, must(geluForward(h, lift(h, v)))), r); };
+  expectClose(readAll(h, dx), numericGradient(x, loss), kGradRtol, kGradAtol, "gelu dx");
+}
+
+template <class H>
+void residualAddsAndPassesGradientThrough(H& h) {
+  const auto a = randomValues(33, 191), b = randomValues(33, 192);
+  const auto got = readAll(h, must(residualForward(h, lift(h, a), lift(h, b))));
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(got[i], a[i] + b[i]);
+  auto d = lift(h, randomValues(33, 193));
+  auto g = must(residualBackward(h, d));
+  EXPECT_EQ(readAll(h, g.da), readAll(h, d));
+  EXPECT_EQ(readAll(h, g.db), readAll(h, d));
+  expectError(residualForward(h, lift(h, a), lift(h, randomValues(32, 194))), "b has 32 elements, expected 33");
+}
+
+}  // namespace gpt2::testing::pointwise_cases
