@@ -87,7 +87,9 @@ print_table() {
 finish() {
   print_table
   if [[ -n ${OUT:-} ]]; then
-    mkdir -p "$OUT/gpu-check" && cp -r "$state/." "$OUT/gpu-check/" 2>/dev/null
+    # The device tool brings back at most 8 files: the table, plus every log in one archive.
+    cp "$state/table.txt" "$OUT/gpu-check-table.txt" 2>/dev/null
+    tar czf "$OUT/gpu-check-logs.tgz" -C "$state" . 2>/dev/null
   fi
   local files=()
   [[ -f $state/build.rows ]] && files+=("$state/build.rows")

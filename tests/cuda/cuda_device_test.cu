@@ -288,7 +288,8 @@ TEST(CudaMatMul, BitIdenticalWithInfinitiesZerosAndSubnormals) {
   const Shape s{33, 19, 70};
   auto a = matrixValues(s.rows * s.inner, 5);
   auto b = matrixValues(s.inner * s.cols, 6);
-  for (Index k = 0; k < s.inner; ++k) a[static_cast<std::size_t>(k)] = 1e300;      // row 0: overflows to +-inf
+  for (Index k = 0; k < s.inner; ++k) a[static_cast<std::size_t>(k)] = 1e308;      // row 0 ...
+  for (Index k = 0; k < s.inner; ++k) b[static_cast<std::size_t>(k * s.cols)] = 1.0;  // ... times column 0 overflows to +inf
   for (Index k = 0; k < s.inner; ++k) a[static_cast<std::size_t>(s.inner + k)] = -0.0;  // row 1: all -0.0
   for (Index k = 0; k < s.inner; ++k) a[static_cast<std::size_t>(2 * s.inner + k)] = 3e-310;  // row 2: subnormal
   const auto expected = hostProduct(a, b, s);

@@ -1,0 +1,245 @@
+// GPT-2's forward pass, written once against the Tensor effect: the full pass over a sequence,
+// and the one-position step that continues a sequence from its key/value cache.
+//
+// Dimension legend: see config.hpp (maxT, V, L, NH, C) and layers/common.hpp (B, T, N = B·T,
+// Tc = positions held in a cache). Every buffer below carries its shape in a comment.
+//
+//   x      = wte[tokens] + wpe[positions]                        (N, C)
+//   for each block l:
+//     a    = ln_1(x);  qkv = a · c_attn + b                       (N, C), (N, 3C)
+//     y    = causal attention(qkv) · c_proj + b                   (N, C)
+//     x    = x + y
+//     m    = gelu(ln_2(x) · c_fc + b) · c_proj + b                (N, 4C) -> (N, C)
+//     x    = x + m
+//   logits = ln_f(x) · wteᵀ                                       (N, V)   (tied embedding)
+//
+// Layout for the forward pass: the four matrices of each block are held transposed, (OC, IC),
+// in ForwardWeights (prepared once per run from the checkpoint's Conv1D (IC, OC) layout). Every
+// product is then computed as Wᵀ · xᵀ, whose rows read contiguous memory even when x is a single
+// row (the KV-cached step), and which performs, for each output, exactly the sum of x · W:
+// sum_k x[n][k] · W[k][o] with k ascending from 0.0 (IEEE products commute). The lm head is the
+// same product with wte (V, C), which already is (OC, IC).
+//
+// The cached step computes the same rows as the full pass: every layer is row-independent
+// except attention, and attentionDecode equals the last row of attentionForward bit for bit
+// (layers/attention.hpp); the lm head's outputs are independent dot products in k order. So
+// logits from a cache equal the full recomputation's, bit for bit (tests/gpt2/generate_test.cpp).
+//
+// No line here names a handler or a device; kernels live in named templates with explicit
+// return types (DESIGN.md §3, CUDA notes).
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "gpt2/layers/layers.hpp"
+#include "gpt2/weights.hpp"
+
+namespace gpt2 {
+
+// One block's tensors as the forward pass reads them.
+template <osprey::Tensor H>
+struct BlockForwardWeights {
+  Buf<H> ln1Weight, ln1Bias;    // (C), (C)
+  Buf<H> attnT, attnBias;       // (3C, C) = c_attn.weightᵀ, (3C)
+  Buf<H> attnProjT, attnProjBias;  // (C, C) = attn.c_proj.weightᵀ, (C)
+  Buf<H> ln2Weight, ln2Bias;    // (C), (C)
+  Buf<H> fcT, fcBias;           // (4C, C) = c_fc.weightᵀ, (4C)
+  Buf<H> fcProjT, fcProjBias;   // (C, 4C) = mlp.c_proj.weightᵀ, (C)
+};
+
+// The model as the forward pass reads it (see the layout note above).
+template <osprey::Tensor H>
+struct ForwardWeights {
+  Config config;
+  Buf<H> wte;                   // (V, C): the embedding, and the lm head's (OC, IC) matrix
+  Buf<H> wpe;                   // (maxT, C)
+  std::vector<BlockForwardWeights<H>> blocks;  // L blocks
+  Buf<H> lnfWeight, lnfBias;    // (C), (C)
+};
+
+// ForwardWeights from the checkpoint layout. Consumes `w` (each original matrix is released as
+// soon as its transpose exists, so the peak is one extra matrix, not a second model).
+template <osprey::Tensor H>
+osprey::Result<ForwardWeights<H>> prepareForward(H& h, Weights<Buf<H>>&& w) {
+  const Config c = w.config;
+  const osprey::Index C = c.C;
+  if (static_cast<osprey::Index>(w.tensors.size()) != parameterTensorCount(c))
+    return osprey::Error{fmt::format("gpt2: {} weight tensors, expected {}", w.tensors.size(),
+                                     parameterTensorCount(c))};
+  auto take = [&](osprey::Index i) -> Buf<H> {
+    return std::exchange(w.tensors[static_cast<std::size_t>(i)], Buf<H>{});
+  };
+  ForwardWeights<H> f{c, take(kWteIndex), take(kWpeIndex), {}, take(lnfWeightIndex(c)),
+                      take(lnfBiasIndex(c))};
+  f.blocks.reserve(static_cast<std::size_t>(c.L));
+  for (osprey::Index l = 0; l < c.L; ++l) {
+    auto at = [&](BlockSlot slot) { return take(blockTensorIndex(l, slot)); };
+    BlockForwardWeights<H> b;
+    b.ln1Weight = at(BlockSlot::Ln1Weight);
+    b.ln1Bias = at(BlockSlot::Ln1Bias);
+    b.attnT = OSPREY_TRY(transpose(h, at(BlockSlot::AttnWeight), C, 3 * C));
+    b.attnBias = at(BlockSlot::AttnBias);
+    b.attnProjT = OSPREY_TRY(transpose(h, at(BlockSlot::AttnProjWeight), C, C));
+    b.attnProjBias = at(BlockSlot::AttnProjBias);
+    b.ln2Weight = at(BlockSlot::Ln2Weight);
+    b.ln2Bias = at(BlockSlot::Ln2Bias);
+    b.fcT = OSPREY_TRY(transpose(h, at(BlockSlot::FcWeight), C, 4 * C));
+    b.fcBias = at(BlockSlot::FcBias);
+    b.fcProjT = OSPREY_TRY(transpose(h, at(BlockSlot::FcProjWeight), 4 * C, C));
+    b.fcProjBias = at(BlockSlot::FcProjBias);
+    f.blocks.push_back(std::move(b));
+  }
+  return f;
+}
+
+// out (N, OC) = x (N, IC) · W + bias (OC), with W held as wT (OC, IC). The product first, then
+// the bias: the same operations as matmulForward on W itself.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf<H>& bias,
+                              osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
+  auto prod = OSPREY_TRY(matmulForwardTransposed(h, x, wT, N, IC, OC));              // (N, OC)
+  const osprey::View pv = prod.view(), bv = bias.view();
+  const osprey::Int O = OC;
+  return h.build(h.length(prod), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    return pv[i] + bv[osprey::Int(i) % O];
+  });
+}
+
+// One block's keys and values for the positions seen so far.
+template <osprey::Tensor H>
+struct LayerCache {
+  Buf<H> keys;    // (Tc, C)
+  Buf<H> values;  // (Tc, C)
+};
+
+// The key/value cache of one sequence: a LayerCache per block, all of `length` positions.
+template <osprey::Tensor H>
+struct KvCache {
+  std::vector<LayerCache<H>> layers;  // L entries
+  osprey::Index length = 0;           // Tc
+};
+
+// The last position's logits, and the cache that continues the sequence.
+template <osprey::Tensor H>
+struct StepOut {
+  Buf<H> logits;  // (V)
+  KvCache<H> cache;
+};
+
+// out (C) = row `row` of x (rows, C).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> takeRow(H& h, const Buf<H>& x, osprey::Index rows, osprey::Index C,
+                               osprey::Index row) {
+  OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("takeRow", {rows, C})), "takeRow", "x"));
+  if (row < 0 || row >= rows)
+    return osprey::Error{fmt::format("takeRow: row {} outside {} rows", row, rows)};
+  const osprey::View xv = x.view();
+  const osprey::Int first = osprey::Int(row) * osprey::Int(C);
+  return h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar { return xv[first + c]; });
+}
+
+// Block b after its attention: x (N, C) is the block's input, att (N, C) attention's output
+// before c_proj. Returns the block's output (N, C).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> blockAfterAttention(H& h, const BlockForwardWeights<H>& b, osprey::Index C,
+                                           const Buf<H>& x, const Buf<H>& att, osprey::Index N) {
+  auto y = OSPREY_TRY(linear(h, att, b.attnProjT, b.attnProjBias, N, C, C));           // (N, C)
+  auto x1 = OSPREY_TRY(residualForward(h, x, y));                                      // (N, C)
+  auto ln2 = OSPREY_TRY(layernormForward(h, x1, b.ln2Weight, b.ln2Bias, N, C));        // (N, C)
+  auto fc = OSPREY_TRY(linear(h, ln2.out, b.fcT, b.fcBias, N, C, 4 * C));              // (N, 4C)
+  auto g = OSPREY_TRY(geluForward(h, fc));                                             // (N, 4C)
+  auto m = OSPREY_TRY(linear(h, g, b.fcProjT, b.fcProjBias, N, 4 * C, C));             // (N, C)
+  return residualForward(h, x1, m);                                                    // (N, C)
+}
+
+// The full pass over B sequences of T tokens each. tokens (B·T) hold ids as doubles. Returns the
+// final hidden states after ln_f (B·T, C); when `cache` is given (B must be 1), it receives each
+// block's keys and values for the T positions.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> forwardHidden(H& h, const ForwardWeights<H>& w, const Buf<H>& tokens,
+                                     osprey::Index B, osprey::Index T, KvCache<H>* cache) {
+  const Config& c = w.config;
+  const osprey::Index C = c.C, N = OSPREY_TRY(checkedProduct("gpt2 forward", {B, T}));
+  if (T < 1 || T > c.maxT)
+    return osprey::Error{fmt::format("gpt2 forward: {} positions do not fit the context of {}", T, c.maxT)};
+  if (cache && B != 1) return osprey::Error{"gpt2 forward: a key/value cache holds one sequence"};
+  if (cache) *cache = KvCache<H>{{}, T};
+
+  auto x = OSPREY_TRY(encoderForward(h, tokens, w.wte, w.wpe, N, T, C, 0));            // (N, C)
+  for (const BlockForwardWeights<H>& b : w.blocks) {
+    auto ln1 = OSPREY_TRY(layernormForward(h, x, b.ln1Weight, b.ln1Bias, N, C));       // (N, C)
+    auto qkv = OSPREY_TRY(linear(h, ln1.out, b.attnT, b.attnBias, N, C, 3 * C));       // (N, 3C)
+    auto att = OSPREY_TRY(attentionForward(h, qkv, B, T, C, c.NH));                    // (N, C)
+    if (cache) {
+      auto keys = OSPREY_TRY(sliceColumns(h, qkv, N, 3 * C, C, C));                    // (T, C)
+      auto values = OSPREY_TRY(sliceColumns(h, qkv, N, 3 * C, 2 * C, C));              // (T, C)
+      cache->layers.push_back(LayerCache<H>{std::move(keys), std::move(values)});
+    }
+    x = OSPREY_TRY(blockAfterAttention(h, b, C, x, att.out, N));                       // (N, C)
+  }
+  auto lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight, w.lnfBias, N, C));         // (N, C)
+  return std::move(lnf.out);
+}
+
+// logits (N, V) = hidden (N, C) · wteᵀ: GPT-2's output projection is the token embedding.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> lmHead(H& h, const ForwardWeights<H>& w, const Buf<H>& hidden, osprey::Index N) {
+  return matmulForwardTransposed(h, hidden, w.wte, N, w.config.C, w.config.V);
+}
+
+// logits (B·T, V) of every position: the full pass (checks, full recomputation).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> forwardLogits(H& h, const ForwardWeights<H>& w, const Buf<H>& tokens,
+                                     osprey::Index B, osprey::Index T) {
+  auto hidden = OSPREY_TRY(forwardHidden(h, w, tokens, B, T, static_cast<KvCache<H>*>(nullptr)));
+  return lmHead(h, w, hidden, B * T);
+}
+
+// The prompt's pass: tokens (T) of one sequence -> the last position's logits (V) and the cache.
+template <osprey::Tensor H>
+osprey::Result<StepOut<H>> prefill(H& h, const ForwardWeights<H>& w, const Buf<H>& tokens,
+                                   osprey::Index T) {
+  KvCache<H> cache;
+  auto hidden = OSPREY_TRY(forwardHidden(h, w, tokens, 1, T, &cache));                 // (T, C)
+  auto last = OSPREY_TRY(takeRow(h, hidden, T, w.config.C, T - 1));                    // (C)
+  auto logits = OSPREY_TRY(lmHead(h, w, last, 1));                                     // (V)
+  return StepOut<H>{std::move(logits), std::move(cache)};
+}
+
+// One new position: token (1) [its id as a double] at position cache.length, attending to the
+// cached positions and itself. Returns its logits (V) and the cache grown by one position.
+template <osprey::Tensor H>
+osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache,
+                                      const Buf<H>& token) {
+  const Config& c = w.config;
+  const osprey::Index C = c.C, Tc = cache.length;
+  if (Tc < 1 || Tc >= c.maxT)
+    return osprey::Error{fmt::format("gpt2 decode: position {} is outside the context of {}", Tc, c.maxT)};
+  if (cache.layers.size() != w.blocks.size())
+    return osprey::Error{fmt::format("gpt2 decode: the cache has {} blocks, the model {}",
+                                     cache.layers.size(), w.blocks.size())};
+  KvCache<H> next{{}, Tc + 1};
+  next.layers.reserve(cache.layers.size());
+
+  auto x = OSPREY_TRY(encoderForward(h, token, w.wte, w.wpe, 1, 1, C, Tc));            // (1, C)
+  for (std::size_t l = 0; l < w.blocks.size(); ++l) {
+    const BlockForwardWeights<H>& b = w.blocks[l];
+    const LayerCache<H>& held = cache.layers[l];
+    auto ln1 = OSPREY_TRY(layernormForward(h, x, b.ln1Weight, b.ln1Bias, 1, C));       // (1, C)
+    auto qkv = OSPREY_TRY(linear(h, ln1.out, b.attnT, b.attnBias, 1, C, 3 * C));       // (3C)
+    auto key = OSPREY_TRY(sliceColumns(h, qkv, 1, 3 * C, C, C));                       // (C)
+    auto value = OSPREY_TRY(sliceColumns(h, qkv, 1, 3 * C, 2 * C, C));                 // (C)
+    auto keys = OSPREY_TRY(appendRow(h, held.keys, key, Tc, C));                       // (Tc+1, C)
+    auto values = OSPREY_TRY(appendRow(h, held.values, value, Tc, C));                 // (Tc+1, C)
+    auto att = OSPREY_TRY(attentionDecode(h, qkv, keys, values, Tc + 1, C, c.NH));      // (C)
+    next.layers.push_back(LayerCache<H>{std::move(keys), std::move(values)});
+    x = OSPREY_TRY(blockAfterAttention(h, b, C, x, att, 1));                           // (1, C)
+  }
+  auto lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight, w.lnfBias, 1, C));         // (1, C)
+  auto logits = OSPREY_TRY(lmHead(h, w, lnf.out, 1));                                  // (V)
+  return StepOut<H>{std::move(logits), std::move(next)};
+}
+
+}  // namespace gpt2

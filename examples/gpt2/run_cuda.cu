@@ -1,0 +1,18 @@
+// The run body instantiated for the gpu handler on the cuda device, compiled by nvcc from the
+// same headers as run_lists.cpp and run_host.cpp. Built only where nvcc is present.
+#include "gpt2/run_job.hpp"
+#include "osprey/gpu/cuda_handler.hpp"
+#include "osprey/strict.hpp"
+
+namespace gpt2 {
+
+template osprey::Result<void> runJob<osprey::GpuCuda>(osprey::GpuCuda&, ModelJob&, const Streams&);
+
+osprey::Result<void> runJobOnGpuCuda(ModelJob& job, const Streams& streams) {
+  auto device = osprey::CudaDevice::open();
+  if (!device.ok()) return device.error();
+  osprey::GpuCuda h(*device);
+  return osprey::strictly([&] { return runJob(h, job, streams); });
+}
+
+}  // namespace gpt2

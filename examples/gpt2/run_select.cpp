@@ -1,0 +1,34 @@
+// Choosing the entry point for --backend / --device (see run.hpp).
+#include <fmt/format.h>
+
+#include "gpt2/run.hpp"
+#include "osprey/under.hpp"
+
+namespace gpt2 {
+
+HandlerEntries hostEntries() { return HandlerEntries{&runJobOnLists, &runJobOnGpuHost, nullptr}; }
+
+osprey::Result<JobRunner> selectRunner(const BackendChoice& choice, const HandlerEntries& entries) {
+  if (choice.backend == "lists") {
+    if (!choice.device.empty())
+      return osprey::Error{fmt::format("--device {} applies to the gpu backend; the lists backend "
+                                       "runs on the host", choice.device)};
+    return entries.lists;
+  }
+  if (choice.backend != "gpu")
+    return osprey::Error{fmt::format("unknown backend `{}`: choose gpu or lists", choice.backend)};
+
+  std::string device = choice.device;
+  if (device.empty()) device = OSPREY_TRY(osprey::gpuDeviceFromEnvironment());
+  if (device == "host") return entries.gpuHost;
+  if (device == "cuda") {
+    if (!entries.gpuCuda)
+      return osprey::Error{"gpu device `cuda`: this osprey-gpt2 was built without nvcc, so it cannot "
+                           "run on a CUDA device (rebuild where nvcc is installed, or choose "
+                           "--device host)"};
+    return entries.gpuCuda;
+  }
+  return osprey::Error{fmt::format("unknown gpu device `{}`: choose host or cuda", device)};
+}
+
+}  // namespace gpt2

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Osprey's build needs, when any is missing.
+#
+# As root it runs apt-get; otherwise it prints the exact command to run and exits non-zero.
+# Exit status 0 when everything is (now) installed. Used by `make gpt2`, `make test`, ...
+set -euo pipefail
+
+readonly PACKAGES=(cmake ninja-build pkg-config g++ libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
+                   libgtest-dev libgmock-dev libbenchmark-dev)
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  status="$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)"
+  [[ "$status" == "install ok installed" ]] || missing+=("$package")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+command="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
+if [[ "$(id -u)" -ne 0 ]]; then
+  echo "install-deps: missing Debian packages: ${missing[*]}" >&2
+  echo "install-deps: run as root:  $command" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${missing[@]}"

@@ -1,0 +1,223 @@
+// osprey-gpt2's command line, run in-process: output contract (header line, identical text on
+// every handler), backend choice errors, prompt checks, tokenize/detokenize, init, logits.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "gpt2/cli.hpp"
+#include "gpt2/generate.hpp"
+#include "gpt2/init.hpp"
+#include "gpt2/temp_dir.hpp"
+#include "osprey/lists/lists.hpp"
+
+namespace gpt2 {
+namespace {
+
+using testing::ScopedEnv;
+using testing::TempDir;
+
+struct Run {
+  int status;
+  std::string out, err;
+};
+
+// osprey-gpt2 with `args`, linked with the host handlers only (as a build without nvcc is).
+Run run(std::vector<std::string> args) {
+  args.insert(args.begin(), "osprey-gpt2");
+  std::ostringstream out, err;
+  const int status = runCli(args, hostEntries(), out, err);
+  return Run{status, out.str(), err.str()};
+}
+
+std::string afterFirstLine(const std::string& s) {
+  const auto nl = s.find('\n');
+  return nl == std::string::npos ? "" : s.substr(nl + 1);
+}
+
+std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+const std::vector<std::string> kTinyGenerate{"generate", "--preset", "tiny", "--prompt",
+                                             "The capital of France is", "--tokens", "12"};
+
+TEST(Gpt2Cli, GenerateOnListsAndGpuHostPrintsTheSameTextAfterTheHeader) {
+  auto lists = run(kTinyGenerate);
+  ASSERT_EQ(lists.status, 0) << lists.err;
+  auto args = kTinyGenerate;
+  args.insert(args.end(), {"--backend", "gpu", "--device", "host"});
+  auto host = run(args);
+  ASSERT_EQ(host.status, 0) << host.err;
+
+  EXPECT_EQ(firstLine(lists.out), "gpt2 (tiny) on lists");
+  EXPECT_EQ(firstLine(host.out), "gpt2 (tiny) on host");
+  EXPECT_EQ(afterFirstLine(lists.out), afterFirstLine(host.out));
+  EXPECT_TRUE(afterFirstLine(lists.out).starts_with("The capital of France is"));
+  EXPECT_TRUE(lists.out.ends_with("\n"));
+  // The fresh initialisation is said plainly, on stderr; no timings unless asked.
+  EXPECT_NE(lists.err.find("using GPT-2's initialisation with seed 1337"), std::string::npos) << lists.err;
+  EXPECT_EQ(lists.err.find("timing"), std::string::npos);
+}
+
+TEST(Gpt2Cli, GeneratedTextIsThePromptAndTheGreedyTokens) {
+  auto r = run(kTinyGenerate);
+  ASSERT_EQ(r.status, 0) << r.err;
+  // The same continuation computed directly.
+  osprey::Lists h;
+  auto w = prepareForward(h, std::move(*upload(h, initialWeights(kGpt2Tiny, kDefaultSeed))));
+  ASSERT_TRUE(w.ok());
+  const std::vector<int> prompt{464, 3139, 286, 4881, 318};
+  auto none = [](int) -> osprey::Result<void> { return {}; };
+  auto ids = generateGreedy(h, *w, std::span<const int>(prompt), 12, none);
+  ASSERT_TRUE(ids.ok());
+  auto tokenizer = Tokenizer::load(testing::sharedTokenizerDir());
+  ASSERT_TRUE(tokenizer.ok());
+  EXPECT_EQ(afterFirstLine(r.out), "The capital of France is" + *tokenizer->decode(*ids) + "\n");
+}
+
+TEST(Gpt2Cli, TimingGoesToStderrOnlyWhenAsked) {
+  auto args = kTinyGenerate;
+  args.push_back("--timing");
+  auto r = run(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("timing:"), std::string::npos);
+  EXPECT_EQ(r.out.find("timing"), std::string::npos);
+}
+
+TEST(Gpt2Cli, UnknownBackendAndDeviceAreErrors) {
+  auto args = kTinyGenerate;
+  args.insert(args.end(), {"--backend", "tpu"});
+  auto r = run(args);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("unknown backend `tpu`: choose gpu or lists"), std::string::npos) << r.err;
+
+  args = kTinyGenerate;
+  args.insert(args.end(), {"--backend", "gpu", "--device", "metal"});
+  r = run(args);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("unknown gpu device `metal`: choose host or cuda"), std::string::npos) << r.err;
+
+  ScopedEnv gpu("OSPREY_GPU", "vulkan");
+  args = kTinyGenerate;
+  args.insert(args.end(), {"--backend", "gpu"});
+  r = run(args);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("unknown gpu device `vulkan`"), std::string::npos) << r.err;
+}
+
+TEST(Gpt2Cli, CudaWithoutNvccIsAnErrorNeverAHostRun) {
+  auto args = kTinyGenerate;
+  args.insert(args.end(), {"--backend", "gpu", "--device", "cuda"});
+  auto r = run(args);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("built without nvcc"), std::string::npos) << r.err;
+
+  ScopedEnv gpu("OSPREY_GPU", "cuda");
+  args = kTinyGenerate;
+  args.insert(args.end(), {"--backend", "gpu"});
+  r = run(args);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("cuda"), std::string::npos) << r.err;
+}
+
+TEST(Gpt2Cli, PromptsThatDoNotFitAreErrors) {
+  auto r = run({"generate", "--preset", "tiny", "--prompt", "The capital of France is", "--tokens", "124"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("the prompt is 5 tokens and 124 more were asked for"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("context of 128"), std::string::npos) << r.err;
+  auto fits = run({"generate", "--preset", "tiny", "--prompt", "The capital of France is", "--tokens", "123"});
+  EXPECT_EQ(fits.status, 0) << fits.err;
+
+  auto empty = run({"generate", "--preset", "tiny", "--prompt", "", "--tokens", "3"});
+  EXPECT_EQ(empty.status, 1);
+  EXPECT_NE(empty.err.find("the prompt is empty"), std::string::npos) << empty.err;
+
+  auto negative = run({"generate", "--preset", "tiny", "--prompt", "x", "--tokens", "-2"});
+  EXPECT_NE(negative.status, 0);
+}
+
+TEST(Gpt2Cli, AnyBytesArePrompts) {
+  // Invalid UTF-8 and a NUL-free control byte: byte-level BPE encodes them; the text round-trips.
+  const std::string prompt = "caf\xc3\xa9 \xff\xfe\x01 \xe2\x82";
+  auto r = run({"generate", "--preset", "tiny", "--prompt", prompt, "--tokens", "2"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(afterFirstLine(r.out).starts_with(prompt));
+}
+
+TEST(Gpt2Cli, TokenizeAndDetokenize) {
+  auto r = run({"tokenize", "Hello world"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "15496 995\n");
+  r = run({"tokenize", "The capital of France is"});
+  EXPECT_EQ(r.out, "464 3139 286 4881 318\n");
+  r = run({"detokenize", "464", "3139", "286", "4881", "318"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "The capital of France is\n");
+  r = run({"detokenize", "99999"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("99999"), std::string::npos) << r.err;
+}
+
+TEST(Gpt2Cli, InitWritesADirectoryThatGenerateLoads) {
+  TempDir tmp;
+  const std::string dir = (tmp / "tiny").string();
+  auto init = run({"init", "--preset", "tiny", "--dtype", "f64", "--out", dir});
+  ASSERT_EQ(init.status, 0) << init.err;
+  EXPECT_NE(init.out.find("seed 1337"), std::string::npos) << init.out;
+
+  auto fromDir = run({"generate", "--model", dir, "--prompt", "The capital of France is", "--tokens", "12"});
+  ASSERT_EQ(fromDir.status, 0) << fromDir.err;
+  auto fresh = run(kTinyGenerate);
+  EXPECT_EQ(fromDir.out, fresh.out);  // same header (tiny, lists) and the same text
+  EXPECT_EQ(fromDir.err.find("initialisation"), std::string::npos) << "a checkpoint was read";
+
+  auto bad = run({"init", "--preset", "huge", "--out", dir});
+  EXPECT_NE(bad.status, 0);
+}
+
+TEST(Gpt2Cli, LogitsArePrintedWith17SignificantDigits) {
+  TempDir tmp;
+  const std::string dir = (tmp / "tiny").string();
+  ASSERT_EQ(run({"init", "--preset", "tiny", "--dtype", "f64", "--out", dir}).status, 0);
+  auto lists = run({"logits", "--model", dir, "--prompt", "The capital of France is"});
+  ASSERT_EQ(lists.status, 0) << lists.err;
+  auto host = run({"logits", "--model", dir, "--prompt", "The capital of France is", "--backend", "gpu"});
+  ASSERT_EQ(host.status, 0) << host.err;
+  EXPECT_EQ(firstLine(lists.out), "gpt2 (tiny) on lists");
+  EXPECT_EQ(afterFirstLine(lists.out), afterFirstLine(host.out));
+
+  // The printed values parse back to exactly the prefill's logits.
+  osprey::Lists h;
+  auto w = prepareForward(h, std::move(*upload(h, initialWeights(kGpt2Tiny, kDefaultSeed))));
+  ASSERT_TRUE(w.ok());
+  const std::vector<int> prompt{464, 3139, 286, 4881, 318};
+  auto tokens = tokenBuffer(h, std::span<const int>(prompt));
+  auto step = prefill(h, *w, *tokens, 5);
+  ASSERT_TRUE(step.ok());
+  std::istringstream lines(afterFirstLine(lists.out));
+  std::string line;
+  std::size_t count = 0;
+  while (std::getline(lines, line)) {
+    ASSERT_LT(count, step->logits.values().size());
+    const double parsed = std::strtod(line.c_str(), nullptr);
+    ASSERT_EQ(std::memcmp(&parsed, &step->logits.values()[count], sizeof parsed), 0) << "line " << count;
+    ++count;
+  }
+  EXPECT_EQ(count, 50257u);
+}
+
+TEST(Gpt2Cli, UsageErrorsExitNonZero) {
+  EXPECT_NE(run({}).status, 0);
+  EXPECT_NE(run({"frobnicate"}).status, 0);
+  EXPECT_NE(run({"generate", "--tokens", "3"}).status, 0);  // --prompt is required
+  EXPECT_NE(run({"generate", "--preset", "3B", "--prompt", "x"}).status, 0);
+  auto missing = run({"generate", "--model", "/nonexistent/gpt2", "--prompt", "x"});
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("/nonexistent/gpt2"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace gpt2
