@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""PyTorch peers for Osprey's exact GPT-2 on CUDA, measured in the same device run.
+
+  train: one GPT-2 124M training step (forward, backward, AdamW) in float64 at B x T, the median
+         of --repeat timed steps after a warm-up, with torch.cuda.synchronize around each.
+  decode: batch-1 greedy decoding with transformers' generate (KV cache on) in float64:
+         tokens per second over --tokens new tokens after a warm-up.
+
+Neither is bit-identical to anything (cuBLAS DGEMM fuses multiply-add and reorders sums); they
+are the speed bar. The model is GPT2LMHeadModel from a config (random weights: speed does not
+depend on the values), eager attention, dropout off. Prints `RESULT|name|unit|value` lines.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+def model_124m():
+    config = GPT2Config(n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=50257,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config).to(device="cuda", dtype=torch.float64)
+    return model
+
+
+def train(B, T, repeat):
+    model = model_124m().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    x = torch.randint(0, 50257, (B, T + 1), device="cuda")
+    times = []
+    for i in range(repeat + 2):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = model(x[:, :T], labels=x[:, :T]).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+    ms = statistics.median(times) * 1e3
+    print(f"RESULT|torch fp64 train step B{B} T{T}|ms|{ms:.1f}")
+    print(f"RESULT|torch fp64 train peak memory|GiB|{torch.cuda.max_memory_allocated() / 2**30:.2f}")
+
+
+@torch.no_grad()
+def decode(tokens, prompt_len):
+    model = model_124m().eval()
+    ids = torch.randint(0, 50257, (1, prompt_len), device="cuda")
+    model.generate(ids, max_new_tokens=8, do_sample=False, min_new_tokens=8, pad_token_id=0)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    print(f"RESULT|torch fp64 generate batch 1 ({tokens} tokens)|tok/s|{tokens / dt:.1f}")
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--tokens", type=int, default=100)
+    p.add_argument("--prompt-len", type=int, default=5)
+    p.add_argument("--skip-train", action="store_true")
+    a = p.parse_args()
+    if not a.skip_train:
+        train(a.batch, a.seq, a.repeat)
+    decode(a.tokens, a.prompt_len)
