@@ -1,0 +1,317 @@
+// GPT-2's training step, written once against the Tensor effect: the forward pass that keeps its
+// activations, the mean cross-entropy loss, the backward through every layer in reverse, and the
+// gradient of a global batch as a fixed-order sum of micro-batch gradients.
+//
+// Dimension legend: config.hpp (maxT, V, L, NH, C) and layers/common.hpp (B, T, N = B·T).
+//
+// Forward (the same layer calls in the same order as model.hpp's forwardLogits, so the logits
+// and the loss are those of the inference path bit for bit):
+//
+//   x0     = wte[tokens] + wpe[t]                                          (N, C)
+//   block l:  a = ln_1(x);  qkv = a·c_attn + b;  y = attention(qkv)        (N, C), (N, 3C), (N, C)
+//             r = x + (y·c_proj + b);  f = ln_2(r)·c_fc + b;  g = gelu(f)  (N, C), (N, 4C), (N, 4C)
+//             x' = r + (g·c_proj + b)                                      (N, C)
+//   z      = ln_f(x_L);  logits = z·wteᵀ;  losses = cross-entropy          (N, C), (N, V), (N)
+//
+// Backward, in reverse, each layer's gradients from layers/*.hpp. Where one tensor receives two
+// contributions they are added once, element-wise, in a fixed documented order:
+//   * residual streams: dx = d(residual path) + d(branch through the LayerNorm)
+//   * the tied embedding: dwte = d(lm head) + d(token embedding)
+// (two-term IEEE sums are commutative, so these are exact whichever way round; the order is
+// still stated so a reader can follow every addition).
+//
+// Global batches and micro-batches (exact gradient accumulation and data parallelism):
+// a global batch of B rows is cut into micro-batches of M rows (rows [k·M, (k+1)·M), k = 0..B/M-1).
+// The loss is the mean over the global batch's B·T tokens, so micro-batch k contributes
+//   lossSum_k = sum of its M·T token losses (row order, from 0.0)
+//   grad_k    = d(lossSum_k / (B·T)) / dw     (cross-entropy backward with dloss = 1/(B·T))
+// and the step's values are left folds in micro-batch order:
+//   grad = ((grad_0 + grad_1) + grad_2) + ...,   loss = (((lossSum_0 + lossSum_1) + ...) / (B·T)
+// Whoever computes the grad_k (one process in a loop, or several devices each holding some k)
+// gets the same doubles as long as it folds them in k order. With M = B (the default) there is
+// one micro-batch and no fold.
+//
+// No line here names a handler or a device; kernels live in named templates with explicit
+// return types (DESIGN.md §3, CUDA notes).
+#pragma once
+
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpt2/data_batches.hpp"
+#include "gpt2/layers/layers.hpp"
+#include "gpt2/train_clock.hpp"
+#include "gpt2/weights.hpp"
+
+namespace gpt2::train {
+
+using osprey::Index;
+using osprey::Scalar;
+
+// Parameters, gradients and optimiser moments share one record type: a Buffer per tensor.
+template <osprey::Tensor H>
+using Params = Weights<Buf<H>>;
+
+// What one block's forward keeps for its backward.
+template <osprey::Tensor H>
+struct BlockActivations {
+  Buf<H> input;          // (N, C)   the residual stream entering the block
+  LayerNormOut<H> ln1;   // out (N, C), mean (N), rstd (N)
+  Buf<H> qkv;            // (N, 3C)
+  AttentionOut<H> attn;  // out (N, C) before c_proj, att (B, NH, T, T)
+  Buf<H> residual;       // (N, C)   input + attention projection
+  LayerNormOut<H> ln2;   // out (N, C), mean (N), rstd (N)
+  Buf<H> fc;             // (N, 4C)  before GELU
+  Buf<H> fcGelu;         // (N, 4C)
+};
+
+// The whole forward of one batch, with everything the backward reads.
+template <osprey::Tensor H>
+struct ForwardPass {
+  Index B = 0, T = 0;
+  Buf<H> tokens;                         // (N) ids as doubles
+  Buf<H> targets;                        // (N) ids as doubles
+  std::vector<BlockActivations<H>> blocks;  // L entries
+  Buf<H> output;                         // (N, C) the residual stream after the last block
+  LayerNormOut<H> lnf;                   // out (N, C), mean (N), rstd (N)
+  CrossEntropyOut<H> ce;                 // losses (N), probs (N, V)
+};
+
+// One micro-batch's share of a step.
+template <osprey::Tensor H>
+struct MicroBatchGradients {
+  Scalar lossSum = 0.0;  // sum of the micro-batch's token losses, row order from 0.0
+  Params<H> grads;       // d(lossSum / (global B·T)) / dw, one tensor per parameter
+};
+
+// A whole step's loss and gradient.
+template <osprey::Tensor H>
+struct StepGradients {
+  Scalar loss = 0.0;  // mean token loss over the global batch
+  Params<H> grads;
+};
+
+// ids (N) as a buffer of doubles (exact for every GPT-2 id).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> idBuffer(H& h, std::span<const data::TokenId> ids) {
+  std::vector<Scalar> values(ids.begin(), ids.end());
+  return h.fromList(std::span<const Scalar>(values));
+}
+
+// The batch's shape against the model: T within the context, ids within the vocabulary
+// (checked on the host, so a bad id is a clear error before any kernel runs).
+inline osprey::Result<void> checkBatch(const Config& c, const data::Batch& batch) {
+  if (batch.B < 1 || batch.T < 1)
+    return osprey::Error{fmt::format("a batch needs at least one row and one position (got {} x {})",
+                                     batch.B, batch.T)};
+  if (batch.T > c.maxT)
+    return osprey::Error{fmt::format("--seq {} exceeds the model's context of {} positions", batch.T, c.maxT)};
+  const auto n = static_cast<std::size_t>(batch.B * batch.T);
+  if (batch.inputs.size() != n || batch.targets.size() != n)
+    return osprey::Error{fmt::format("a {} x {} batch must hold {} inputs and targets (has {} and {})",
+                                     batch.B, batch.T, n, batch.inputs.size(), batch.targets.size())};
+  for (std::size_t i = 0; i < n; ++i)
+    for (data::TokenId id : {batch.inputs[i], batch.targets[i]})
+      if (id < 0 || id >= c.V)
+        return osprey::Error{fmt::format("token id {} is outside the model's vocabulary of {}", id, c.V)};
+  return {};
+}
+
+// The forward of batch through weights w, keeping the activations.
+template <osprey::Tensor H>
+osprey::Result<ForwardPass<H>> forwardForTraining(H& h, const Params<H>& w, const data::Batch& batch,
+                                                  LayerClock* clock = nullptr) {
+  const Laps lap(clock);
+  const Config& c = w.config;
+  OSPREY_CHECK(checkBatch(c, batch));
+  const Index B = batch.B, T = batch.T, C = c.C, N = B * T;
+  ForwardPass<H> f;
+  f.B = B;
+  f.T = T;
+  f.tokens = OSPREY_TRY(idBuffer(h, std::span<const data::TokenId>(batch.inputs)));   // (N)
+  f.targets = OSPREY_TRY(idBuffer(h, std::span<const data::TokenId>(batch.targets))); // (N)
+  f.blocks.reserve(static_cast<std::size_t>(c.L));
+
+  auto x = OSPREY_TRY(encoderForward(h, f.tokens, w.wte(), w.wpe(), N, T, C, 0));    // (N, C)
+  lap("forward encoder");
+  for (Index l = 0; l < c.L; ++l) {
+    BlockActivations<H> a;
+    a.input = x;                                                                      // (N, C)
+    a.ln1 = OSPREY_TRY(layernormForward(h, x, w.block(l, BlockSlot::Ln1Weight),
+                                        w.block(l, BlockSlot::Ln1Bias), N, C));       // (N, C)
+    lap("forward layernorm");
+    a.qkv = OSPREY_TRY(matmulForward(h, a.ln1.out, w.block(l, BlockSlot::AttnWeight),
+                                     w.block(l, BlockSlot::AttnBias), N, C, 3 * C));  // (N, 3C)
+    lap("forward matmul qkv");
+    a.attn = OSPREY_TRY(attentionForward(h, a.qkv, B, T, C, c.NH));                  // (N, C)
+    lap("forward attention");
+    auto y = OSPREY_TRY(matmulForward(h, a.attn.out, w.block(l, BlockSlot::AttnProjWeight),
+                                      w.block(l, BlockSlot::AttnProjBias), N, C, C)); // (N, C)
+    lap("forward matmul attn proj");
+    a.residual = OSPREY_TRY(residualForward(h, x, y));                               // (N, C)
+    lap("forward residual");
+    a.ln2 = OSPREY_TRY(layernormForward(h, a.residual, w.block(l, BlockSlot::Ln2Weight),
+                                        w.block(l, BlockSlot::Ln2Bias), N, C));       // (N, C)
+    lap("forward layernorm");
+    a.fc = OSPREY_TRY(matmulForward(h, a.ln2.out, w.block(l, BlockSlot::FcWeight),
+                                    w.block(l, BlockSlot::FcBias), N, C, 4 * C));     // (N, 4C)
+    lap("forward matmul fc");
+    a.fcGelu = OSPREY_TRY(geluForward(h, a.fc));                                     // (N, 4C)
+    lap("forward gelu");
+    auto m = OSPREY_TRY(matmulForward(h, a.fcGelu, w.block(l, BlockSlot::FcProjWeight),
+                                      w.block(l, BlockSlot::FcProjBias), N, 4 * C, C)); // (N, C)
+    lap("forward matmul fc proj");
+    x = OSPREY_TRY(residualForward(h, a.residual, m));                               // (N, C)
+    lap("forward residual");
+    f.blocks.push_back(std::move(a));
+  }
+  f.output = x;                                                                       // (N, C)
+  f.lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight(), w.lnfBias(), N, C));     // (N, C)
+  lap("forward layernorm");
+  auto logits = OSPREY_TRY(matmulForwardTransposed(h, f.lnf.out, w.wte(), N, C, c.V)); // (N, V)
+  lap("forward matmul lm head");
+  f.ce = OSPREY_TRY(crossEntropyForward(h, logits, f.targets, N, c.V));              // (N), (N, V)
+  lap("forward cross-entropy");
+  return f;
+}
+
+// Gradients of every parameter from a forward pass, for the loss sum(losses) * dloss.
+template <osprey::Tensor H>
+osprey::Result<Params<H>> backward(H& h, const Params<H>& w, const ForwardPass<H>& f, Scalar dloss,
+                                   LayerClock* clock = nullptr) {
+  const Laps lap(clock);
+  const Config& c = w.config;
+  const Index B = f.B, T = f.T, C = c.C, V = c.V, N = B * T;
+  Params<H> g{c, std::vector<Buf<H>>(static_cast<std::size_t>(parameterTensorCount(c)))};
+  auto put = [&](Index index, Buf<H> grad) { g.tensors[static_cast<std::size_t>(index)] = std::move(grad); };
+  auto putBlock = [&](Index l, BlockSlot slot, Buf<H> grad) { put(blockTensorIndex(l, slot), std::move(grad)); };
+
+  auto dlogits = OSPREY_TRY(crossEntropyBackward(h, f.ce.probs, f.targets, N, V, dloss)); // (N, V)
+  lap("backward cross-entropy");
+  auto head = OSPREY_TRY(matmulBackwardTransposed(h, dlogits, f.lnf.out, w.wte(), N, C, V));
+  //   head.dx (N, C), head.dwt (V, C): the lm head's share of dwte
+  lap("backward matmul lm head");
+  auto lnf = OSPREY_TRY(layernormBackward(h, head.dx, f.output, w.lnfWeight(), f.lnf.mean,
+                                          f.lnf.rstd, N, C));                        // (N, C)
+  lap("backward layernorm");
+  put(lnfWeightIndex(c), std::move(lnf.dw));
+  put(lnfBiasIndex(c), std::move(lnf.db));
+
+  Buf<H> dx = std::move(lnf.dx);  // (N, C) gradient of the residual stream
+  for (Index l = c.L - 1; l >= 0; --l) {
+    const BlockActivations<H>& a = f.blocks[static_cast<std::size_t>(l)];
+    // MLP branch: x' = r + (gelu(ln_2(r)·c_fc + b)·c_proj + b)
+    auto proj = OSPREY_TRY(matmulBackward(h, dx, a.fcGelu, w.block(l, BlockSlot::FcProjWeight),
+                                          N, 4 * C, C));                             // dx (N, 4C)
+    lap("backward matmul fc proj");
+    auto dfc = OSPREY_TRY(geluBackward(h, proj.dx, a.fc));                           // (N, 4C)
+    lap("backward gelu");
+    auto fc = OSPREY_TRY(matmulBackward(h, dfc, a.ln2.out, w.block(l, BlockSlot::FcWeight),
+                                        N, C, 4 * C));                               // dx (N, C)
+    lap("backward matmul fc");
+    auto ln2 = OSPREY_TRY(layernormBackward(h, fc.dx, a.residual, w.block(l, BlockSlot::Ln2Weight),
+                                            a.ln2.mean, a.ln2.rstd, N, C));          // (N, C)
+    lap("backward layernorm");
+    auto dr = OSPREY_TRY(add(h, dx, ln2.dx));  // residual path + MLP branch          (N, C)
+    lap("backward residual");
+    // Attention branch: r = x + (attention(ln_1(x)·c_attn + b)·c_proj + b)
+    auto aproj = OSPREY_TRY(matmulBackward(h, dr, a.attn.out, w.block(l, BlockSlot::AttnProjWeight),
+                                           N, C, C));                                // dx (N, C)
+    lap("backward matmul attn proj");
+    auto dqkv = OSPREY_TRY(attentionBackward(h, aproj.dx, a.qkv, a.attn.att, B, T, C, c.NH)); // (N, 3C)
+    lap("backward attention");
+    auto qkv = OSPREY_TRY(matmulBackward(h, dqkv, a.ln1.out, w.block(l, BlockSlot::AttnWeight),
+                                         N, C, 3 * C));                              // dx (N, C)
+    lap("backward matmul qkv");
+    auto ln1 = OSPREY_TRY(layernormBackward(h, qkv.dx, a.input, w.block(l, BlockSlot::Ln1Weight),
+                                            a.ln1.mean, a.ln1.rstd, N, C));          // (N, C)
+    lap("backward layernorm");
+    dx = OSPREY_TRY(add(h, dr, ln1.dx));       // residual path + attention branch    (N, C)
+    lap("backward residual");
+
+    putBlock(l, BlockSlot::Ln1Weight, std::move(ln1.dw));
+    putBlock(l, BlockSlot::Ln1Bias, std::move(ln1.db));
+    putBlock(l, BlockSlot::AttnWeight, std::move(qkv.dw));
+    putBlock(l, BlockSlot::AttnBias, std::move(qkv.dbias));
+    putBlock(l, BlockSlot::AttnProjWeight, std::move(aproj.dw));
+    putBlock(l, BlockSlot::AttnProjBias, std::move(aproj.dbias));
+    putBlock(l, BlockSlot::Ln2Weight, std::move(ln2.dw));
+    putBlock(l, BlockSlot::Ln2Bias, std::move(ln2.db));
+    putBlock(l, BlockSlot::FcWeight, std::move(fc.dw));
+    putBlock(l, BlockSlot::FcBias, std::move(fc.dbias));
+    putBlock(l, BlockSlot::FcProjWeight, std::move(proj.dw));
+    putBlock(l, BlockSlot::FcProjBias, std::move(proj.dbias));
+  }
+  auto enc = OSPREY_TRY(encoderBackward(h, dx, f.tokens, N, T, C, V, c.maxT, 0));  // (V, C), (maxT, C)
+  lap("backward encoder");
+  put(kWteIndex, OSPREY_TRY(add(h, head.dwt, enc.dwte)));  // lm head + token embedding (tied)
+  lap("backward tied embedding sum");
+  put(kWpeIndex, std::move(enc.dwpe));
+  return g;
+}
+
+// One micro-batch of a global batch of `globalRows` rows: its loss sum and its share of the
+// gradient of the global mean loss.
+template <osprey::Tensor H>
+osprey::Result<MicroBatchGradients<H>> microBatchGradients(H& h, const Params<H>& w,
+                                                           const data::Batch& micro, Index globalRows,
+                                                           LayerClock* clock = nullptr) {
+  if (globalRows < micro.B)
+    return osprey::Error{fmt::format("a micro-batch of {} rows cannot belong to a batch of {}", micro.B, globalRows)};
+  auto f = OSPREY_TRY(forwardForTraining(h, w, micro, clock));
+  const Scalar tokens = static_cast<Scalar>(globalRows) * static_cast<Scalar>(micro.T);
+  MicroBatchGradients<H> out;
+  out.lossSum = OSPREY_TRY(sum(h, f.ce.losses));
+  out.grads = OSPREY_TRY(backward(h, w, f, 1.0 / tokens, clock));
+  return out;
+}
+
+// into = into + next, tensor by tensor (the fold step of the micro-batch sum).
+template <osprey::Tensor H>
+osprey::Result<Params<H>> addGradients(H& h, const Params<H>& into, const Params<H>& next) {
+  if (into.tensors.size() != next.tensors.size())
+    return osprey::Error{fmt::format("adding gradients of {} and {} tensors", into.tensors.size(),
+                                     next.tensors.size())};
+  Params<H> out{into.config, {}};
+  out.tensors.reserve(into.tensors.size());
+  for (std::size_t i = 0; i < into.tensors.size(); ++i)
+    out.tensors.push_back(OSPREY_TRY(add(h, into.tensors[i], next.tensors[i])));
+  return out;
+}
+
+// The loss and gradient of a global batch, cut into micro-batches of `microRows` rows
+// (0 = the whole batch at once), folded in micro-batch order (see the file comment).
+template <osprey::Tensor H>
+osprey::Result<StepGradients<H>> batchGradients(H& h, const Params<H>& w, const data::Batch& batch,
+                                                Index microRows, LayerClock* clock = nullptr) {
+  const Index M = microRows == 0 ? batch.B : microRows;
+  if (M < 1 || batch.B % M != 0)
+    return osprey::Error{fmt::format("--micro-batch {} must divide --batch {}", microRows, batch.B)};
+  Scalar lossSum = 0.0;
+  Params<H> grads;
+  for (Index k = 0; k < batch.B / M; ++k) {
+    auto part = OSPREY_TRY(microBatchGradients(h, w, data::batchRows(batch, k * M, M), batch.B, clock));
+    if (k == 0) {
+      lossSum = part.lossSum;
+      grads = std::move(part.grads);
+    } else {
+      lossSum = lossSum + part.lossSum;
+      grads = OSPREY_TRY(addGradients(h, grads, part.grads));
+    }
+  }
+  const Scalar tokens = static_cast<Scalar>(batch.B) * static_cast<Scalar>(batch.T);
+  return StepGradients<H>{lossSum / tokens, std::move(grads)};
+}
+
+// The mean token loss of a batch: the training forward's loss, without the backward.
+template <osprey::Tensor H>
+osprey::Result<Scalar> batchLoss(H& h, const Params<H>& w, const data::Batch& batch) {
+  auto f = OSPREY_TRY(forwardForTraining(h, w, batch));
+  const Scalar lossSum = OSPREY_TRY(sum(h, f.ce.losses));
+  return lossSum / (static_cast<Scalar>(batch.B) * static_cast<Scalar>(batch.T));
+}
+
+}  // namespace gpt2::train
