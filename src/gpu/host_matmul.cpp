@@ -131,31 +131,37 @@ void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index
   }
 
   // Column tiles are independent outputs: each thread takes whole tiles and, per k block, packs
-  // that panel of b once and sweeps every strip of a through it.
+  // that panel of b once and sweeps the strips of one row block of a through it. Row blocks of
+  // MC rows keep the strips being swept (MC x KC doubles, 512 KiB) inside the L2 cache.
+  constexpr Index MC = 256;
+  const Index rowBlocks = (rows + MC - 1) / MC;
 #pragma omp parallel if (parallel)
   {
     std::vector<double> panel(static_cast<std::size_t>(KC * NR));
     alignas(64) Tile acc;
+    for (Index rb = 0; rb < rowBlocks; ++rb) {
+      const Index s0 = rb * (MC / MR), s1 = std::min(strips, (rb + 1) * (MC / MR));
 #pragma omp for schedule(dynamic, 1)
-    for (Index ct = 0; ct < colTiles; ++ct) {
-      const Index j0 = ct * NR, width = std::min(NR, cols - j0);
-      for (Index kb = 0; kb < kBlocks; ++kb) {
-        const Index k0 = kb * KC, depth = std::min(KC, inner - k0);
-        for (Index k = 0; k < depth; ++k) {
-          double* row = panel.data() + k * NR;
-          std::memcpy(row, b + (k0 + k) * cols + j0, sizeof(double) * width);
-          std::fill(row + width, row + NR, 0.0);
-        }
-        for (Index s = 0; s < strips; ++s) {
-          const Index i0 = s * MR, height = std::min(MR, rows - i0);
-          // A partial sum stored to `out` and reloaded is the same double: resuming the chain
-          // at k0 keeps every output's k order intact.
-          for (Index r = 0; r < height; ++r)
-            for (Index j = 0; j < NR; ++j)
-              acc[r][j] = (kb == 0 || j >= width) ? 0.0 : out[(i0 + r) * cols + j0 + j];
-          tile(isa, height, acc, packedA.data() + s * MR * inner + k0 * MR, panel.data(), depth);
-          for (Index r = 0; r < height; ++r)
-            std::memcpy(out + (i0 + r) * cols + j0, acc[r], sizeof(double) * width);
+      for (Index ct = 0; ct < colTiles; ++ct) {
+        const Index j0 = ct * NR, width = std::min(NR, cols - j0);
+        for (Index kb = 0; kb < kBlocks; ++kb) {
+          const Index k0 = kb * KC, depth = std::min(KC, inner - k0);
+          for (Index k = 0; k < depth; ++k) {
+            double* row = panel.data() + k * NR;
+            std::memcpy(row, b + (k0 + k) * cols + j0, sizeof(double) * width);
+            std::fill(row + width, row + NR, 0.0);
+          }
+          for (Index s = s0; s < s1; ++s) {
+            const Index i0 = s * MR, height = std::min(MR, rows - i0);
+            // A partial sum stored to `out` and reloaded is the same double: resuming the chain
+            // at k0 keeps every output's k order intact.
+            for (Index r = 0; r < height; ++r)
+              for (Index j = 0; j < NR; ++j)
+                acc[r][j] = (kb == 0 || j >= width) ? 0.0 : out[(i0 + r) * cols + j0 + j];
+            tile(isa, height, acc, packedA.data() + s * MR * inner + k0 * MR, panel.data(), depth);
+            for (Index r = 0; r < height; ++r)
+              std::memcpy(out + (i0 + r) * cols + j0, acc[r], sizeof(double) * width);
+          }
         }
       }
     }
