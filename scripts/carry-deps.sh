@@ -32,7 +32,7 @@ need /usr/include/fmt /usr/include/nlohmann /usr/include/CLI /usr/include/gtest 
      $sys/pkgconfig/libpcre2-8.pc /usr/bin/pkgconf /lib/$arch/libpkgconf.so.3
 if ((${#missing[@]})); then
   echo "carry-deps: this machine lacks: ${missing[*]}" >&2
-  echo "carry-deps: install libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev pkgconf" >&2
+  echo "carry-deps: install libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libssl-dev pkgconf" >&2
   exit 1
 fi
 
@@ -40,6 +40,10 @@ rm -rf "$deps"
 mkdir -p "$deps/include" "$deps/lib/$arch/cmake" "$deps/lib/$arch/pkgconfig" "$deps/share/cmake" "$deps/bin" "$deps/libexec"
 
 cp -a /usr/include/{fmt,nlohmann,CLI,gtest,gmock,benchmark} /usr/include/pcre2.h "$deps/include/"
+# OpenSSL (libcrypto, for SHA-256): the portable headers plus Debian's per-architecture ones,
+# merged into one folder; the runtime libcrypto.so.3 is the device machine's own.
+cp -a /usr/include/openssl "$deps/include/" && cp -a /usr/include/$arch/openssl/. "$deps/include/openssl/"
+cp -a $sys/libcrypto.so $sys/libcrypto.so.3 "$deps/lib/$arch/"
 cp -a $sys/libfmt.so $sys/libfmt.so.9 $sys/libfmt.so.9.1.0 \
       $sys/libgtest.a $sys/libgtest_main.a $sys/libgmock.a $sys/libgmock_main.a \
       $sys/libbenchmark.so $sys/libbenchmark.so.1debian $sys/libbenchmark.so.1.7.1 $sys/libbenchmark_main.a \

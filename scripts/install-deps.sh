@@ -5,7 +5,7 @@
 # Exit status 0 when everything is (now) installed. Used by `make gpt2`, `make test`, ...
 set -euo pipefail
 
-readonly PACKAGES=(cmake ninja-build pkg-config g++ libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev
+readonly PACKAGES=(cmake ninja-build pkg-config g++ libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libssl-dev
                    libgtest-dev libgmock-dev libbenchmark-dev)
 
 missing=()

@@ -1,8 +1,7 @@
-// SHA-256 (FIPS 180-4) of bytes and of files: the content key of the tokenised-data cache.
+// SHA-256 of bytes and of files (OpenSSL libcrypto): the content key of the tokenised-data cache.
 //
 // The cache must notice any change to the text or to the tokenizer files, not only a change of
-// size or modification time; a content hash does. Written here (one small, self-checked
-// function) so the example carries no cryptography-library dependency.
+// size or modification time; a content hash does.
 #pragma once
 
 #include <string>
