@@ -165,7 +165,9 @@ ctest_rows() {
   timeout "$limit" ctest --test-dir "$build" -L "$label" -j "$jobs" --timeout 300 --output-on-failure > "$log" 2>&1
   local status=$?
   local summary
-  summary=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
+  # CTest 3 writes "100% tests passed, 0 tests failed out of N"; CTest 4 drops the middle part
+  # when nothing failed ("100% tests passed out of N").
+  summary=$(grep -E 'tests passed(, [0-9]+ tests failed)? out of [0-9]+' "$log" | tail -1)
   echo "${summary:-no summary (see $log)}"
   if [[ -z $summary ]]; then
     record "$name" "FAIL" "$( ((status == 124)) && echo 'timed out' || echo "no tests ran (see logs/ctest-$label.log)")"
