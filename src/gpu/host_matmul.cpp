@@ -113,8 +113,28 @@ void tile(Isa isa, Index rows, Tile& acc, const double* ap, const double* bp, In
 
 }  // namespace
 
+// Few columns (a matrix times one or two vectors, as in one-token decoding with transposed
+// weights): a 16-wide column tile would be mostly padding, so each thread takes blocks of rows
+// and runs eight independent k-ordered chains, one per row, reading a once.
+void narrowMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols) {
+  constexpr Index kRowsAtOnce = 8;
+#pragma omp parallel for schedule(static) if (rows * inner > 32768)
+  for (Index i0 = 0; i0 < rows; i0 += kRowsAtOnce) {
+    const Index height = std::min(kRowsAtOnce, rows - i0);
+    for (Index j = 0; j < cols; ++j) {
+      double acc[kRowsAtOnce] = {};
+      for (Index k = 0; k < inner; ++k) {
+        const double bk = b[k * cols + j];
+        for (Index r = 0; r < height; ++r) acc[r] = acc[r] + a[(i0 + r) * inner + k] * bk;
+      }
+      for (Index r = 0; r < height; ++r) out[(i0 + r) * cols + j] = acc[r];
+    }
+  }
+}
+
 void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols) {
   if (rows == 0 || cols == 0) return;
+  if (cols <= 2) return narrowMatMul(out, a, b, rows, inner, cols);
   const Isa isa = detectIsa();
   const Index strips = (rows + MR - 1) / MR;
   const Index colTiles = (cols + NR - 1) / NR;
