@@ -245,10 +245,12 @@ osprey::Result<Params<H>> backward(H& h, const Params<H>& w, const ForwardPass<H
     putBlock(l, BlockSlot::FcProjWeight, std::move(proj.dw));
     putBlock(l, BlockSlot::FcProjBias, std::move(proj.dbias));
   }
-  auto enc = OSPREY_TRY(encoderBackward(h, dx, f.tokens, N, T, C, V, c.maxT, 0));  // (V, C), (maxT, C)
-  lap("backward encoder");
-  put(kWteIndex, OSPREY_TRY(add(h, head.dwt, enc.dwte)));  // lm head + token embedding (tied)
-  lap("backward tied embedding sum");
+  // Tied embedding: dwte = lm head's share + token embedding's share, added element-wise in that
+  // order (encoderBackwardOnto is bit for bit add(head.dwt, encoderBackward(...).dwte), one pass
+  // over the (V, C) table cheaper).
+  auto enc = OSPREY_TRY(encoderBackwardOnto(h, head.dwt, dx, f.tokens, N, T, C, V, c.maxT, 0));  // (V, C), (maxT, C)
+  lap("backward encoder + tied embedding sum");
+  put(kWteIndex, std::move(enc.dwte));
   put(kWpeIndex, std::move(enc.dwpe));
   return g;
 }
