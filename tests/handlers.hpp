@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "osprey/gpu/host_handler.hpp"
 #include "osprey/lists/lists.hpp"
 #if defined(__CUDACC__)
@@ -130,6 +132,14 @@ inline std::vector<Scalar> randomValues(std::size_t n, std::uint64_t seed, Scala
   }
   return out;
 }
+
+// The fixture of every per-handler typed test: a fresh handler of type H. Each suite names it
+// with an alias (`template <class H> using EffectTest = HandlerTest<H>;`) so test names stay.
+template <class H>
+class HandlerTest : public ::testing::Test {
+ protected:
+  H handler = makeHandler<H>();
+};
 
 // The awkward sizes every element-wise operation is checked on (DESIGN.md §7.5).
 inline constexpr Index kAwkwardSizes[] = {0, 1, 2, 7, 31, 32, 33, 255, 256, 257, 1023, 1024, 1025,

@@ -13,10 +13,7 @@
 namespace osprey::testing {
 
 template <class H>
-class BlockTest : public ::testing::Test {
- protected:
-  H handler = makeHandler<H>();
-};
+using BlockTest = HandlerTest<H>;
 
 using BlockHandlers = ::testing::Types<OSPREY_TESTED_HANDLERS>;
 TYPED_TEST_SUITE(BlockTest, BlockHandlers, HandlerNames);

@@ -1,18 +1,20 @@
-# Runs one compile-fail case (see CMakeLists.txt here). Inputs:
-#   CXX      the C++ compiler
-#   SOURCE   the case file
-#   VARIANT  fail: compile as-is; it must FAIL and the diagnostics must contain EXPECT
+# Runs one compile-fail case, for the host compiler (CMakeLists.txt here) and for nvcc
+# (../compile_fail_cuda). Inputs:
+#   COMMAND  the compiler and its flags, separated by `|`; the case file is appended
+#   SOURCE   the case file; its `// EXPECT: ` line is the text the compiler must print
+#   VARIANT  fail: compile as-is; it must FAIL and the diagnostics must contain the EXPECT text
 #            pass: compile with -DOSPREY_POSITIVE_TWIN (the defect removed); it must succeed
-#   EXPECT   the text the compiler must print (the file's `// EXPECT: ` line)
-#   INCLUDE  the library's include directory
-# Only the front end runs (-fsyntax-only): the cases are about what the compiler accepts.
-foreach(var CXX SOURCE VARIANT INCLUDE)
+#   OBJECT   optional: an object file the command writes, removed afterwards
+foreach(var COMMAND SOURCE VARIANT)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "run_case.cmake: ${var} is not set")
   endif()
 endforeach()
 
-set(command ${CXX} -std=c++20 -fsyntax-only -I${INCLUDE} ${SOURCE})
+file(STRINGS ${SOURCE} EXPECT REGEX "^// EXPECT: ")
+string(REPLACE "// EXPECT: " "" EXPECT "${EXPECT}")
+string(REPLACE "|" ";" command "${COMMAND}")
+list(APPEND command ${SOURCE})
 if(VARIANT STREQUAL "pass")
   list(APPEND command -DOSPREY_POSITIVE_TWIN)
 elseif(NOT VARIANT STREQUAL "fail")
@@ -21,6 +23,9 @@ endif()
 
 execute_process(COMMAND ${command} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(diagnostics "${out}${err}")
+if(DEFINED OBJECT)
+  file(REMOVE ${OBJECT})
+endif()
 
 if(VARIANT STREQUAL "pass")
   if(NOT status EQUAL 0)

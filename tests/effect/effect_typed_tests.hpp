@@ -17,10 +17,7 @@
 namespace osprey::testing {
 
 template <class H>
-class EffectTest : public ::testing::Test {
- protected:
-  H handler = makeHandler<H>();
-};
+using EffectTest = HandlerTest<H>;
 
 using EffectHandlers = ::testing::Types<OSPREY_TESTED_HANDLERS>;
 TYPED_TEST_SUITE(EffectTest, EffectHandlers, HandlerNames);

@@ -13,10 +13,7 @@
 namespace gpt2::testing {
 
 template <class H>
-class Gpt2ModelTest : public ::testing::Test {
- protected:
-  H handler = osprey::testing::makeHandler<H>();
-};
+using Gpt2ModelTest = osprey::testing::HandlerTest<H>;
 
 using Gpt2ModelHandlers = ::testing::Types<OSPREY_TESTED_HANDLERS>;
 TYPED_TEST_SUITE(Gpt2ModelTest, Gpt2ModelHandlers, osprey::testing::HandlerNames);

@@ -21,10 +21,7 @@
 namespace gpt2::testing {
 
 template <class H>
-class LayerTest : public ::testing::Test {
- protected:
-  H handler = osprey::testing::makeHandler<H>();
-};
+using LayerTest = osprey::testing::HandlerTest<H>;
 
 using LayerHandlers = ::testing::Types<OSPREY_TESTED_HANDLERS>;
 TYPED_TEST_SUITE(LayerTest, LayerHandlers, osprey::testing::HandlerNames);

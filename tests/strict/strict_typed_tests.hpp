@@ -13,10 +13,7 @@
 namespace osprey::testing {
 
 template <class H>
-class StrictKernelTest : public ::testing::Test {
- protected:
-  H handler = makeHandler<H>();
-};
+using StrictKernelTest = HandlerTest<H>;
 
 using StrictHandlers = ::testing::Types<OSPREY_TESTED_HANDLERS>;
 TYPED_TEST_SUITE(StrictKernelTest, StrictHandlers, HandlerNames);

@@ -5,6 +5,7 @@
 // columns across threads and SIMD lanes but never one output's k loop. Bit-identical to lists.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -92,7 +93,7 @@ class HostDevice {
   }
 
   Result<void> upload(Scalar* dst, const Scalar* src, Index n) {
-    for (Index i = 0; i < n; ++i) dst[i] = src[i];
+    std::copy_n(src, n, dst);
     return {};
   }
   Result<void> download(Scalar* dst, const Scalar* src, Index n) { return upload(dst, src, n); }
