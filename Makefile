@@ -6,6 +6,9 @@
 #   make sanitize-test   the same tests in an AddressSanitizer + UBSan build (build-asan/)
 #   make bench           correctness-checked benchmarks
 #   make check-124m      lists vs gpu(host) on the 124M model: identical text after the header
+#   make differential    the tiny GPT-2 under g++/clang++ -O0..-O3 -march=native, ASan+UBSan, nvcc
+#                        and wasm32 (node): every output double identical (docs/EXACTNESS.md;
+#                        DIFFERENTIAL_ARGS="--cheap" for CI's two configurations)
 #   make shakespeare     train the tiny preset on tiny Shakespeare for a few minutes (gpu backend,
 #                        host device), then sample from the checkpoint (SHAKESPEARE_MINUTES, SHAKESPEARE_PROMPT)
 #   make download-gpt2   the real GPT-2 checkpoint from the Hugging Face hub (needs network)
@@ -80,6 +83,13 @@ shakespeare: tokenizer
 	  --val-every 25 --val-batches 4 --save "$(SHAKESPEARE_DIR)"
 	"$(GPT2)" generate --backend gpu --device host --model "$(SHAKESPEARE_DIR)/checkpoint" \
 	  --prompt "$(SHAKESPEARE_PROMPT)" --tokens 60
+
+# The differential harness (scripts/differential.sh): builds in build-diff-<configuration>/,
+# installs clang and emscripten from Debian when missing.
+DIFFERENTIAL_ARGS ?=
+.PHONY: differential
+differential: deps
+	JOBS=$(JOBS) scripts/differential.sh $(DIFFERENTIAL_ARGS)
 
 download-gpt2:
 	scripts/download-gpt2.sh

@@ -99,6 +99,9 @@ finish() {
   exit 0
 }
 
+# ---- NCCL (data-parallel training): nccl.h to build, libnccl.so.2 to run (scripts/nccl-env.sh) ----
+source "$root/scripts/nccl-env.sh"
+
 # ---- build ----------------------------------------------------------------------------------------
 configure() {  # configure [extra cmake args...]
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOSPREY_CUDA_ARCH="$arch" "$@"
@@ -115,6 +118,7 @@ run_build() {
   record "nvcc" "$(command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] && echo seen || echo FAIL)" \
     "$( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version 2>/dev/null) | grep -o 'release [0-9.]*' | head -1)"
   record "g++ / cmake" "seen" "$(g++ -dumpfullversion 2>/dev/null) / $(cmake --version | head -1 | awk '{print $3}')"
+  record "NCCL" "seen" "header ${OSPREY_NCCL_INCLUDE:-system}, library ${OSPREY_NCCL_LIBRARY:-system}"
 
   say "configure ($build, sm_$arch)"
   local how="system packages"

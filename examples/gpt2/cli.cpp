@@ -9,7 +9,7 @@ int runCli(const std::vector<std::string>& args, const HandlerEntries& entries, 
            std::ostream& err) {
   CLI::App app{"osprey-gpt2: GPT-2 written once, run on the lists or gpu handler", "osprey-gpt2"};
   app.require_subcommand(1);
-  CliContext ctx{entries, Streams{out, err}, {}};
+  CliContext ctx{entries, Streams{out, err}, {}, args};
 
   addGenerateCommand(app, ctx);
   addLogitsCommand(app, ctx);

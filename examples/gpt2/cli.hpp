@@ -28,6 +28,7 @@ struct CliContext {
   HandlerEntries entries;                // the handlers this program links
   Streams streams;                       // stdout / stderr (string streams in tests)
   osprey::Result<void> result = {};      // what the subcommand that ran reports
+  std::vector<std::string> args;         // the command line as given (a launcher re-runs it)
 };
 
 // Runs osprey-gpt2 with `args` (args[0] is the program name). Returns the exit status: 0 on

@@ -10,8 +10,10 @@
 // was trained on (its SHA-256 is in the manifest).
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <streambuf>
 
 #include <fmt/format.h>
 
@@ -20,6 +22,10 @@
 #include "gpt2/train_checkpoint.hpp"
 #include "gpt2/train_cli_options.hpp"
 #include "gpt2/train_data.hpp"
+#include "gpt2/train_launch.hpp"
+#include "gpt2/train_parallel_step.hpp"
+#include "gpt2/train_rank_env.hpp"
+#include "gpt2/train_ranks.hpp"
 #include "gpt2/train_step.hpp"
 
 namespace gpt2 {
@@ -40,6 +46,9 @@ struct TrainOptions {
   AdamWSettings adamw = train::defaultAdamW();
   std::optional<std::string> save;
   std::optional<std::string> resume;
+  int gpus = 0;                      // --gpus N: launch N ranks (0: not given)
+  std::string gradSum = "exact";     // --grad-sum exact|allreduce
+  std::optional<std::string> rendezvous;
   // Which options were given (a resumed run keeps the checkpoint's values otherwise).
   CLI::Option* batchOption = nullptr;
   CLI::Option* seqOption = nullptr;
@@ -78,10 +87,91 @@ osprey::Result<void> adoptCheckpoint(TrainOptions& o, const train::TrainerState&
   return {};
 }
 
+// Writes nothing: stdout of ranks other than 0, which only compute.
+class DiscardBuffer : public std::streambuf {
+ protected:
+  int overflow(int c) override { return traits_type::not_eof(c); }
+  std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
+};
+
+// --gpus, the launcher's variables and --grad-sum, settled into where this process stands.
+osprey::Result<train::DataParallel> dataParallel(const TrainOptions& o, const std::optional<train::RankPlace>& place) {
+  train::DataParallel dp;
+  if (o.gradSum == "exact") {
+    dp.sum = train::GradientSum::Exact;
+  } else if (o.gradSum == "allreduce") {
+    dp.sum = train::GradientSum::AllReduce;
+  } else {
+    return osprey::Error{fmt::format("unknown --grad-sum `{}`: choose exact or allreduce", o.gradSum)};
+  }
+  if (!place) return dp;
+  if (o.gpus > 0 && o.gpus != place->size)
+    return osprey::Error{fmt::format("--gpus {} disagrees with the launcher's {} ranks ({})", o.gpus, place->size,
+                                     place->source)};
+  dp.rank = place->rank;
+  dp.size = place->size;
+  dp.localRank = place->localRank;
+  dp.source = place->source;
+  if (const char* t = std::getenv("OSPREY_NCCL_TIMEOUT"); t != nullptr && *t != '\0') {
+    char* end = nullptr;
+    dp.timeoutSeconds = std::strtod(t, &end);
+    if (end == t || *end != '\0' || !(dp.timeoutSeconds > 0))
+      return osprey::Error{fmt::format("OSPREY_NCCL_TIMEOUT=\"{}\" is not a number of seconds above 0", t)};
+  }
+  if (o.rendezvous) {
+    dp.rendezvous = *o.rendezvous;
+  } else if (const char* r = std::getenv("OSPREY_RENDEZVOUS"); r != nullptr && *r != '\0') {
+    dp.rendezvous = r;
+  }
+  if (dp.parallel() && dp.rendezvous.empty())
+    return osprey::Error{fmt::format("rank {} of {} (from {}): give --rendezvous FILE (or OSPREY_RENDEZVOUS), a "
+                                     "path every rank can see and unique to this run, where rank 0 leaves NCCL's id",
+                                     dp.rank, dp.size, dp.source)};
+  // Each rank takes the GPU its local rank names, unless told otherwise.
+  if (std::getenv("OSPREY_CUDA_DEVICE") == nullptr)
+    ::setenv("OSPREY_CUDA_DEVICE", std::to_string(dp.localRank).c_str(), 1);
+  return dp;
+}
+
+// `train --gpus N` outside a launcher: start N ranks of this same command line and wait.
+osprey::Result<void> launchTraining(const TrainOptions& o, CliContext& ctx) {
+  const JobRunner runner = OSPREY_TRY(selectRunner(o.backend, ctx.entries));
+  if (runner == nullptr || runner != ctx.entries.gpuCuda)
+    return osprey::Error{fmt::format("--gpus {} runs one process per GPU: it needs --backend gpu --device cuda",
+                                     o.gpus)};
+  if (o.batch % o.gpus != 0)
+    return osprey::Error{fmt::format("--batch {} cannot be split evenly over {} ranks: choose a multiple of {}",
+                                     o.batch, o.gpus, o.gpus)};
+  train::LaunchPlan plan;
+  plan.program = "/proc/self/exe";
+  plan.args = ctx.args;
+  plan.ranks = o.gpus;
+  ctx.streams.err << fmt::format("starting {} ranks, one per GPU ({} gradient sum)\n", o.gpus, o.gradSum);
+  return train::launchRanks(plan, ctx.streams.err);
+}
+
+osprey::Result<void> trainOnThisRank(TrainOptions o, CliContext& ctx, const train::DataParallel& dp);
+
 osprey::Result<void> trainCommand(TrainOptions o, CliContext& ctx) {
+  const auto place = OSPREY_TRY(train::rankFromEnvironment([](const char* name) { return std::getenv(name); }));
+  if (!place && o.gpus > 1) return launchTraining(o, ctx);
+  const train::DataParallel dp = OSPREY_TRY(dataParallel(o, place));
+  if (!dp.parallel()) return trainOnThisRank(std::move(o), ctx, dp);
+  // Only rank 0 speaks; the others' errors still reach stderr, with their rank.
+  DiscardBuffer discard;
+  std::ostream quiet(&discard);
+  CliContext rankCtx{ctx.entries, Streams{dp.leader() ? ctx.streams.out : quiet, dp.leader() ? ctx.streams.err : quiet},
+                     {}, ctx.args};
+  auto done = trainOnThisRank(std::move(o), rankCtx, dp);
+  if (!done.ok()) return osprey::Error{fmt::format("rank {} of {}: {}", dp.rank, dp.size, done.error().message)};
+  return done;
+}
+
+osprey::Result<void> trainOnThisRank(TrainOptions o, CliContext& ctx, const train::DataParallel& dp) {
   std::ostream& err = ctx.streams.err;
   const JobRunner runner = OSPREY_TRY(selectRunner(o.backend, ctx.entries));
   TrainJob job;
+  job.parallel = dp;
   std::optional<std::filesystem::path> modelDir;
   if (o.resume) {
     auto checkpoint = OSPREY_TRY(train::loadTrainingCheckpoint(*o.resume));
@@ -111,9 +201,7 @@ osprey::Result<void> trainCommand(TrainOptions o, CliContext& ctx) {
   if (o.seq > job.weights.config.maxT)
     return osprey::Error{fmt::format("--seq {} exceeds the model's context of {} positions", o.seq,
                                      job.weights.config.maxT)};
-  const Index micro = o.microBatch == 0 ? o.batch : o.microBatch;
-  if (o.batch % micro != 0)
-    return osprey::Error{fmt::format("--micro-batch {} must divide --batch {}", o.microBatch, o.batch)};
+  OSPREY_TRY(train::rankShare(o.batch, dp.size, o.microBatch));
   if (o.steps < 0) return osprey::Error{"--steps must be 0 or more"};
 
   TrainSettings& st = job.settings;
@@ -181,6 +269,17 @@ void addTrainCommand(CLI::App& app, CliContext& ctx) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--resume", o->resume, "continue from a checkpoint (a --save directory or its checkpoint/)");
+  sub->add_option("--gpus", o->gpus,
+                  "data-parallel on N GPUs of this host: one process per GPU, the global --batch split evenly "
+                  "(needs --backend gpu --device cuda and NCCL)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--grad-sum", o->gradSum,
+                  "how ranks combine gradients: exact (fixed order, the same bits on any number of GPUs) or "
+                  "allreduce (NCCL's all-reduce, faster)")
+      ->capture_default_str();
+  sub->add_option("--rendezvous", o->rendezvous,
+                  "under mpirun/srun/torchrun: a file path every rank can see, unique to this run, where rank 0 "
+                  "leaves NCCL's id (default: $OSPREY_RENDEZVOUS)");
   sub->callback([o, &ctx] { ctx.result = trainCommand(*o, ctx); });
 }
 

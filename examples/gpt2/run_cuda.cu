@@ -1,5 +1,6 @@
 // The run body instantiated for the gpu handler on the cuda device, compiled by nvcc from the
 // same headers as run_lists.cpp and run_host.cpp. Built only where nvcc is present.
+#include "gpt2/train_ranks_nccl.hpp"  // data parallelism over NCCL: before the loop is instantiated
 #include "gpt2/run_job.hpp"
 #include "osprey/gpu/cuda_handler.hpp"
 #include "osprey/strict.hpp"

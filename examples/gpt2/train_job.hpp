@@ -15,6 +15,7 @@
 #include "gpt2/data_batches.hpp"
 #include "gpt2/layers/adamw.hpp"
 #include "gpt2/train_checkpoint.hpp"
+#include "gpt2/train_data_parallel.hpp"
 #include "gpt2/weights.hpp"
 
 namespace gpt2 {
@@ -53,6 +54,7 @@ struct TrainJob {
   std::vector<data::TokenId> valTokens;          // the last 10%
   TrainSettings settings;
   train::TrainerState state;  // the manifest's fixed fields (data path, digest, seed, label...)
+  train::DataParallel parallel;  // this process's rank (size 1: a single-process run)
 };
 
 }  // namespace gpt2

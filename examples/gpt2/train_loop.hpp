@@ -11,11 +11,18 @@
 // The step count, the data position and the moments are all the state there is, so a run resumed
 // from a checkpoint computes exactly what the uninterrupted run would have (tests/train/
 // resume_test.cpp checks the weights bit for bit).
+//
+// Data-parallel runs (job.parallel, train_ranks.hpp): every rank runs this loop on the same
+// batches with the same weights; the step's gradient comes from train_parallel_step.hpp, so the
+// ranks' weights stay identical. Rank 0 alone validates, writes loss.csv and saves (its
+// checkpoint is every rank's state); the ranks agree each step on whether to stop (Ctrl-C on any
+// of them, or the time limit), so all stop after the same step.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -30,6 +37,8 @@
 #include "gpt2/train_host_copy.hpp"
 #include "gpt2/train_interrupt.hpp"
 #include "gpt2/train_job.hpp"
+#include "gpt2/train_parallel_step.hpp"
+#include "gpt2/train_ranks.hpp"
 #include "gpt2/train_progress.hpp"
 #include "gpt2/train_step.hpp"
 
@@ -72,8 +81,15 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
   using Clock = std::chrono::steady_clock;
   using train::Scalar;
   const TrainSettings& st = job.settings;
-  s.out << "gpt2 (" << job.label << ") on " << h.device() << "\n";
+  const train::DataParallel& dp = job.parallel;
+  s.out << "gpt2 (" << job.label << ") on " << h.device();
+  if (dp.parallel())
+    s.out << fmt::format(", {} ranks ({} gradient sum)", dp.size,
+                         dp.sum == train::GradientSum::Exact ? "exact" : "all-reduce");
+  s.out << "\n";
   s.out.flush();
+  std::unique_ptr<train::RankGroup<H>> ranks;
+  if (dp.parallel()) ranks = OSPREY_TRY(train::RankGroupFor<H>::open(h, dp));
 
   auto w = OSPREY_TRY(upload(h, job.weights));
   job.weights = HostWeights{job.weights.config, {}};
@@ -95,15 +111,16 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
   state.dataPosition = stream.position();
   state.dataEpoch = stream.epoch();
 
-  const Index valBatches = st.valEvery > 0
+  const Index valBatches = st.valEvery > 0 && dp.leader()
       ? train::validationBatchesAvailable(job.valTokens.size(), st.batch, st.seq, st.valBatches) : 0;
   train::ProgressReporter progress(s.out, st.progressBar, firstStep, lastStep);
-  if (st.valEvery > 0 && valBatches == 0)
+  if (st.valEvery > 0 && valBatches == 0 && dp.leader())
     progress.note(fmt::format("validation skipped: the validation split ({} tokens) is shorter than one "
                               "batch of {} x {} + 1", job.valTokens.size(), st.batch, st.seq));
 
+  const bool saving = st.saveDir.has_value() && dp.leader();
   std::optional<train::LossHistory> history;
-  if (st.saveDir) {
+  if (saving) {
     std::error_code ec;
     std::filesystem::create_directories(*st.saveDir, ec);
     history.emplace(OSPREY_TRY(train::LossHistory::open(*st.saveDir / "loss.csv", firstStep)));
@@ -113,18 +130,21 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
   const auto runStart = Clock::now();
   bool interrupted = false, outOfTime = false;
   while (opt.step < lastStep) {
-    if (train::interruptRequested()) {
-      interrupted = true;
-      break;
+    interrupted = train::interruptRequested();
+    outOfTime = st.timeLimitSeconds > 0 &&
+                std::chrono::duration<double>(Clock::now() - runStart).count() >= st.timeLimitSeconds;
+    if (ranks) {
+      interrupted = OSPREY_TRY(ranks->anyRank(interrupted, "agreeing whether Ctrl-C arrived"));
+      outOfTime = OSPREY_TRY(ranks->anyRank(outOfTime, "agreeing whether time is up"));
     }
-    if (st.timeLimitSeconds > 0 &&
-        std::chrono::duration<double>(Clock::now() - runStart).count() >= st.timeLimitSeconds) {
-      outOfTime = true;
-      break;
-    }
+    if (interrupted || outOfTime) break;
     const auto stepStart = Clock::now();
     const data::Batch batch = stream.next();
-    auto g = OSPREY_TRY(train::batchGradients(h, w, batch, st.microBatch));
+    train::StepGradients<H> g;
+    if (ranks)
+      g = OSPREY_TRY(train::parallelBatchGradients(h, w, batch, st.microBatch, *ranks, dp.sum));
+    else
+      g = OSPREY_TRY(train::batchGradients(h, w, batch, st.microBatch));
     auto next = OSPREY_TRY(train::adamwStep(h, w, opt, g.grads, st.adamw));
     w = std::move(next.weights);
     opt = std::move(next.state);
@@ -148,11 +168,11 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
     state.dataEpoch = stream.epoch();
     state.lastTrainLoss = g.loss;
     if (history) OSPREY_CHECK(history->append(opt.step, g.loss, val, tokensPerSecond));
-    if (st.saveDir && st.saveEvery > 0 && opt.step % st.saveEvery == 0 && opt.step != lastStep)
+    if (saving && st.saveEvery > 0 && opt.step % st.saveEvery == 0 && opt.step != lastStep)
       OSPREY_CHECK(train::saveState(h, w, opt, state, st));
   }
   progress.finish();
-  if (st.saveDir) {
+  if (saving) {
     OSPREY_CHECK(train::saveState(h, w, opt, state, st));
     progress.note(fmt::format("saved step {} to {}", opt.step, train::checkpointDir(*st.saveDir).string()));
   }

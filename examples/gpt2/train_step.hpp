@@ -284,6 +284,33 @@ osprey::Result<Params<H>> addGradients(H& h, const Params<H>& into, const Params
   return out;
 }
 
+// The running fold of micro-batch results in micro-batch order (see the file comment): the first
+// term is taken as it is, each later one added, loss sum and tensors alike. Every way of computing
+// a step (one process, or ranks exchanging their terms) folds through this one function.
+template <osprey::Tensor H>
+struct GradientFold {
+  bool empty = true;
+  Scalar lossSum = 0.0;
+  Params<H> grads;
+
+  osprey::Result<void> add(H& h, MicroBatchGradients<H> part) {
+    if (empty) {
+      lossSum = part.lossSum;
+      grads = std::move(part.grads);
+      empty = false;
+    } else {
+      lossSum = lossSum + part.lossSum;
+      grads = OSPREY_TRY(addGradients(h, grads, part.grads));
+    }
+    return {};
+  }
+
+  StepGradients<H> finish(Index B, Index T) {
+    const Scalar tokens = static_cast<Scalar>(B) * static_cast<Scalar>(T);
+    return StepGradients<H>{lossSum / tokens, std::move(grads)};
+  }
+};
+
 // The loss and gradient of a global batch, cut into micro-batches of `microRows` rows
 // (0 = the whole batch at once), folded in micro-batch order (see the file comment).
 template <osprey::Tensor H>
@@ -292,20 +319,12 @@ osprey::Result<StepGradients<H>> batchGradients(H& h, const Params<H>& w, const 
   const Index M = microRows == 0 ? batch.B : microRows;
   if (M < 1 || batch.B % M != 0)
     return osprey::Error{fmt::format("--micro-batch {} must divide --batch {}", microRows, batch.B)};
-  Scalar lossSum = 0.0;
-  Params<H> grads;
+  GradientFold<H> fold;
   for (Index k = 0; k < batch.B / M; ++k) {
     auto part = OSPREY_TRY(microBatchGradients(h, w, data::batchRows(batch, k * M, M), batch.B, clock));
-    if (k == 0) {
-      lossSum = part.lossSum;
-      grads = std::move(part.grads);
-    } else {
-      lossSum = lossSum + part.lossSum;
-      grads = OSPREY_TRY(addGradients(h, grads, part.grads));
-    }
+    OSPREY_CHECK(fold.add(h, std::move(part)));
   }
-  const Scalar tokens = static_cast<Scalar>(batch.B) * static_cast<Scalar>(batch.T);
-  return StepGradients<H>{lossSum / tokens, std::move(grads)};
+  return fold.finish(batch.B, batch.T);
 }
 
 // The mean token loss of a batch: the training forward's loss, without the backward.
