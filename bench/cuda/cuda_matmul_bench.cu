@@ -13,6 +13,14 @@
 //     exact contract allows (a separate rounding after the multiply): the most an exact product
 //     can reach, about half the FMA peak.
 //
+// Products with one or a few rows or columns (one-token decoding: weightᵀ times a column, and its
+// mirror 1 x 768 x 50257) are memory-bound, 2 FLOPs per 8 bytes of the large operand, so their
+// yardstick is bandwidth: GB/s = (rows*inner + inner*cols + rows*cols) * 8 bytes / time, against
+// a device-to-device copy measured here (bytes read + bytes written).
+//
+// Launch overhead: the time to queue one small kernel (a 768-element build) when launches do not
+// wait for each other (the cuda device's default), measured over 2000 launches and a final flush.
+//
 // Output: a readable table, then one `RESULT|name|result|number` line per check or figure for
 // scripts/gpu-check.sh. Exit status 1 if any product differs from the host by even one bit.
 #include <cublas_v2.h>
@@ -24,6 +32,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -81,6 +90,12 @@ std::vector<Scalar> matrixValues(Index n, std::uint64_t seed) {
 struct Shape {
   Index rows, inner, cols;
   double flops() const { return 2.0 * static_cast<double>(rows) * static_cast<double>(inner) * static_cast<double>(cols); }
+  // The fewest bytes a product moves: each operand read once, the output written once.
+  double bytes() const {
+    return 8.0 * (static_cast<double>(rows) * static_cast<double>(inner) + static_cast<double>(inner) * static_cast<double>(cols) +
+                  static_cast<double>(rows) * static_cast<double>(cols));
+  }
+  bool memoryBound() const { return rows <= 8 || cols <= 8; }
   std::string name() const { return fmt::format("{}x{}x{}", rows, inner, cols); }
 };
 
@@ -112,7 +127,7 @@ struct MatMulFigure {
   Shape shape;
   std::string check;  // how bit identity was checked
   bool identical = false;
-  double ms = 0.0, tflops = 0.0;
+  double ms = 0.0, tflops = 0.0, gbps = 0.0;
 };
 
 // Checks one shape against the host device (every row when the host can do it quickly, else a
@@ -159,7 +174,50 @@ MatMulFigure measureMatMul(const std::shared_ptr<CudaDevice>& dev, Shape s, std:
   const int repeats = std::clamp(static_cast<int>(300.0 / std::max(once, 1e-3)), 5, 50);
   figure.ms = medianMilliseconds(launch, 2, repeats);
   figure.tflops = s.flops() / (figure.ms * 1e-3) / 1e12;
+  figure.gbps = s.bytes() / (figure.ms * 1e-3) / 1e9;
   return figure;
+}
+
+// A device-to-device copy of 2 GiB: GB/s counting bytes read plus bytes written.
+double copyGbps(const std::shared_ptr<CudaDevice>& dev) {
+  const Index n = Index{1} << 28;
+  auto from = need(gpuAllocate(dev, n));
+  auto to = need(gpuAllocate(dev, n));
+  need(checked(cudaMemset(from.data(), 1, static_cast<std::size_t>(n) * sizeof(Scalar)), "cudaMemset"));
+  auto launch = [&] {
+    need(checked(cudaMemcpyAsync(to.data(), from.data(), static_cast<std::size_t>(n) * sizeof(Scalar),
+                                 cudaMemcpyDeviceToDevice),
+                 "device copy"));
+  };
+  const double ms = medianMilliseconds(launch, 2, 7);
+  return 2.0 * 8.0 * static_cast<double>(n) / (ms * 1e-3) / 1e9;
+}
+
+// Element i = x[i] + 1: one small kernel.
+Result<GpuBuffer<CudaDevice>> addOne(const GpuBuffer<CudaDevice>& x) {
+  return gpuMap(x, [=] OSPREY_FN(Scalar v) -> Scalar { return v + 1.0; });
+}
+
+// Microseconds per queued small launch (a 768-element map, each reading the one before), the
+// whole chain flushed at the end; and the same with every launch checked as it completes.
+std::pair<double, double> launchMicroseconds(const std::shared_ptr<CudaDevice>& dev) {
+  constexpr int kLaunches = 2000;
+  const std::vector<Scalar> start(768, 0.0);
+  auto chain = [&](bool each) {
+    const bool before = dev->checksEachLaunch();
+    dev->setCheckEachLaunch(each);
+    auto x = need(toGpu(dev, std::span<const Scalar>(start)));
+    need(dev->flush());
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kLaunches; ++i) x = need(addOne(x));
+    need(dev->flush());
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    dev->setCheckEachLaunch(before);
+    if (need(fromGpu(x))[767] != static_cast<Scalar>(kLaunches)) throw Failed{"the launch chain computed a wrong value"};
+    return us / kLaunches;
+  };
+  chain(false);  // warm-up
+  return {chain(false), chain(true)};
 }
 
 // cuBLAS DGEMM, n x n x n, on the same device: TFLOP/s.
@@ -216,7 +274,9 @@ int run() {
   auto dev = need(CudaDevice::open());
   fmt::print("exact matMul on {} ({} multiprocessors)\n\n", dev->name(), dev->multiprocessors());
 
-  const Shape shapes[] = {{768, 768, 768}, {1024, 768, 2304}, {4096, 768, 3072}, {4096, 4096, 4096}, {1, 768, 50257}};
+  const Shape shapes[] = {{768, 768, 768},   {1024, 768, 2304}, {4096, 768, 3072}, {4096, 4096, 4096},
+                          {1, 768, 50257},   {50257, 768, 1},   {2304, 768, 1},    {768, 3072, 1},
+                          {3072, 768, 5}};
   std::vector<MatMulFigure> figures;
   std::uint64_t seed = 11;
   for (Shape s : shapes) figures.push_back(measureMatMul(dev, s, seed += 2));
@@ -224,23 +284,35 @@ int run() {
   const double blas = cublasTflops(dev, 8192);
   const double fma = probeTflops<true>(dev);
   const double nonFused = probeTflops<false>(dev);
+  const double copy = copyGbps(dev);
+  const auto [queuedUs, eachUs] = launchMicroseconds(dev);
 
-  fmt::print("{:<18} {:<14} {:>10} {:>9} {:>11} {:>12}\n", "shape", "host bits", "ms", "TFLOP/s", "% cuBLAS", "% non-fused");
+  fmt::print("{:<18} {:<14} {:>10} {:>9} {:>11} {:>12} {:>9} {:>8}\n", "shape", "host bits", "ms", "TFLOP/s", "% cuBLAS",
+             "% non-fused", "GB/s", "% copy");
   bool allIdentical = true;
   for (const auto& f : figures) {
     allIdentical = allIdentical && f.identical;
-    fmt::print("{:<18} {:<14} {:>10.3f} {:>9.2f} {:>10.1f}% {:>11.1f}%\n", f.shape.name(),
+    fmt::print("{:<18} {:<14} {:>10.3f} {:>9.2f} {:>10.1f}% {:>11.1f}% {:>9.0f} {:>7.1f}%\n", f.shape.name(),
                f.identical ? "same (" + f.check + ")" : "DIFFER", f.ms, f.tflops, 100.0 * f.tflops / blas,
-               100.0 * f.tflops / nonFused);
+               100.0 * f.tflops / nonFused, f.gbps, 100.0 * f.gbps / copy);
   }
   fmt::print("\nceilings on this GPU: cuBLAS DGEMM 8192^3 {:.2f} TFLOP/s; fp64 FMA probe {:.2f}; "
              "non-fused mul+add probe {:.2f}\n\n",
              blas, fma, nonFused);
+  fmt::print("device-to-device copy {:.0f} GB/s (read + write); a small launch costs {:.2f} us queued, {:.2f} us "
+             "when every launch is checked\n\n",
+             copy, queuedUs, eachUs);
 
   for (const auto& f : figures)
     fmt::print("RESULT|matMul {} bit-identical to host ({})|{}|\n", f.shape.name(), f.check, f.identical ? "PASS" : "FAIL");
   for (const auto& f : figures)
     if (f.identical) fmt::print("RESULT|matMul {} TFLOP/s|{:.1f}% of cuBLAS|{:.2f}\n", f.shape.name(), 100.0 * f.tflops / blas, f.tflops);
+  for (const auto& f : figures)
+    if (f.identical && f.shape.memoryBound())
+      fmt::print("RESULT|matMul {} GB/s|{:.1f}% of copy|{:.0f}\n", f.shape.name(), 100.0 * f.gbps / copy, f.gbps);
+  fmt::print("RESULT|device-to-device copy GB/s|ceiling for memory-bound|{:.0f}\n", copy);
+  fmt::print("RESULT|small launch queued (us)|deferred checks|{:.2f}\n", queuedUs);
+  fmt::print("RESULT|small launch checked (us)|each launch waited for|{:.2f}\n", eachUs);
   fmt::print("RESULT|fp64 cuBLAS DGEMM 8192^3 TFLOP/s|peak|{:.2f}\n", blas);
   fmt::print("RESULT|fp64 FMA probe TFLOP/s|peak|{:.2f}\n", fma);
   fmt::print("RESULT|fp64 non-fused mul+add probe TFLOP/s|ceiling for exact|{:.2f}\n", nonFused);

@@ -1,6 +1,6 @@
 // Greedy generation, written once against the effect: prefill the prompt, then one cached
-// position per new token; the next token is indexOf(logits, max), the max found by reduce in
-// element order. Each token is handed to `onToken` as soon as it is known (streaming).
+// position per new token; the next token is indexOf(logits, max), the max being exactly what a
+// reduce in element order gives (see `largest`). Each token is handed to `onToken` as soon as it is known (streaming).
 //
 // generateGreedyRecompute is the same generation without a cache (the full pass over the whole
 // sequence for every token): slower, and kept to prove the cache changes nothing.
@@ -18,11 +18,41 @@ namespace gpt2 {
 // never becomes the maximum (a comparison with NaN is false).
 OSPREY_INLINE osprey::Scalar maxCombine(osprey::Scalar best, osprey::Scalar x) { return x > best ? x : best; }
 
+// The largest of `x` (n), equal bit for bit to the left fold
+// reduce(x, -inf, maxCombine) in element order, found in two steps: the fold of each run of
+// kMaxRun consecutive elements (one kernel, the runs in parallel), then the fold of the run
+// results in run order. Why the answer is the same double: the element-order fold returns the
+// first element that compares greater than everything before it and not less than anything after
+// it — the first occurrence of the maximum (NaN never wins, and of two equal values, -0.0 and
+// +0.0 included, the earlier stays). Each run's fold returns its own first maximum, none of them
+// NaN, and the fold over the runs keeps the earliest run whose maximum is the overall maximum:
+// again the first occurrence overall. Comparisons are exact, so no rounding enters. (A device
+// runs a left fold on one thread; over 50257 logits per token that one thread would be a
+// noticeable share of a decoding step.)
+inline constexpr osprey::Index kMaxRun = 64;
+
+template <osprey::Tensor H>
+osprey::Result<osprey::Scalar> largest(H& h, const Buf<H>& x) {
+  const osprey::Scalar lowest = -std::numeric_limits<osprey::Scalar>::infinity();
+  const osprey::Index n = h.length(x);
+  const osprey::View xv = x.view();
+  const osprey::Int N = n, R = kMaxRun;
+  auto runs = OSPREY_TRY(h.build((n + kMaxRun - 1) / kMaxRun,                           // (ceil(n / kMaxRun))
+                                 [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
+    const osprey::Int first = osprey::Int(r) * R;
+    const osprey::Int end = N - first < R ? N : first + R;
+    osprey::Scalar best = lowest;
+    for (osprey::Int i = first; i < end; ++i) best = maxCombine(best, xv[i]);
+    return best;
+  }));
+  return h.reduce(runs, lowest,
+      [=] OSPREY_FN(osprey::Scalar a, osprey::Scalar b) -> osprey::Scalar { return maxCombine(a, b); });
+}
+
 // The greedy choice: the smallest index holding the largest logit. logits (V).
 template <osprey::Tensor H>
 osprey::Result<osprey::Index> greedyToken(H& h, const Buf<H>& logits) {
-  const osprey::Scalar best = OSPREY_TRY(h.reduce(logits, -std::numeric_limits<osprey::Scalar>::infinity(),
-      [=] OSPREY_FN(osprey::Scalar a, osprey::Scalar b) -> osprey::Scalar { return maxCombine(a, b); }));
+  const osprey::Scalar best = OSPREY_TRY(largest(h, logits));
   const osprey::Index token = OSPREY_TRY(h.indexOf(logits, best));
   if (token == h.length(logits))
     return osprey::Error{"generate: the logits have no maximum (all NaN or -inf): the weights are broken"};

@@ -93,18 +93,56 @@ osprey::Result<ForwardWeights<H>> prepareForward(H& h, Weights<Buf<H>>&& w) {
   return f;
 }
 
-// out (N, OC) = x (N, IC) · W + bias (OC), with W held as wT (OC, IC). The product first, then
-// the bias: the same operations as matmulForward on W itself.
+// outT (OC, N) = wT (OC, IC) · xᵀ: the product matmulForwardTransposed computes before its final
+// transpose. One row (decoding) is its own transpose — x (1, IC) and xᵀ (IC, 1) are the same
+// doubles in the same order — so it goes to matMul as it is, without a copy.
 template <osprey::Tensor H>
-osprey::Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf<H>& bias,
-                              osprey::Index N, osprey::Index IC, osprey::Index OC) {
-  OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
-  auto prod = OSPREY_TRY(matmulForwardTransposed(h, x, wT, N, IC, OC));              // (N, OC)
+osprey::Result<Buf<H>> productTransposed(H& h, const Buf<H>& x, const Buf<H>& wT, osprey::Index N,
+                                         osprey::Index IC, osprey::Index OC) {
+  const char* L = "linear";
+  OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct(L, {N, IC})), L, "x"));
+  OSPREY_CHECK(checkLength(h, wT, OSPREY_TRY(checkedProduct(L, {OC, IC})), L, "weight"));
+  if (N == 1) return h.matMul(wT, x, OC, IC, 1);                                     // (OC, 1)
+  auto xT = OSPREY_TRY(transpose(h, x, N, IC));                                      // (IC, N)
+  return h.matMul(wT, xT, OC, IC, N);                                                // (OC, N)
+}
+
+// out (N, OC) = prod (N, OC) + bias (OC) on every row.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> addBias(H& h, const Buf<H>& prod, const Buf<H>& bias, osprey::Index OC) {
   const osprey::View pv = prod.view(), bv = bias.view();
   const osprey::Int O = OC;
   return h.build(h.length(prod), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     return pv[i] + bv[osprey::Int(i) % O];
   });
+}
+
+// out (N, OC) = prodT (OC, N) transposed, + bias (OC) on every row: the transpose only copies, so
+// this is addBias(transpose(prodT)) in one kernel.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> transposeAddBias(H& h, const Buf<H>& prodT, const Buf<H>& bias, osprey::Index N,
+                                        osprey::Index OC) {
+  const osprey::View pv = prodT.view(), bv = bias.view();
+  const osprey::Int O = OC, Ni = N;
+  return h.build(h.length(prodT), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [n, o] = divMod(osprey::Int(i), O);  // output (n, o) reads prodT[o][n]
+    return pv[o * Ni + n] + bv[o];
+  });
+}
+
+// out (N, OC) = x (N, IC) · W + bias (OC), with W held as wT (OC, IC). The product first, then
+// the bias: the same operations as matmulForward on W itself. A handler that answers
+// matmulForwardTransposed itself (a fused path) is asked for the product; otherwise the product
+// is taken transposed (OC, N) and the transpose back and the bias add are one kernel.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf<H>& bias,
+                              osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
+  if constexpr (requires { h.matmulForwardTransposed(x, wT, N, IC, OC); }) {
+    return addBias(h, OSPREY_TRY(matmulForwardTransposed(h, x, wT, N, IC, OC)), bias, OC);
+  } else {
+    return transposeAddBias(h, OSPREY_TRY(productTransposed(h, x, wT, N, IC, OC)), bias, N, OC);
+  }
 }
 
 // One block's keys and values for the positions seen so far.
@@ -183,9 +221,13 @@ osprey::Result<Buf<H>> forwardHidden(H& h, const ForwardWeights<H>& w, const Buf
   return std::move(lnf.out);
 }
 
-// logits (N, V) = hidden (N, C) · wteᵀ: GPT-2's output projection is the token embedding.
+// logits (N, V) = hidden (N, C) · wteᵀ: GPT-2's output projection is the token embedding. For
+// one row the product (V, 1) already is the logits (1, V) in memory: no transpose back.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> lmHead(H& h, const ForwardWeights<H>& w, const Buf<H>& hidden, osprey::Index N) {
+  if constexpr (!requires { h.matmulForwardTransposed(hidden, w.wte, N, w.config.C, w.config.V); }) {
+    if (N == 1) return productTransposed(h, hidden, w.wte, 1, w.config.C, w.config.V);  // (V)
+  }
   return matmulForwardTransposed(h, hidden, w.wte, N, w.config.C, w.config.V);
 }
 
@@ -229,10 +271,9 @@ osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const Kv
     const LayerCache<H>& held = cache.layers[l];
     auto ln1 = OSPREY_TRY(layernormForward(h, x, b.ln1Weight, b.ln1Bias, 1, C));       // (1, C)
     auto qkv = OSPREY_TRY(linear(h, ln1.out, b.attnT, b.attnBias, 1, C, 3 * C));       // (3C)
-    auto key = OSPREY_TRY(sliceColumns(h, qkv, 1, 3 * C, C, C));                       // (C)
-    auto value = OSPREY_TRY(sliceColumns(h, qkv, 1, 3 * C, 2 * C, C));                 // (C)
-    auto keys = OSPREY_TRY(appendRow(h, held.keys, key, Tc, C));                       // (Tc+1, C)
-    auto values = OSPREY_TRY(appendRow(h, held.values, value, Tc, C));                 // (Tc+1, C)
+    // The cache grows by this position's key and value, columns [C, 2C) and [2C, 3C) of qkv.
+    auto keys = OSPREY_TRY(appendRowSlice(h, held.keys, qkv, 3 * C, C, Tc, C));        // (Tc+1, C)
+    auto values = OSPREY_TRY(appendRowSlice(h, held.values, qkv, 3 * C, 2 * C, Tc, C));  // (Tc+1, C)
     auto att = OSPREY_TRY(attentionDecode(h, qkv, keys, values, Tc + 1, C, c.NH));      // (C)
     next.layers.push_back(LayerCache<H>{std::move(keys), std::move(values)});
     x = OSPREY_TRY(blockAfterAttention(h, b, C, x, att, 1));                           // (1, C)

@@ -13,7 +13,10 @@ osprey::Result<void> runJobOnGpuCuda(ModelJob& job, const Streams& streams) {
   auto device = osprey::CudaDevice::open();
   if (!device.ok()) return device.error();
   osprey::GpuCuda h(*device);
-  return osprey::strictly([&] { return runJob(h, job, streams); });
+  auto done = osprey::strictly([&] { return runJob(h, job, streams); });
+  // Launches are queued without waiting; a fault after the last read-back surfaces here.
+  if (done.ok()) OSPREY_CHECK((*device)->flush());
+  return done;
 }
 
 }  // namespace gpt2

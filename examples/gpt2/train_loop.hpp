@@ -148,6 +148,7 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
     auto next = OSPREY_TRY(train::adamwStep(h, w, opt, g.grads, st.adamw));
     w = std::move(next.weights);
     opt = std::move(next.state);
+    train::waitForDevice(h, w.tensors.back());
     const double stepSeconds = std::chrono::duration<double>(Clock::now() - stepStart).count();
     if (!std::isfinite(g.loss))
       return osprey::Error{fmt::format("step {}: the loss is {} (try a smaller --lr)", opt.step, g.loss)};

@@ -327,6 +327,13 @@ osprey::Result<StepGradients<H>> batchGradients(H& h, const Params<H>& w, const 
   return fold.finish(batch.B, batch.T);
 }
 
+// Reads one element of b: a device that queues launches without waiting (the cuda device) has
+// then finished everything queued before, so a clock read next measures work really done.
+template <osprey::Tensor H>
+void waitForDevice(H& h, const Buf<H>& b) {
+  if (h.length(b) > 0) (void)h.get(b, 0);
+}
+
 // The mean token loss of a batch: the training forward's loss, without the backward.
 template <osprey::Tensor H>
 osprey::Result<Scalar> batchLoss(H& h, const Params<H>& w, const data::Batch& batch) {

@@ -35,6 +35,7 @@ osprey::Result<void> runJob(H& h, TrainStepJob& job, const Streams& s) {
 
   const auto start = Clock::now();
   auto g = OSPREY_TRY(train::batchGradients(h, w, job.batch, job.microBatch));
+  train::waitForDevice(h, g.grads.tensors.back());
   const auto backwardDone = Clock::now();
   std::string text = fmt::format("loss {:.17g}\n", g.loss);
   const auto specs = parameterSpecs(w.config);
@@ -46,6 +47,7 @@ osprey::Result<void> runJob(H& h, TrainStepJob& job, const Streams& s) {
   auto state = OSPREY_TRY(train::freshOptimizer(h, w));
   const auto updateStart = Clock::now();
   auto next = OSPREY_TRY(train::adamwStep(h, w, state, g.grads, job.adamw));
+  train::waitForDevice(h, next.weights.tensors.back());
   const auto updateDone = Clock::now();
   const osprey::Scalar after = OSPREY_TRY(train::batchLoss(h, next.weights, job.batch));
   s.out << fmt::format("loss after step {:.17g}\n", after);

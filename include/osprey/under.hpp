@@ -56,7 +56,12 @@ auto onGpuDevice(std::string_view device, Work&& work) -> decltype(onLists(work)
     auto dev = CudaDevice::open();
     if (!dev.ok()) return R(dev.error());
     GpuCuda handler(*dev);
-    return strictly([&] { return work(handler); });
+    R result = strictly([&] { return work(handler); });
+    // Launches are queued without waiting: a kernel fault after the work's last read-back would
+    // otherwise go unreported.
+    if (result.ok())
+      if (auto pending = (*dev)->flush(); !pending.ok()) return R(pending.error());
+    return result;
 #else
     return R(Error{"gpu device `cuda`: this code was compiled without nvcc, so it cannot run on "
                    "a CUDA device (build with nvcc present, or choose OSPREY_GPU=host)"});

@@ -22,11 +22,28 @@ mkdir -p "$logs"
 export NCCL_NVLS_ENABLE=0
 
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[[ -f $data ]] || { echo "RESULT|data-parallel|FAIL|no training text at $data"; exit 0; }
+tiny_train=(train --backend gpu --device cuda --preset tiny --data "$data" --batch 4 --seq 64 --steps 100000)
+
+# ---- a rank whose peer never starts: needs one GPU only -------------------------------------------
+rendezvous=$logs/lonely-rank.id
+rm -f "$rendezvous"
+t0=$(date +%s.%N)
+OSPREY_RANK=0 OSPREY_WORLD_SIZE=2 OSPREY_RENDEZVOUS=$rendezvous OSPREY_NCCL_TIMEOUT=15 \
+  timeout 120 "$gpt2" "${tiny_train[@]}" > "$logs/lonely.out" 2> "$logs/lonely.err"
+status=$?
+t1=$(date +%s.%N)
+waited=$(python3 -c "print(f'{$t1 - $t0:.1f}')")
+if ((status != 0 && status != 124)) && grep -q 'not done after 15 s' "$logs/lonely.err"; then
+  echo "RESULT|rank 0 of 2 alone: NCCL join times out with an error (OSPREY_NCCL_TIMEOUT=15)|PASS|$waited s"
+else
+  echo "RESULT|rank 0 of 2 alone: NCCL join timeout|FAIL|exit $status: $(tail -1 "$logs/lonely.err")"
+fi
+
 if ((gpus < 2)); then
   echo "RESULT|data-parallel (needs 2 or more GPUs)|skipped|${gpus} GPU"
   exit 0
 fi
-[[ -f $data ]] || { echo "RESULT|data-parallel|FAIL|no training text at $data"; exit 0; }
 echo "NCCL library: ${OSPREY_NCCL_LIBRARY:-libnccl.so.2 from the loader path}"
 
 counts=(1 2)
@@ -70,8 +87,7 @@ for n in "${counts[@]}"; do
   fi
 done
 
-# ---- failures: a dead rank and a missing rank end every process with an error ---------------------
-tiny_train=(train --backend gpu --device cuda --preset tiny --data "$data" --batch 4 --seq 64 --steps 100000)
+# ---- a rank killed mid-run: the launcher stops the other and names it -------------------------------
 "$gpt2" "${tiny_train[@]}" --gpus 2 --time-limit 300 > "$logs/kill.out" 2> "$logs/kill.err" &
 launcher=$!
 for _ in $(seq 1 60); do  # until rank 0 has logged a step (both ranks are inside collectives)
@@ -89,20 +105,6 @@ if ((status != 0)) && grep -q 'rank 1 of 2 was killed by signal 9' "$logs/kill.e
   echo "RESULT|rank 1 killed mid-run: launcher stops rank 0 and names rank 1|PASS|$stopped s"
 else
   echo "RESULT|rank 1 killed mid-run|FAIL|exit $status: $(tail -1 "$logs/kill.err")"
-fi
-
-rendezvous=$logs/lonely-rank.id
-rm -f "$rendezvous"
-t0=$(date +%s.%N)
-OSPREY_RANK=0 OSPREY_WORLD_SIZE=2 OSPREY_RENDEZVOUS=$rendezvous OSPREY_NCCL_TIMEOUT=15 \
-  timeout 120 "$gpt2" "${tiny_train[@]}" > "$logs/lonely.out" 2> "$logs/lonely.err"
-status=$?
-t1=$(date +%s.%N)
-waited=$(python3 -c "print(f'{$t1 - $t0:.1f}')")
-if ((status != 0 && status != 124)) && grep -q 'not done after 15 s' "$logs/lonely.err"; then
-  echo "RESULT|rank 0 of 2 alone: NCCL join times out with an error (OSPREY_NCCL_TIMEOUT=15)|PASS|$waited s"
-else
-  echo "RESULT|rank 0 of 2 alone: NCCL join timeout|FAIL|exit $status: $(tail -1 "$logs/lonely.err")"
 fi
 
 # ---- scaling: the all-reduce sum at 16 x 1024 tokens per GPU ------------------------------------------

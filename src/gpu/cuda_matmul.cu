@@ -14,8 +14,9 @@
 // outputs for that k before moving on, so each output sees exactly the host's chain of roundings.
 // Blocks, threads and registers only ever group *different* outputs; no output's sum is split.
 //
-// Few rows (rows <= 8, as when decoding one token) take a kernel of their own, with one output per
-// thread and a deeper copy pipeline; the order of each output's sum is the same.
+// Few columns (cols <= 8, as when decoding one token: the model multiplies weightᵀ by the token's
+// column) and few rows (rows <= 8) take kernels of their own, built to stream the large operand
+// once; each output is still one thread's chain in k order, rounded the same way.
 //
 // Edges: copies that fall outside the matrices write zeros into shared memory (cp.async's
 // zero-fill), and the last, partial k slice is walked only up to `inner`, so no padding value ever
@@ -159,64 +160,165 @@ __global__ void __launch_bounds__(Tiling<BM, BN, BK, TM, TN>::kThreads)
   }
 }
 
-// Products with few rows (decoding: one token's activations times a weight matrix). A tiling
-// built for square products would leave most of each tile empty and stream b through too few
-// blocks; here a block owns kSkinnyCols columns, every thread one output (row tid / kSkinnyCols,
-// column tid % kSkinnyCols), and all 256 threads stream the block's panel of b through a four-stage
-// cp.async pipeline, so many loads are in flight while each output's k-ordered chain runs.
-constexpr int kSkinnyRows = 8;     // at most this many rows take this path
-constexpr int kSkinnyCols = 32;    // columns per block: one warp per row reads 32 consecutive values
-constexpr int kSkinnyDepth = 32;   // k per slice
-constexpr int kSkinnyStages = 4;   // slices in flight
-constexpr int kSkinnyThreads = kSkinnyRows * kSkinnyCols;
+// Products with few columns: out (rows x cols) = a (rows x inner) * b (inner x cols), cols <= 8.
+// This is the shape of one-token decoding: the model computes x · W as Wᵀ · xᵀ (gpt2/model.hpp),
+// so a weight matrix held transposed (OC x IC) is `a` and the token's activations, one column
+// per token, are `b`. The work is streaming `a` once (memory-bound: 2 FLOPs per 8 bytes), so the
+// kernel is built around moving `a`: a block of kNarrowRows threads owns kNarrowRows rows, one row
+// per thread and every column of that row in registers; the block copies kNarrowDepth-deep slices
+// of its rows (each row's slice is contiguous, so a warp's copies are 256 consecutive bytes) and
+// the matching rows of b into shared memory, kNarrowStages - 1 slices ahead of the arithmetic.
+// Each thread then walks k upward through the slice, updating its row's outputs: every output
+// is still one thread's chain (0.0 + a[i][0]*b[0][j]) + ..., in k order, rounded as the host does.
+constexpr int kNarrowCols = 8;      // at most this many columns take this path
+constexpr int kNarrowRows = 32;     // rows (= threads) per block: one warp
+constexpr int kNarrowDepth = 32;    // k per slice
+constexpr int kNarrowStages = 3;    // slices in flight
+constexpr int kNarrowLd = kNarrowDepth + 1;  // odd row stride: thread t's row starts on bank pair t
+static_assert(kNarrowDepth == kNarrowRows, "thread t copies column t of each row's slice");
 
-__global__ void __launch_bounds__(kSkinnyThreads)
-    skinnyMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
-                       Index rows, Index inner, Index cols) {
-  __shared__ __align__(16) double tileA[kSkinnyStages][kSkinnyRows][kSkinnyDepth];  // a[r][k0 + k]
-  __shared__ __align__(16) double tileB[kSkinnyStages][kSkinnyDepth][kSkinnyCols];  // b[k0 + k][col0 + n]
+template <int Cols>
+__global__ void __launch_bounds__(kNarrowRows)
+    narrowMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
+                       Index rows, Index inner) {
+  __shared__ __align__(16) double tileA[kNarrowStages][kNarrowRows][kNarrowLd];  // a[row0 + r][k0 + k]
+  __shared__ __align__(16) double tileB[kNarrowStages][kNarrowDepth * Cols];     // b[k0 + k][j]
   const int tid = static_cast<int>(threadIdx.x);
-  const Index col0 = static_cast<Index>(blockIdx.x) * kSkinnyCols;
+  const Index row0 = static_cast<Index>(blockIdx.x) * kNarrowRows;
 
-  // Start copying slice k0 into stage s (always commits one group, possibly empty, so the
+  // Queue the copies of slice k0 into stage s (always one commit group, possibly empty, so the
   // wait below can count groups).
   auto copySlice = [&](int s, Index k0, bool any) {
     if (any) {
-#pragma unroll
-      for (int c = 0; c < kSkinnyDepth * kSkinnyCols / kSkinnyThreads; ++c) {
-        const int e = tid + c * kSkinnyThreads;
-        const int k = e / kSkinnyCols, n = e % kSkinnyCols;
-        const Index row = k0 + k, col = col0 + n;
-        const bool valid = row < inner && col < cols;
-        copyAsync(&tileB[s][k][n], valid ? b + row * cols + col : b, valid);
+      // Thread t copies column k0 + t of every row: a warp copies 32 consecutive k of one row.
+      const Index col = k0 + tid;
+      const bool colInside = col < inner;
+      const double* src = a + row0 * inner + col;
+#pragma unroll 8
+      for (int r = 0; r < kNarrowRows; ++r) {
+        const bool valid = colInside && row0 + r < rows;
+        copyAsync(&tileA[s][r][tid], valid ? src + r * inner : a, valid);
       }
-      static_assert(kSkinnyRows * kSkinnyDepth == kSkinnyThreads, "one copy of a per thread");
-      const int r = tid / kSkinnyDepth, k = tid % kSkinnyDepth;
-      const bool valid = r < rows && k0 + k < inner;
-      copyAsync(&tileA[s][r][k], valid ? a + r * inner + k0 + k : a, valid);
+      // Rows k0 .. k0 + depth - 1 of b are one contiguous run of depth * Cols doubles.
+      const Index left = inner - k0;
+      const int count = (left < kNarrowDepth ? static_cast<int>(left) : kNarrowDepth) * Cols;
+      for (int e = tid; e < kNarrowDepth * Cols; e += kNarrowRows) {
+        const bool valid = e < count;
+        copyAsync(&tileB[s][e], valid ? b + k0 * Cols + e : b, valid);
+      }
     }
     commitCopies();
   };
 
-  const int myRow = tid / kSkinnyCols, myCol = tid % kSkinnyCols;
-  double acc = 0.0;
-  const Index slices = (inner + kSkinnyDepth - 1) / kSkinnyDepth;
+  double acc[Cols];
 #pragma unroll
-  for (int p = 0; p < kSkinnyStages - 1; ++p) copySlice(p, p * kSkinnyDepth, p < slices);
+  for (int j = 0; j < Cols; ++j) acc[j] = 0.0;
+  const Index slices = (inner + kNarrowDepth - 1) / kNarrowDepth;
+#pragma unroll
+  for (int p = 0; p < kNarrowStages - 1; ++p) copySlice(p, p * kNarrowDepth, p < slices);
   for (Index t = 0; t < slices; ++t) {
-    // Slice t + 3 goes into the stage slice t - 1 used (everyone left it at the last barrier).
-    const Index next = t + kSkinnyStages - 1;
-    copySlice(static_cast<int>(next % kSkinnyStages), next * kSkinnyDepth, next < slices);
-    waitCopies<kSkinnyStages - 1>();  // slice t has landed
-    __syncthreads();
-    const int s = static_cast<int>(t % kSkinnyStages);
-    const Index left = inner - t * kSkinnyDepth;
-    const int depth = left < kSkinnyDepth ? static_cast<int>(left) : kSkinnyDepth;
-    for (int k = 0; k < depth; ++k) acc = __dadd_rn(acc, __dmul_rn(tileA[s][myRow][k], tileB[s][k][myCol]));
+    // Slice t + 2 goes into the stage slice t - 1 used (everyone left it at the last barrier).
+    const Index next = t + kNarrowStages - 1;
+    copySlice(static_cast<int>(next % kNarrowStages), next * kNarrowDepth, next < slices);
+    waitCopies<kNarrowStages - 1>();  // slice t has landed (this thread's copies)
+    __syncthreads();                  // ... and everyone's
+    const int s = static_cast<int>(t % kNarrowStages);
+    const Index left = inner - t * kNarrowDepth;
+    const int depth = left < kNarrowDepth ? static_cast<int>(left) : kNarrowDepth;
+    const double* myRow = tileA[s][tid];
+    const double* bs = tileB[s];
+    for (int k = 0; k < depth; ++k) {
+      const double av = myRow[k];
+#pragma unroll
+      for (int j = 0; j < Cols; ++j) acc[j] = __dadd_rn(acc[j], __dmul_rn(av, bs[k * Cols + j]));
+    }
     __syncthreads();
   }
-  const Index col = col0 + myCol;
-  if (myRow < rows && col < cols) out[myRow * cols + col] = acc;
+  const Index row = row0 + tid;
+  if (row < rows) {
+#pragma unroll
+    for (int j = 0; j < Cols; ++j) out[row * Cols + j] = acc[j];
+  }
+}
+
+template <int Cols>
+cudaError_t launchNarrow(double* out, const double* a, const double* b, Index rows, Index inner) {
+  narrowMatMulKernel<Cols><<<static_cast<unsigned>((rows + kNarrowRows - 1) / kNarrowRows), kNarrowRows>>>(
+      out, a, b, rows, inner);
+  return cudaGetLastError();
+}
+
+// Products with few rows: out (rows x cols), rows <= 8 (a row vector times a matrix). The mirror
+// image of the kernel above: here b (inner x cols) is the large operand, and a block of
+// kFewRowsCols threads owns that many columns, one column per thread and every row of it in
+// registers. Slices of b (each of its rows contiguous across the block's columns, so the copies
+// coalesce) and of a stream through shared memory kFewRowsStages - 1 slices ahead; each thread
+// reads its own column of the b slice (consecutive threads, consecutive addresses) and the a
+// values every thread shares (a broadcast).
+constexpr int kFewRows = 8;         // at most this many rows take this path
+constexpr int kFewRowsCols = 64;    // columns (= threads) per block
+constexpr int kFewRowsDepth = 16;   // k per slice
+constexpr int kFewRowsStages = 4;   // slices in flight
+
+template <int Rows>
+__global__ void __launch_bounds__(kFewRowsCols)
+    fewRowsMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
+                        Index inner, Index cols) {
+  __shared__ __align__(16) double tileA[kFewRowsStages][Rows][kFewRowsDepth];         // a[r][k0 + k]
+  __shared__ __align__(16) double tileB[kFewRowsStages][kFewRowsDepth][kFewRowsCols];  // b[k0 + k][col0 + n]
+  const int tid = static_cast<int>(threadIdx.x);
+  const Index col0 = static_cast<Index>(blockIdx.x) * kFewRowsCols;
+
+  auto copySlice = [&](int s, Index k0, bool any) {
+    if (any) {
+#pragma unroll
+      for (int k = 0; k < kFewRowsDepth; ++k) {
+        const Index row = k0 + k, col = col0 + tid;
+        const bool valid = row < inner && col < cols;
+        copyAsync(&tileB[s][k][tid], valid ? b + row * cols + col : b, valid);
+      }
+      for (int e = tid; e < Rows * kFewRowsDepth; e += kFewRowsCols) {
+        const int r = e / kFewRowsDepth, k = e % kFewRowsDepth;
+        const bool valid = k0 + k < inner;
+        copyAsync(&tileA[s][r][k], valid ? a + r * inner + k0 + k : a, valid);
+      }
+    }
+    commitCopies();
+  };
+
+  double acc[Rows];
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) acc[r] = 0.0;
+  const Index slices = (inner + kFewRowsDepth - 1) / kFewRowsDepth;
+#pragma unroll
+  for (int p = 0; p < kFewRowsStages - 1; ++p) copySlice(p, p * kFewRowsDepth, p < slices);
+  for (Index t = 0; t < slices; ++t) {
+    const Index next = t + kFewRowsStages - 1;
+    copySlice(static_cast<int>(next % kFewRowsStages), next * kFewRowsDepth, next < slices);
+    waitCopies<kFewRowsStages - 1>();
+    __syncthreads();
+    const int s = static_cast<int>(t % kFewRowsStages);
+    const Index left = inner - t * kFewRowsDepth;
+    const int depth = left < kFewRowsDepth ? static_cast<int>(left) : kFewRowsDepth;
+    for (int k = 0; k < depth; ++k) {
+      const double bv = tileB[s][k][tid];
+#pragma unroll
+      for (int r = 0; r < Rows; ++r) acc[r] = __dadd_rn(acc[r], __dmul_rn(tileA[s][r][k], bv));
+    }
+    __syncthreads();
+  }
+  const Index col = col0 + tid;
+  if (col < cols) {
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) out[r * cols + col] = acc[r];
+  }
+}
+
+template <int Rows>
+cudaError_t launchFewRows(double* out, const double* a, const double* b, Index inner, Index cols) {
+  fewRowsMatMulKernel<Rows><<<static_cast<unsigned>((cols + kFewRowsCols - 1) / kFewRowsCols), kFewRowsCols>>>(
+      out, a, b, inner, cols);
+  return cudaGetLastError();
 }
 
 // Launch one tiling over the whole product. The grid's y extent is capped at 65535 blocks, so
@@ -242,10 +344,31 @@ cudaError_t launchTiled(double* out, const double* a, const double* b, Index row
 cudaError_t launchExactMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner,
                               Index cols, int multiprocessors) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  if (rows <= kSkinnyRows) {
-    skinnyMatMulKernel<<<static_cast<unsigned>((cols + kSkinnyCols - 1) / kSkinnyCols), kSkinnyThreads>>>(
-        out, a, b, rows, inner, cols);
-    return cudaGetLastError();
+  // Few columns (decoding: weightᵀ times one token's column), then few rows; a product that is
+  // small both ways takes whichever kernel has more parallel outputs per launch.
+  if (cols <= kNarrowCols && cols < rows) {
+    switch (cols) {
+      case 1: return launchNarrow<1>(out, a, b, rows, inner);
+      case 2: return launchNarrow<2>(out, a, b, rows, inner);
+      case 3: return launchNarrow<3>(out, a, b, rows, inner);
+      case 4: return launchNarrow<4>(out, a, b, rows, inner);
+      case 5: return launchNarrow<5>(out, a, b, rows, inner);
+      case 6: return launchNarrow<6>(out, a, b, rows, inner);
+      case 7: return launchNarrow<7>(out, a, b, rows, inner);
+      default: return launchNarrow<8>(out, a, b, rows, inner);
+    }
+  }
+  if (rows <= kFewRows) {
+    switch (rows) {
+      case 1: return launchFewRows<1>(out, a, b, inner, cols);
+      case 2: return launchFewRows<2>(out, a, b, inner, cols);
+      case 3: return launchFewRows<3>(out, a, b, inner, cols);
+      case 4: return launchFewRows<4>(out, a, b, inner, cols);
+      case 5: return launchFewRows<5>(out, a, b, inner, cols);
+      case 6: return launchFewRows<6>(out, a, b, inner, cols);
+      case 7: return launchFewRows<7>(out, a, b, inner, cols);
+      default: return launchFewRows<8>(out, a, b, inner, cols);
+    }
   }
   // Large products: 128 x 128 tiles, 8 x 8 outputs per thread (the most reuse of each shared-memory
   // read). When that leaves multiprocessors idle, 64 x 64 tiles with 4 x 4 per thread spread the

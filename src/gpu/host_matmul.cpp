@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include "osprey/gpu/host.hpp"
@@ -29,6 +30,12 @@ using Tile = double[MR][NR];
 typedef double v8d __attribute__((vector_size(64)));
 typedef double v4d __attribute__((vector_size(32)));
 
+// x in every lane, by a plain broadcast. (Writing `v8d{} + x` costs a real vector add per use:
+// with -ffp-contract=off and no fast-math the compiler must keep 0.0 + x, since it turns -0.0
+// into +0.0; that add was a fifth of the micro-kernel's arithmetic.)
+__attribute__((target("avx512f"))) inline v8d broadcast8(double x) { return (v8d)_mm512_set1_pd(x); }
+__attribute__((target("avx2"))) inline v4d broadcast4(double x) { return (v4d)_mm256_set1_pd(x); }
+
 // acc[r][:] = acc[r][:] + ap[k][r] * bp[k][:] for k in [0, depth), rows r < R.
 template <int R>
 __attribute__((target("avx512f"))) void tileAvx512(Tile& acc, const double* ap, const double* bp,
@@ -41,7 +48,7 @@ __attribute__((target("avx512f"))) void tileAvx512(Tile& acc, const double* ap, 
     std::memcpy(&b0, bp + k * NR, sizeof(v8d));
     std::memcpy(&b1, bp + k * NR + 8, sizeof(v8d));
     for (int r = 0; r < R; ++r) {
-      const v8d ar = v8d{} + ap[k * MR + r];
+      const v8d ar = broadcast8(ap[k * MR + r]);
       c[r][0] = c[r][0] + ar * b0;
       c[r][1] = c[r][1] + ar * b1;
     }
@@ -61,7 +68,7 @@ __attribute__((target("avx2"))) void tileAvx2(Tile& acc, const double* ap, const
       v4d b[4];
       for (int v = 0; v < 4; ++v) std::memcpy(&b[v], bp + k * NR + v * 4, sizeof(v4d));
       for (int r = 0; r < rows; ++r) {
-        const v4d ar = v4d{} + ap[k * MR + r0 + r];
+        const v4d ar = broadcast4(ap[k * MR + r0 + r]);
         for (int v = 0; v < 4; ++v) c[r][v] = c[r][v] + ar * b[v];
       }
     }
@@ -142,17 +149,33 @@ void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index
   const bool parallel = rows * cols * std::max<Index>(inner, 1) > 32768;
 
   // a packed as strips of MR rows, k-major: packedA[s][k][r] = a[s*MR + r][k] (0 past `rows`).
-  std::vector<double> packedA(static_cast<std::size_t>(strips * MR * std::max<Index>(inner, 1)), 0.0);
+  // The buffer is the calling thread's and only grows: the lm head packs 100 MB per product, and
+  // fresh pages every call cost more system time than the packing itself.
+  thread_local std::vector<double> packedStorage;
+  const auto packedSize = static_cast<std::size_t>(strips * MR * std::max<Index>(inner, 1));
+  if (packedStorage.size() < packedSize) {
+    packedStorage.clear();
+    packedStorage.shrink_to_fit();
+    packedStorage.resize(packedSize);
+  }
+  double* const packedA = packedStorage.data();
 #pragma omp parallel for schedule(static) if (parallel)
   for (Index s = 0; s < strips; ++s) {
-    double* dst = packedA.data() + s * MR * inner;
-    for (Index r = 0; r < MR && s * MR + r < rows; ++r)
-      for (Index k = 0; k < inner; ++k) dst[k * MR + r] = a[(s * MR + r) * inner + k];
+    double* dst = packedA + s * MR * inner;
+    for (Index r = 0; r < MR; ++r) {
+      if (s * MR + r < rows) {
+        for (Index k = 0; k < inner; ++k) dst[k * MR + r] = a[(s * MR + r) * inner + k];
+      } else {
+        for (Index k = 0; k < inner; ++k) dst[k * MR + r] = 0.0;
+      }
+    }
   }
 
-  // Column tiles are independent outputs: each thread takes whole tiles and, per k block, packs
-  // that panel of b once and sweeps the strips of one row block of a through it. Row blocks of
-  // MC rows keep the strips being swept (MC x KC doubles, 512 KiB) inside the L2 cache.
+  // Column tiles are independent outputs: each thread takes whole tiles. The loops run row block
+  // (MC rows), then k block (KC), then column tiles, so one block of packed a (MC x KC doubles,
+  // 512 KiB) serves every column tile while it sits in cache: with a long k (the lm head's
+  // backward has k = 50257) sweeping all of packed a once per column tile would stream it from
+  // memory cols/NR times. Each tile packs its panel of b (KC x NR, in L1) and runs the strips.
   constexpr Index MC = 256;
   const Index rowBlocks = (rows + MC - 1) / MC;
 #pragma omp parallel if (parallel)
@@ -161,11 +184,12 @@ void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index
     alignas(64) Tile acc;
     for (Index rb = 0; rb < rowBlocks; ++rb) {
       const Index s0 = rb * (MC / MR), s1 = std::min(strips, (rb + 1) * (MC / MR));
-#pragma omp for schedule(dynamic, 1)
-      for (Index ct = 0; ct < colTiles; ++ct) {
-        const Index j0 = ct * NR, width = std::min(NR, cols - j0);
-        for (Index kb = 0; kb < kBlocks; ++kb) {
-          const Index k0 = kb * KC, depth = std::min(KC, inner - k0);
+      for (Index kb = 0; kb < kBlocks; ++kb) {
+        const Index k0 = kb * KC, depth = std::min(KC, inner - k0);
+        // The barrier at the end of each `omp for` keeps the k blocks of one output in order.
+#pragma omp for schedule(dynamic, 4)
+        for (Index ct = 0; ct < colTiles; ++ct) {
+          const Index j0 = ct * NR, width = std::min(NR, cols - j0);
           for (Index k = 0; k < depth; ++k) {
             double* row = panel.data() + k * NR;
             std::memcpy(row, b + (k0 + k) * cols + j0, sizeof(double) * width);
@@ -178,7 +202,7 @@ void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index
             for (Index r = 0; r < height; ++r)
               for (Index j = 0; j < NR; ++j)
                 acc[r][j] = (kb == 0 || j >= width) ? 0.0 : out[(i0 + r) * cols + j0 + j];
-            tile(isa, height, acc, packedA.data() + s * MR * inner + k0 * MR, panel.data(), depth);
+            tile(isa, height, acc, packedA + s * MR * inner + k0 * MR, panel.data(), depth);
             for (Index r = 0; r < height; ++r)
               std::memcpy(out + (i0 + r) * cols + j0, acc[r], sizeof(double) * width);
           }

@@ -1,7 +1,9 @@
 // The cuda device runtime's own promises, beyond the typed effect tests: no fallback, a strict
-// fault inside a kernel returned with its operands, out-of-memory naming the size, the exact
-// matMul bit-identical to the host device on shapes around every tile edge of both tilings, fold
-// in element order, indexOf's smallest hit.
+// fault inside a kernel returned with its operands (by the launch itself when every launch is
+// checked; otherwise by the next read-back, naming the kernel that faulted first), out-of-memory
+// naming the size, cached blocks reused safely without a synchronisation, the exact matMul
+// bit-identical to the host device on shapes around every tile edge of every kernel, fold in
+// element order across its chunks, indexOf's smallest hit.
 //
 // Kernels live in the named functions below (an nvcc extended lambda may not be defined inside a
 // gtest body, which is a private member function).
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "handlers.hpp"
@@ -51,6 +54,20 @@ class ScopedEnvironment {
   std::optional<std::string> m_old;
 };
 
+// Checks every launch as it completes for one scope (the device is shared), then restores the mode.
+class ScopedCheckEachLaunch {
+ public:
+  ScopedCheckEachLaunch(std::shared_ptr<CudaDevice> device, bool each = true)
+      : m_device(std::move(device)), m_before(m_device->checksEachLaunch()) {
+    m_device->setCheckEachLaunch(each);
+  }
+  ~ScopedCheckEachLaunch() { m_device->setCheckEachLaunch(m_before); }
+
+ private:
+  std::shared_ptr<CudaDevice> m_device;
+  bool m_before;
+};
+
 // ---- kernels ------------------------------------------------------------------------------------
 
 // Element i is 2 * i, except at `at`, where the index maths overflows (INT64_MAX * 2).
@@ -81,6 +98,16 @@ Result<BufferOf<GpuCuda>> handlerBuildOverflowing(GpuCuda& h, Index n) {
   return h.build(n, [=] OSPREY_FN(Index i) -> Scalar {
     return static_cast<Scalar>((i == 7 ? Int(i) * Int(Index{INT64_MAX}) : Int(i)).raw());
   });
+}
+
+// Element i is x[i] + offset: a second kernel reading an earlier buffer.
+Result<CudaBuffer> mapAdding(const CudaBuffer& x, Scalar offset) {
+  return gpuMap(x, [=] OSPREY_FN(Scalar v) -> Scalar { return v + offset; });
+}
+
+// Element i is `value` everywhere.
+Result<CudaBuffer> buildConstant(const std::shared_ptr<CudaDevice>& dev, Index n, Scalar value) {
+  return gpuBuild(dev, n, [=] OSPREY_FN(Index) -> Scalar { return value; });
 }
 
 Result<Scalar> foldPlain(const CudaBuffer& x, Scalar seed) {
@@ -142,8 +169,10 @@ TEST(CudaOpen, TheBoundaryReportsAMissingGpuInsteadOfRunningOnTheHost) {
 
 // ---- strict faults inside kernels ---------------------------------------------------------------
 
+// With every launch checked, the launching operation returns the fault in the host's own words.
 TEST(CudaFault, OverflowInsideAKernelIsTheLaunchingOperationsError) {
   auto dev = cudaDevice();
+  ScopedCheckEachLaunch each(dev);
   auto faulted = buildOverflowingAt(dev, 100000, 63337);
   ASSERT_FALSE(faulted.ok());
   EXPECT_EQ(faulted.error().message, "integer overflow: 9223372036854775807 * 2");
@@ -156,7 +185,9 @@ TEST(CudaFault, OverflowInsideAKernelIsTheLaunchingOperationsError) {
 }
 
 TEST(CudaFault, DivisionByZeroNamesItsOperands) {
-  auto faulted = buildDividingByZeroAtFive(cudaDevice(), 4099);
+  auto dev = cudaDevice();
+  ScopedCheckEachLaunch each(dev);
+  auto faulted = buildDividingByZeroAtFive(dev, 4099);
   ASSERT_FALSE(faulted.ok());
   EXPECT_EQ(faulted.error().message, "division by zero: 5 / 0");
 }
@@ -164,9 +195,18 @@ TEST(CudaFault, DivisionByZeroNamesItsOperands) {
 TEST(CudaFault, AFaultInsideAFoldIsTheFoldsError) {
   auto dev = cudaDevice();
   auto x = upload(dev, {3.0, 4.0, 5.0});
-  auto folded = foldDividingByZero(x);
-  ASSERT_FALSE(folded.ok());
-  EXPECT_EQ(folded.error().message, "division by zero: 3 / 0");
+  {
+    ScopedCheckEachLaunch each(dev);
+    auto folded = foldDividingByZero(x);
+    ASSERT_FALSE(folded.ok());
+    EXPECT_EQ(folded.error().message, "division by zero: 3 / 0");
+  }
+  {
+    ScopedCheckEachLaunch deferred(dev, false);  // a fold reads its result back: it reports its own fault
+    auto folded = foldDividingByZero(x);
+    ASSERT_FALSE(folded.ok());
+    EXPECT_TRUE(folded.error().message.rfind("division by zero: 3 / 0 (in fold<", 0) == 0) << folded.error().message;
+  }
   auto clean = foldPlain(x, 0.0);
   ASSERT_TRUE(clean.ok()) << clean.error().message;
   EXPECT_EQ(*clean, 12.0);
@@ -174,9 +214,94 @@ TEST(CudaFault, AFaultInsideAFoldIsTheFoldsError) {
 
 TEST(CudaFault, StrictlyReportsAKernelFaultThroughTheHandler) {
   GpuCuda h(cudaDevice());
+  ScopedCheckEachLaunch each(h.runtime());
   auto result = strictly([&] { return handlerBuildOverflowing(h, 10); });
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.error().message, "integer overflow: 7 * 9223372036854775807");
+}
+
+// ---- deferred fault checks (the default): launches do not wait ----------------------------------
+
+// Five launches queued without a wait; the third faults. None of them reports anything; the next
+// read-back does, with the third launch's number and the operands of its fault.
+TEST(CudaDeferredFault, TheThirdOfFiveLaunchesIsNamedAtTheNextReadBack) {
+  auto dev = cudaDevice();
+  ScopedCheckEachLaunch deferred(dev, false);
+  const unsigned long long before = dev->launches();
+  auto first = buildOverflowingAt(dev, 5000, -1);
+  auto second = buildConstant(dev, 5000, 1.5);
+  auto third = buildOverflowingAt(dev, 5000, 4321);  // faults: INT64_MAX * 2
+  auto fourth = buildDividingByZeroAtFive(dev, 3);    // no fault: i < 5
+  ASSERT_TRUE(first.ok() && second.ok() && third.ok() && fourth.ok()) << "a launch waited for its kernel";
+  auto fifth = mapAdding(*second, 1.0);
+  ASSERT_TRUE(fifth.ok()) << fifth.error().message;
+  EXPECT_EQ(dev->launches(), before + 5);
+
+  auto read = fromGpu(*fifth);
+  ASSERT_FALSE(read.ok()) << "the fault of launch " << before + 3 << " was not reported";
+  const std::string& message = read.error().message;
+  EXPECT_TRUE(message.rfind("integer overflow: 9223372036854775807 * 2 (in forEach<", 0) == 0) << message;
+  EXPECT_TRUE(contains(message, fmt::format("over 5000 elements, launch {} on this device", before + 3))) << message;
+  EXPECT_TRUE(contains(message, "found at download of 5000 doubles")) << message;
+
+  // Reported once: the slot is clear, and work queued after the check is fine.
+  auto again = fromGpu(*fifth);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  auto clean = buildOverflowingAt(dev, 1000, -1);
+  ASSERT_TRUE(clean.ok()) << clean.error().message;
+  const auto values = download(*clean);
+  for (Index i = 0; i < 1000; ++i) ASSERT_EQ(values[static_cast<std::size_t>(i)], 2.0 * static_cast<Scalar>(i));
+}
+
+// When two launches fault before a check, the first one is reported.
+TEST(CudaDeferredFault, TheFirstOfTwoFaultingLaunchesIsReported) {
+  auto dev = cudaDevice();
+  ScopedCheckEachLaunch deferred(dev, false);
+  const unsigned long long before = dev->launches();
+  auto dividing = buildDividingByZeroAtFive(dev, 100);   // launch before + 1: 5 / 0
+  auto overflowing = buildOverflowingAt(dev, 100, 50);  // launch before + 2: INT64_MAX * 2
+  ASSERT_TRUE(dividing.ok() && overflowing.ok());
+  auto flushed = dev->flush();
+  ASSERT_FALSE(flushed.ok());
+  EXPECT_TRUE(flushed.error().message.rfind("division by zero: 5 / 0 (in forEach<", 0) == 0) << flushed.error().message;
+  EXPECT_TRUE(contains(flushed.error().message, fmt::format("launch {} on this device", before + 1)))
+      << flushed.error().message;
+  EXPECT_TRUE(contains(flushed.error().message, "found at flush")) << flushed.error().message;
+  EXPECT_TRUE(dev->flush().ok());
+}
+
+// Every kind of read-back reports a pending fault: get, a fold's result, indexOf.
+TEST(CudaDeferredFault, EveryReadBackReportsAPendingFault) {
+  auto dev = cudaDevice();
+  ScopedCheckEachLaunch deferred(dev, false);
+  auto fine = buildConstant(dev, 10, 2.0);
+  ASSERT_TRUE(fine.ok());
+
+  ASSERT_TRUE(buildDividingByZeroAtFive(dev, 10).ok());
+  auto one = gpuGet(*fine, 3);
+  ASSERT_FALSE(one.ok());
+  EXPECT_TRUE(contains(one.error().message, "found at read-back of one double")) << one.error().message;
+
+  ASSERT_TRUE(buildDividingByZeroAtFive(dev, 10).ok());
+  auto folded = foldPlain(*fine, 0.0);
+  ASSERT_FALSE(folded.ok());
+  EXPECT_TRUE(contains(folded.error().message, "division by zero: 5 / 0 (in forEach<")) << folded.error().message;
+
+  ASSERT_TRUE(buildDividingByZeroAtFive(dev, 10).ok());
+  auto found = gpuIndexOf(*fine, 2.0);
+  ASSERT_FALSE(found.ok());
+  EXPECT_TRUE(contains(found.error().message, "found at the result of indexOf over 10 elements")) << found.error().message;
+
+  // get() through the handler throws DeviceFailure, which `strictly` turns into the Error.
+  GpuCuda h(dev);
+  ASSERT_TRUE(buildDividingByZeroAtFive(dev, 10).ok());
+  auto viaHandler = strictly([&] { return h.get(*fine, 0); });
+  ASSERT_FALSE(viaHandler.ok());
+  EXPECT_TRUE(viaHandler.error().message.rfind("division by zero: 5 / 0", 0) == 0) << viaHandler.error().message;
+
+  auto clean = gpuGet(*fine, 9);
+  ASSERT_TRUE(clean.ok()) << clean.error().message;
+  EXPECT_EQ(*clean, 2.0);
 }
 
 // ---- memory -------------------------------------------------------------------------------------
@@ -212,6 +337,35 @@ TEST(CudaMemory, ReleasedBlocksAreHandedOutAgain) {
   dev->release(*second);
 }
 
+// A block released while a queued kernel still reads it is handed out again at once; the kernel
+// that then writes it is queued behind the reader, so the reader saw the old values.
+TEST(CudaMemory, AReusedBlockIsWrittenOnlyAfterItsEarlierReaders) {
+  auto dev = cudaDevice();
+  ScopedCheckEachLaunch deferred(dev, false);
+  const Index n = (Index{1} << 22) + 7;  // large enough that the reader is still queued
+  std::vector<CudaBuffer> results;
+  for (int round = 0; round < 4; ++round) {
+    Scalar* reused = nullptr;
+    {
+      auto source = buildConstant(dev, n, static_cast<Scalar>(round));
+      ASSERT_TRUE(source.ok()) << source.error().message;
+      reused = source->data();
+      auto sum = mapAdding(*source, 0.5);  // reads source
+      ASSERT_TRUE(sum.ok()) << sum.error().message;
+      results.push_back(std::move(*sum));
+    }  // source released, its reader maybe still queued
+    auto overwrite = buildConstant(dev, n, -1.0);
+    ASSERT_TRUE(overwrite.ok()) << overwrite.error().message;
+    EXPECT_EQ(overwrite->data(), reused) << "the cache did not hand the block out again";
+  }
+  for (int round = 0; round < 4; ++round) {
+    const auto values = download(results[static_cast<std::size_t>(round)]);
+    for (std::size_t i = 0; i < values.size(); i += 4099)
+      ASSERT_EQ(values[i], static_cast<Scalar>(round) + 0.5) << "round " << round << ", element " << i;
+    ASSERT_EQ(values.back(), static_cast<Scalar>(round) + 0.5);
+  }
+}
+
 TEST(CudaMemory, UploadAndDownloadKeepEveryBitPattern) {
   auto dev = cudaDevice();
   const std::vector<Scalar> values = {0.0, -0.0, 1.0, -1.5, 5e-324, -2.2250738585072014e-308,
@@ -232,7 +386,8 @@ struct Shape {
 };
 
 // Around every tiling's edges (64 x 64 and 128 x 128 tiles, 8-deep k slices, 4 and 8 outputs per
-// thread in each direction; the few-rows kernel's 32-column blocks and 32-deep slices), empty
+// thread in each direction; the few-rows kernel's 64-column blocks and 16-deep slices, with 1 to
+// 8 rows; the few-columns kernel's 32-row blocks and 32-deep slices, with 1 to 8 columns), empty
 // products, and a few with enough 128-tiles to take the large tiling on any GPU up to 132
 // multiprocessors.
 constexpr Shape kShapes[] = {
@@ -240,8 +395,14 @@ constexpr Shape kShapes[] = {
     {3, 1000, 5},  {63, 7, 65},    {64, 64, 64},   {65, 65, 65},    {127, 9, 129},   {128, 8, 128},
     {129, 17, 127}, {200, 1, 300}, {64, 768, 771}, {257, 255, 33},  {31, 2, 1025},   {1536, 24, 1550},
     {1700, 37, 1410}, {2048, 9, 1200}, {0, 5, 3},  {4, 0, 6},       {5, 6, 0},       {0, 0, 0},
-    // few rows (the skinny kernel: 32 columns per block, 32-deep k slices, rows <= 8)
-    {8, 97, 65},   {6, 33, 31},    {1, 31, 33},    {2, 64, 32},     {8, 1, 1},       {1, 3072, 768},
+    // few rows (rows <= 8: 64 columns per block, 16-deep k slices)
+    {8, 97, 65},   {6, 33, 31},    {1, 31, 33},    {2, 64, 32},     {1, 3072, 768},  {3, 17, 64},
+    {4, 16, 65},   {5, 15, 129},   {7, 48, 127},   {1, 1, 200},
+    // few columns (cols <= 8 and fewer than the rows: 32 rows per block, 32-deep k slices), the
+    // shape of one-token decoding (weightᵀ times a column)
+    {8, 1, 1},     {2, 5, 1},      {33, 31, 1},    {32, 32, 2},     {65, 33, 3},     {64, 64, 4},
+    {31, 65, 5},   {100, 7, 6},    {97, 95, 7},    {129, 96, 8},    {9, 33, 8},      {768, 3072, 1},
+    {2304, 768, 1}, {3072, 768, 2}, {1000, 0, 3},  {50, 1, 8},
 };
 
 // Wide dynamic range, so a product summed in another order, or a fused multiply-add, shows.
@@ -325,6 +486,22 @@ TEST(CudaFold, KeepsElementOrder) {
   auto folded2 = foldHalving(upload(dev, randoms), 1.25);
   ASSERT_TRUE(folded2.ok()) << folded2.error().message;
   EXPECT_EQ(std::bit_cast<std::uint64_t>(*folded2), std::bit_cast<std::uint64_t>(halved));
+}
+
+// The fold streams its input in chunks of 2048 elements: sizes around the chunk edges.
+TEST(CudaFold, KeepsElementOrderAcrossChunkEdges) {
+  auto dev = cudaDevice();
+  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{255}, std::size_t{257}, std::size_t{2047},
+                        std::size_t{2048}, std::size_t{2049}, std::size_t{4095}, std::size_t{4096},
+                        std::size_t{4097}, std::size_t{6145}}) {
+    SCOPED_TRACE(::testing::Message() << "n = " << n);
+    const auto values = randomValues(n, 1000 + n, -3.0, 3.0);
+    Scalar expected = -0.75;
+    for (Scalar v : values) expected = expected * 0.5 + v;
+    auto folded = foldHalving(upload(dev, values), -0.75);
+    ASSERT_TRUE(folded.ok()) << folded.error().message;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(*folded), std::bit_cast<std::uint64_t>(expected)) << *folded << " vs " << expected;
+  }
 }
 
 TEST(CudaFold, FoldOfNothingIsTheSeed) {

@@ -207,6 +207,26 @@ osprey::Result<Buf<H>> appendRow(H& h, const Buf<H>& cache, const Buf<H>& row, o
   });
 }
 
+// out (Tc + 1, C): cache (Tc, C) with columns [start, start + C) of `row` (width) appended. The
+// same doubles as appendRow(cache, sliceColumns(row, 1, width, start, C)), in one kernel: a KV
+// cache grows by a key or value taken straight from the new position's qkv row (3C).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> appendRowSlice(H& h, const Buf<H>& cache, const Buf<H>& row, osprey::Index width,
+                                      osprey::Index start, osprey::Index Tc, osprey::Index C) {
+  const char* L = "appendRow";
+  const osprey::Index n = OSPREY_TRY(checkedProduct(L, {Tc, C}));
+  OSPREY_CHECK(checkLength(h, cache, n, L, "cache"));
+  OSPREY_CHECK(checkLength(h, row, width, L, "row"));
+  if (start < 0 || C < 0 || start > width || C > width - start)
+    return osprey::Error{fmt::format("{}: columns [{}, {}+{}) outside width {}", L, start, start, C, width)};
+  const osprey::View cv = cache.view(), rv = row.view();
+  const osprey::Int tail = osprey::Int(start) - osprey::Int(n);  // row index of output element n
+  return h.build(OSPREY_TRY(checkedProduct(L, {Tc + 1, C})),
+                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    return i < n ? cv[i] : rv[osprey::Int(i) + tail];
+  });
+}
+
 template <osprey::Tensor H>
 osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey::Index B,
                                                  osprey::Index T, osprey::Index C, osprey::Index NH) {

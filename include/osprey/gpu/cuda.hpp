@@ -10,19 +10,45 @@
 // multiply-add. The results are bit-identical to lists and gpu/host.
 //
 // Failures are Errors, never a quiet run elsewhere: open() without a GPU says so (no fallback to
-// the host), every CUDA call goes through OSPREY_CUDA_CHECK, every launch is checked and then
-// synchronised so an error names the kernel that caused it, and a `strictly` fault recorded inside
-// a kernel (strict.hpp's device fault slot) becomes the launching operation's Error, in exactly
-// the words the host gives ("integer overflow: 9223372036854775807 * 2").
+// the host), every CUDA call goes through OSPREY_CUDA_CHECK, and every launch is checked.
+//
+// Asynchronous launches, deferred fault checks. Every launch goes onto the one (legacy default)
+// stream and returns at once: a host synchronisation per launch (tens of microseconds) would cost
+// more than most of the model's kernels take to run, and one-token decoding launches hundreds of
+// them. A `strictly` fault recorded inside a kernel (strict.hpp's fault slot) is therefore found
+// when the host next has to wait for the device anyway: a read-back (get/readOne, download/
+// fromGpu, a fold's result, indexOf) or an explicit flush(). That operation returns the fault as
+// its Error, in the host's words followed by the kernel that faulted:
+//
+//   integer overflow: 9223372036854775807 * 2 (in forEach<osprey::BuildBody<…>> over 10000
+//   elements, launch 3 on this device; found at download of 10000 doubles)
+//
+// How the first faulting kernel is named without a synchronisation per launch: every launch that
+// can fault gets a number (1, 2, ...), and the host keeps the labels of the last kLaunchRecords
+// launches in a ring. The kernel takes its number as an argument, and each thread, before it
+// exits, stamps the number into the unit's `fault launch` word if the fault slot is set and the
+// word is still 0. Kernels on one stream run one after another, so the thread that recorded the
+// fault stamps its own kernel's number before any later kernel starts: the stamp names the first
+// faulting launch. Work after a fault keeps running on whatever the faulting kernel produced; its
+// results are never handed out, because the read-back that would hand them out returns the fault.
+//
+// OSPREY_CUDA_CHECK_EACH_LAUNCH=1 (or setCheckEachLaunch(true)) restores the synchronous
+// behaviour: each launch waits for its kernel, and the launching operation itself returns the
+// fault, in exactly the host's words. It is for debugging and for tests of that contract.
+//
+// Memory reuse without synchronisation: a released block can still be read by kernels queued
+// before its release. The cache hands it out again at once anyway, which is safe because all
+// work is on one stream: whatever writes the block next is queued after every earlier reader.
+// Only giving blocks back to the driver (cudaFree) waits for the device first.
 //
 // Why the launch helpers below sit in an unnamed namespace: strict.hpp's fault slot is a `static
 // __device__` variable, one per translation unit (nvcc compiles each .cu as a whole program), and
 // a kernel writes the slot of the module it was compiled into. If the kernel templates had
 // external linkage, two .cu files instantiating forEachKernel<SameBody> would have their host
 // stubs merged by the linker, and the launch could run one unit's kernel while reading the other
-// unit's slot, losing the fault. With internal linkage every unit launches its own kernels and
-// reads its own slot; whichever unit's copy of a CudaDevice member template the linker keeps, it
-// calls that same unit's helpers, so kernel and slot always match.
+// unit's slot, losing the fault. With internal linkage every unit launches its own kernels; each
+// unit's slot and stamp are registered with the device on the unit's first launch, and a check
+// reads every registered unit's slot.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -54,19 +80,54 @@
 namespace osprey {
 
 // The exact product (src/gpu/cuda_matmul.cu): out (rows x cols) = a (rows x inner) * b (inner x
-// cols), row-major, on the current device's default stream. Returns the launch status
-// (cudaGetLastError after the launches); the caller synchronises.
+// cols), row-major, queued on the current device's default stream. Returns the launch status
+// (cudaGetLastError after the launches); it does not wait for the kernel.
 cudaError_t launchExactMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner,
                               Index cols, int multiprocessors);
 
+class CudaDevice;
+
 namespace cuda_detail {
+
+// Where one translation unit's fault slot and fault-launch stamp live on the device.
+struct UnitAddresses {
+  DeviceFault* fault = nullptr;
+  unsigned long long* launch = nullptr;
+};
+
+// What the host copies back from one unit's slot at a check (pinned memory, so the copy can be
+// queued behind the kernels and waited for with the same synchronisation as the data).
+struct SlotReadback {
+  DeviceFault fault;
+  unsigned long long launch;
+};
+
+// How a launch is named in an error; called only when that launch faulted.
+using LabelFunction = std::string (*)();
+
 namespace {  // internal linkage: see the header comment
 
 constexpr int kThreadsPerBlock = 256;
 
+// The number of the first launch of this unit whose thread recorded a fault (0: none yet).
+__device__ unsigned long long faultLaunch;
+
+// Before a thread exits: if the slot holds a fault and no launch has claimed it yet, it was this
+// launch (kernels on the stream run one after another, and the recording thread itself gets here
+// before its kernel ends). The volatile reads see memory, not a stale cached copy; reading the
+// stamp before the atomic keeps the threads of later launches (until the fault is reported) from
+// all queueing on one atomic.
+__device__ __forceinline__ void stampFault(unsigned long long launch) {
+#if OSPREY_DEVICE_PASS
+  if (*static_cast<volatile int*>(&osprey_device_fault.kind) != 0 &&
+      *static_cast<volatile unsigned long long*>(&faultLaunch) == 0)
+    atomicCAS(&faultLaunch, 0ull, launch);
+#endif
+}
+
 // body(i) for every i in [0, n): a grid-stride loop, so any n fits any grid.
 template <class Body>
-__global__ void __launch_bounds__(kThreadsPerBlock) forEachKernel(Index n, Body body) {
+__global__ void __launch_bounds__(kThreadsPerBlock) forEachKernel(Index n, Body body, unsigned long long launch) {
 #if OSPREY_DEVICE_PASS
   // In the device pass the closure is the lambda's own type (the host pass sees nvcc's wrapper),
   // so this is where an owning capture (a vector, a string, a buffer handle) is caught.
@@ -77,22 +138,60 @@ __global__ void __launch_bounds__(kThreadsPerBlock) forEachKernel(Index n, Body 
   const Index stride = static_cast<Index>(blockDim.x) * gridDim.x;
   for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     body(i);
+  stampFault(launch);
 }
 
-// The left fold, on one thread. combine is arbitrary (not associative, not commutative: GPT-2's
-// own combines are plain sums, but float addition is not associative), so the contract fixes the
-// order: combine(...combine(seed, v[0])..., v[n-1]). Splitting it across threads would change the
-// bits; one thread keeping the order is the only exact choice.
+// The left fold: combine(...combine(seed, v[0])..., v[n-1]). combine is arbitrary (not
+// associative, not commutative: float addition is not associative), so the contract fixes the
+// order, and one thread applies it. That thread would spend most of its time waiting on memory if
+// it loaded the elements itself (each load a few hundred cycles, and one thread keeps few in
+// flight), so the whole block streams chunks of the input into shared memory with asynchronous
+// copies, one chunk ahead, while thread 0 folds the chunk before it from shared memory.
+constexpr int kFoldThreads = 256;
+constexpr int kFoldChunk = 2048;  // elements per chunk; two chunks = 32 KiB of shared memory
+
+__device__ __forceinline__ void copyElementAsync(Scalar* dst, const Scalar* src) {
+  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared), "l"(src) : "memory");
+}
+
 template <class C>
-__global__ void foldKernel(View v, Scalar seed, C combine, Scalar* out) {
+__global__ void __launch_bounds__(kFoldThreads)
+    foldKernel(View v, Scalar seed, C combine, Scalar* out, unsigned long long launch) {
 #if OSPREY_DEVICE_PASS
   static_assert(std::is_trivially_copyable_v<C>,
                 "a combine closure must be trivially copyable: capture Views and scalars by value, "
                 "never owning handles (vectors, strings, buffers)");
 #endif
+  __shared__ Scalar chunk[2][kFoldChunk];
+  const int tid = static_cast<int>(threadIdx.x);
+  const Index chunks = (v.n + kFoldChunk - 1) / kFoldChunk;
+  // Queue the copies of chunk c into buffer c % 2 (one commit group per call, possibly empty).
+  auto fetch = [&](Index c) {
+    if (c < chunks) {
+      const Index first = c * kFoldChunk;
+      const Index count = v.n - first < kFoldChunk ? v.n - first : kFoldChunk;
+      for (Index e = tid; e < count; e += kFoldThreads) copyElementAsync(&chunk[c % 2][e], v.data + first + e);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
   Scalar acc = seed;
-  for (Index i = 0; i < v.n; ++i) acc = combine(acc, v.data[i]);
-  *out = acc;
+  fetch(0);
+  for (Index c = 0; c < chunks; ++c) {
+    fetch(c + 1);  // buffer (c + 1) % 2 was left by thread 0 before the barrier ending step c - 1
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // chunk c has landed (for this thread)
+    __syncthreads();                                         // ... and for every thread
+    if (tid == 0) {
+      const Scalar* values = chunk[c % 2];
+      const Index first = c * kFoldChunk;
+      const int count = static_cast<int>(v.n - first < kFoldChunk ? v.n - first : kFoldChunk);
+#pragma unroll 8
+      for (int e = 0; e < count; ++e) acc = combine(acc, values[e]);
+    }
+    __syncthreads();  // thread 0 is done with buffer c % 2 before it is refilled
+  }
+  if (tid == 0) *out = acc;
+  stampFault(launch);
 }
 
 // Every thread walks its grid-stride indices in ascending order and stops at its first hit; the
@@ -118,57 +217,31 @@ std::string kernelLabel(const char* kernel) {
   if (type.size() > kLongest) type = type.substr(0, kLongest) + "…";
   return fmt::format("{}<{}>", kernel, type);
 }
-
-// The fault a kernel of this unit recorded, if any, as the launching operation's Error; the slot
-// is cleared again so the next launch starts clean (every launch here reads it, so it is clear
-// before each launch). The copy also waits for the kernel to finish, so an error raised while it
-// ran is reported here, with the kernel's name. `label()` names the kernel; it is called only on
-// failure (demangling costs microseconds, and launches are on the hot path).
-template <class Label>
-Result<void> takeDeviceFault(const Label& label) {
-  DeviceFault recorded{};
-  OSPREY_CUDA_CHECK(cudaMemcpyFromSymbol(&recorded, osprey_device_fault, sizeof recorded), label() + " run");
-  if (recorded.kind == static_cast<int>(FaultKind::None)) return {};
-  const DeviceFault clear{};
-  OSPREY_CUDA_CHECK(cudaMemcpyToSymbol(osprey_device_fault, &clear, sizeof clear), label() + " fault reset");
-  return Error{describeFault(static_cast<FaultKind>(recorded.kind), recorded.a, recorded.b)};
+template <class Body>
+std::string forEachLabel() {
+  return kernelLabel<Body>("forEach");
 }
+template <class C>
+std::string foldLabel() {
+  return kernelLabel<C>("fold");
+}
+
+// This unit's slot and stamp on the current device (each device loads its own copy of the module).
+inline Result<UnitAddresses> thisUnitAddresses() {
+  void* fault = nullptr;
+  void* launch = nullptr;
+  OSPREY_CUDA_CHECK(cudaGetSymbolAddress(&fault, osprey_device_fault), "finding the fault slot");
+  OSPREY_CUDA_CHECK(cudaGetSymbolAddress(&launch, faultLaunch), "finding the fault-launch stamp");
+  return UnitAddresses{static_cast<DeviceFault*>(fault), static_cast<unsigned long long*>(launch)};
+}
+// Its address names this translation unit.
+const char thisUnit = 0;
 
 // Blocks for a grid-stride launch over n elements: enough to fill the GPU, never more than n needs.
 inline unsigned blocksFor(Index n, int multiprocessors) {
   const Index needed = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
   const Index filling = static_cast<Index>(multiprocessors) * 32;
   return static_cast<unsigned>(needed < filling ? needed : filling);
-}
-
-template <class Body>
-Result<void> launchForEach(Index n, const Body& body, int multiprocessors) {
-  if (n == 0) return {};
-  const auto label = [] { return kernelLabel<Body>("forEach"); };
-  forEachKernel<<<blocksFor(n, multiprocessors), kThreadsPerBlock>>>(n, body);
-  OSPREY_CUDA_CHECK(cudaGetLastError(), label() + " launch");
-  return takeDeviceFault(label);
-}
-
-template <class C>
-Result<Scalar> launchFold(View v, Scalar seed, const C& combine, Scalar* scratch) {
-  const auto label = [] { return kernelLabel<C>("fold"); };
-  foldKernel<<<1, 1>>>(v, seed, combine, scratch);
-  OSPREY_CUDA_CHECK(cudaGetLastError(), label() + " launch");
-  OSPREY_CHECK(takeDeviceFault(label));
-  Scalar result = 0.0;
-  OSPREY_CUDA_CHECK(cudaMemcpy(&result, scratch, sizeof result, cudaMemcpyDeviceToHost), label() + " result");
-  return result;
-}
-
-inline Result<Index> launchIndexOf(View v, Scalar x, long long* best, int multiprocessors) {
-  const long long notFound = v.n;
-  OSPREY_CUDA_CHECK(cudaMemcpy(best, &notFound, sizeof notFound, cudaMemcpyHostToDevice), "indexOf setup");
-  indexOfKernel<<<blocksFor(v.n, multiprocessors), kThreadsPerBlock>>>(v, x, best);
-  OSPREY_CUDA_CHECK(cudaGetLastError(), "indexOf launch");
-  long long found = 0;
-  OSPREY_CUDA_CHECK(cudaMemcpy(&found, best, sizeof found, cudaMemcpyDeviceToHost), "indexOf result");
-  return static_cast<Index>(found);
 }
 
 }  // namespace
@@ -204,18 +277,33 @@ class CudaDevice {
       cudaDeviceProp properties{};
       OSPREY_CUDA_CHECK(cudaGetDeviceProperties(&properties, index), fmt::format("opening device {}", index));
       OSPREY_CUDA_CHECK(cudaFree(nullptr), fmt::format("creating a context on device {}", index));
-      device.reset(new CudaDevice(index, properties));
+      void* staging = nullptr;
+      OSPREY_CUDA_CHECK(cudaMallocHost(&staging, sizeof(Staging)), "allocating pinned read-back memory");
+      device.reset(new CudaDevice(index, properties, static_cast<Staging*>(staging)));
     }
     return device;
   }
 
   std::string name() const { return m_name; }
 
+  // Whether each launch waits for its kernel and returns its fault itself (see the header
+  // comment); false unless OSPREY_CUDA_CHECK_EACH_LAUNCH=1 was set when the device was opened.
+  bool checksEachLaunch() const { return m_checkEachLaunch; }
+  void setCheckEachLaunch(bool each) { m_checkEachLaunch = each; }
+
+  // Waits for everything queued on the device and returns the first kernel fault among it (or a
+  // CUDA error a kernel raised), naming the kernel. Reads call this themselves; call it where a
+  // run must know that its queued work succeeded without reading anything back.
+  Result<void> flush() {
+    OSPREY_CHECK(activate());
+    return settle("flush");
+  }
+
   // Device memory, from a cache of released blocks keyed by exact byte size (cudaMalloc and
   // cudaFree cost tens of microseconds, and cudaFree synchronises the whole device; the model
-  // allocates the same few sizes over and over). Every operation synchronises before it returns,
-  // so a released block is idle and can be handed out again at once. When cudaMalloc runs out of
-  // memory, the cache is given back and the allocation tried once more.
+  // allocates the same few sizes over and over). A released block is handed out again at once,
+  // even if queued kernels still read it (stream order makes that safe: see the header comment).
+  // When cudaMalloc runs out of memory, the cache is given back and the allocation tried once more.
   Result<Scalar*> allocate(Index n) {
     if (n == 0) return static_cast<Scalar*>(nullptr);
     if (n < 0 || n > std::numeric_limits<Index>::max() / static_cast<Index>(sizeof(Scalar)))
@@ -263,6 +351,8 @@ class CudaDevice {
     m_live.erase(live);
   }
 
+  // From pageable host memory: cudaMemcpy queues the copy behind the launches on the stream (and
+  // returns once the source has been staged), so no check is needed here.
   Result<void> upload(Scalar* dst, const Scalar* src, Index n) {
     if (n == 0) return {};
     OSPREY_CHECK(activate());
@@ -270,45 +360,72 @@ class CudaDevice {
                       fmt::format("upload of {} doubles", n));
     return {};
   }
+  // The host reads: everything queued first completes and is checked for faults.
   Result<void> download(Scalar* dst, const Scalar* src, Index n) {
     if (n == 0) return {};
     OSPREY_CHECK(activate());
-    OSPREY_CUDA_CHECK(cudaMemcpy(dst, src, bytesOf(n), cudaMemcpyDeviceToHost),
-                      fmt::format("download of {} doubles", n));
+    const auto what = [&] { return fmt::format("download of {} doubles", n); };
+    OSPREY_CHECK(settle(what()));
+    OSPREY_CUDA_CHECK(cudaMemcpy(dst, src, bytesOf(n), cudaMemcpyDeviceToHost), what());
     return {};
   }
   Result<Scalar> readOne(const Scalar* p) {
-    Scalar value = 0.0;
-    OSPREY_CHECK(download(&value, p, 1));
-    return value;
+    OSPREY_CHECK(activate());
+    std::lock_guard lock(m_stagingLock);
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(&m_staging->value, p, sizeof(Scalar), cudaMemcpyDeviceToHost),
+                      "read-back of one double");
+    OSPREY_CHECK(settle("read-back of one double"));
+    return m_staging->value;
   }
 
   // body(i) for i in [0, n), one GPU thread per index (grid-stride). A strict fault in any thread
-  // is recorded in the fault slot; the first one becomes the operation's error.
+  // is recorded in the fault slot; the first one becomes the error of the next check.
   template <class Body>
   Result<void> forEach(Index n, const Body& body) {
+    if (n == 0) return {};
     OSPREY_CHECK(activate());
-    return cuda_detail::launchForEach(n, body, m_multiprocessors);
+    const unsigned long long launch =
+        OSPREY_TRY(beginLaunch(&cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses,
+                               &cuda_detail::forEachLabel<Body>, n));
+    cuda_detail::forEachKernel<<<cuda_detail::blocksFor(n, m_multiprocessors), cuda_detail::kThreadsPerBlock>>>(
+        n, body, launch);
+    OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::forEachLabel<Body>() + " launch");
+    if (m_checkEachLaunch) return settle("the launch");
+    return {};
   }
 
   template <class C>
   Result<Scalar> fold(View v, Scalar seed, C combine) {
     OSPREY_CHECK(activate());
-    Scalar* scratch = OSPREY_TRY(allocate(1));
-    auto result = cuda_detail::launchFold(v, seed, combine, scratch);
-    release(scratch);
-    return result;
+    const unsigned long long launch =
+        OSPREY_TRY(beginLaunch(&cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses,
+                               &cuda_detail::foldLabel<C>, v.n));
+    std::lock_guard lock(m_stagingLock);
+    Scalar* result = &m_scratch->value;
+    cuda_detail::foldKernel<<<1, cuda_detail::kFoldThreads>>>(v, seed, combine, result, launch);
+    OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::foldLabel<C>() + " launch");
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(&m_staging->value, result, sizeof(Scalar), cudaMemcpyDeviceToHost),
+                      cuda_detail::foldLabel<C>() + " result");
+    OSPREY_CHECK(settle(fmt::format("the result of a fold over {} elements", v.n)));
+    return m_staging->value;
   }
 
   // Each thread finds the first hit among its indices; the smallest wins (atomicMin).
   Result<Index> indexOf(View v, Scalar x) {
     if (v.n == 0) return Index{0};
     OSPREY_CHECK(activate());
-    static_assert(sizeof(long long) == sizeof(Scalar), "the scratch slot holds one long long");
-    Scalar* scratch = OSPREY_TRY(allocate(1));
-    auto result = cuda_detail::launchIndexOf(v, x, reinterpret_cast<long long*>(scratch), m_multiprocessors);
-    release(scratch);
-    return result;
+    std::lock_guard lock(m_stagingLock);
+    m_staging->index = v.n;  // "not found"
+    long long* best = &m_scratch->index;
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(best, &m_staging->index, sizeof(long long), cudaMemcpyHostToDevice),
+                      "indexOf setup");
+    cuda_detail::indexOfKernel<<<cuda_detail::blocksFor(v.n, m_multiprocessors), cuda_detail::kThreadsPerBlock>>>(
+        v, x, best);
+    OSPREY_CUDA_CHECK(cudaGetLastError(), "indexOf launch");
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(&m_staging->index, best, sizeof(long long), cudaMemcpyDeviceToHost),
+                      "indexOf result");
+    OSPREY_CHECK(settle(fmt::format("the result of indexOf over {} elements", v.n)));
+    return static_cast<Index>(m_staging->index);
   }
 
   Result<void> matMul(Scalar* out, View a, View b, Index rows, Index inner, Index cols) {
@@ -316,7 +433,7 @@ class CudaDevice {
     const auto label = [&] { return fmt::format("matMul ({} x {}) * ({} x {})", rows, inner, inner, cols); };
     OSPREY_CUDA_CHECK(launchExactMatMul(out, a.data, b.data, rows, inner, cols, m_multiprocessors),
                       label() + " launch");
-    OSPREY_CUDA_CHECK(cudaDeviceSynchronize(), label() + " run");
+    if (m_checkEachLaunch) return settle(label());
     return {};
   }
 
@@ -326,21 +443,75 @@ class CudaDevice {
     return m_cachedBytes;
   }
   int multiprocessors() const { return m_multiprocessors; }
+  // How many launches that can fault have been queued so far (each has a number 1, 2, ...).
+  unsigned long long launches() const {
+    std::lock_guard lock(m_launchLock);
+    return m_launchCount;
+  }
+
+  // Called by the launch helpers: registers the launching unit's fault slot with this device on
+  // the unit's first launch, records the kernel's label in the ring, and returns the launch's
+  // number (which the kernel stamps next to a fault it records).
+  Result<unsigned long long> beginLaunch(const void* unit, Result<cuda_detail::UnitAddresses> (*addresses)(),
+                                         cuda_detail::LabelFunction label, Index n) {
+    std::lock_guard lock(m_launchLock);
+    bool known = false;
+    for (const Unit& u : m_units) known = known || u.key == unit;
+    if (!known) {
+      const cuda_detail::UnitAddresses at = OSPREY_TRY(addresses());
+      void* readback = nullptr;
+      OSPREY_CUDA_CHECK(cudaMallocHost(&readback, sizeof(cuda_detail::SlotReadback)),
+                        "allocating pinned memory for a fault slot");
+      m_units.push_back(Unit{unit, at, static_cast<cuda_detail::SlotReadback*>(readback)});
+    }
+    const unsigned long long number = ++m_launchCount;
+    m_launchRecords[number % kLaunchRecords] = LaunchRecord{number, label, n};
+    return number;
+  }
 
   ~CudaDevice() {
-    // At process exit the CUDA runtime may already be shutting down; freeing is best effort and
-    // its status is deliberately ignored (the driver reclaims everything with the process).
+    // At process exit the CUDA runtime may already be shutting down; waiting and freeing are best
+    // effort and their status is deliberately ignored (the driver reclaims everything with the
+    // process).
+    (void)cudaDeviceSynchronize();
     for (auto& [bytes, blocks] : m_idle)
       for (Scalar* p : blocks) (void)cudaFree(p);
+    for (const Unit& u : m_units) (void)cudaFreeHost(u.readback);
+    (void)cudaFree(m_scratch);
+    (void)cudaFreeHost(m_staging);
   }
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
 
  private:
-  CudaDevice(int index, const cudaDeviceProp& properties)
+  // Host-side read-back values (pinned) and their device-side counterparts.
+  struct Staging {
+    Scalar value;
+    long long index;
+  };
+  struct Unit {
+    const void* key;  // the unit's `thisUnit`
+    cuda_detail::UnitAddresses device;
+    cuda_detail::SlotReadback* readback;  // pinned
+  };
+  struct LaunchRecord {
+    unsigned long long number = 0;
+    cuda_detail::LabelFunction label = nullptr;
+    Index n = 0;
+  };
+  static constexpr unsigned long long kLaunchRecords = 8192;
+
+  CudaDevice(int index, const cudaDeviceProp& properties, Staging* staging)
       : m_index(index),
         m_multiprocessors(properties.multiProcessorCount),
-        m_name(std::string("cuda: ") + properties.name) {}
+        m_name(std::string("cuda: ") + properties.name),
+        m_checkEachLaunch(checkEachLaunchFromEnvironment()),
+        m_staging(staging),
+        m_launchRecords(kLaunchRecords) {
+    void* scratch = nullptr;
+    if (cudaMalloc(&scratch, sizeof(Staging)) != cudaSuccess) (void)cudaGetLastError();
+    m_scratch = static_cast<Staging*>(scratch);
+  }
 
   // OSPREY_CUDA_DEVICE, or 0.
   static Result<int> requestedIndex() {
@@ -352,14 +523,71 @@ class CudaDevice {
       return Error{fmt::format("OSPREY_CUDA_DEVICE=`{}` is not a device number (0, 1, ...)", env)};
     return static_cast<int>(index);
   }
+  static bool checkEachLaunchFromEnvironment() {
+    const char* env = std::getenv("OSPREY_CUDA_CHECK_EACH_LAUNCH");
+    return env && *env && std::string(env) != "0";
+  }
 
   // Work runs on this device, whichever host thread asks (the current device is per thread).
   Result<void> activate() const {
     OSPREY_CUDA_CHECK(cudaSetDevice(m_index));
+    if (!m_scratch) return Error{fmt::format("{}: no device memory for read-back scratch", m_name)};
     return {};
   }
 
+  // Waits for the stream and returns the first fault recorded since the last check, if any,
+  // naming its kernel; then clears every slot, so the device is usable again. `what` is the
+  // operation that needed the wait. Copies the caller queued to pinned memory are complete after.
+  Result<void> settle(std::string_view what) {
+    std::lock_guard lock(m_launchLock);
+    for (const Unit& u : m_units)
+      OSPREY_CUDA_CHECK(cudaMemcpyAsync(&u.readback->fault, u.device.fault, sizeof(DeviceFault),
+                                        cudaMemcpyDeviceToHost),
+                        fmt::format("reading a fault slot before {}", what));
+    const cudaError_t ran = cudaStreamSynchronize(nullptr);
+    if (ran != cudaSuccess)
+      return cuda::failure(ran, "cudaStreamSynchronize(stream)", __FILE__, __LINE__,
+                           fmt::format("waiting for the queued kernels before {} (the last launched: {})", what,
+                                       describeLaunch(m_launchCount)));
+    bool faulted = false;
+    for (const Unit& u : m_units) faulted = faulted || u.readback->fault.kind != static_cast<int>(FaultKind::None);
+    if (!faulted) return {};
+
+    // Which launch faulted first: the smallest stamp among the faulting units.
+    const Unit* first = nullptr;
+    unsigned long long firstLaunch = 0;
+    for (const Unit& u : m_units) {
+      if (u.readback->fault.kind == static_cast<int>(FaultKind::None)) continue;
+      OSPREY_CUDA_CHECK(cudaMemcpy(&u.readback->launch, u.device.launch, sizeof(unsigned long long),
+                                   cudaMemcpyDeviceToHost),
+                        "reading a fault-launch stamp");
+      if (!first || u.readback->launch < firstLaunch) {
+        first = &u;
+        firstLaunch = u.readback->launch;
+      }
+      OSPREY_CUDA_CHECK(cudaMemset(u.device.fault, 0, sizeof(DeviceFault)), "clearing a fault slot");
+      OSPREY_CUDA_CHECK(cudaMemset(u.device.launch, 0, sizeof(unsigned long long)), "clearing a fault-launch stamp");
+    }
+    const DeviceFault& f = first->readback->fault;
+    std::string words = describeFault(static_cast<FaultKind>(f.kind), f.a, f.b);
+    if (m_checkEachLaunch) return Error{std::move(words)};  // the launching operation: the host's words
+    return Error{fmt::format("{} (in {}; found at {})", words, describeLaunch(firstLaunch), what)};
+  }
+
+  // "forEach<…> over 10000 elements, launch 3 on this device" (m_launchLock held).
+  std::string describeLaunch(unsigned long long number) const {
+    if (number == 0) return "no kernel";
+    const LaunchRecord& r = m_launchRecords[number % kLaunchRecords];
+    if (r.number != number || !r.label)
+      return fmt::format("launch {} on this device, older than the last {} whose names are kept", number,
+                         kLaunchRecords);
+    return fmt::format("{} over {} elements, launch {} on this device", r.label(), r.n, number);
+  }
+
   Result<void> releaseCache() {
+    // Queued kernels may still read released blocks: let them finish before the driver gets the
+    // memory back.
+    OSPREY_CUDA_CHECK(cudaDeviceSynchronize(), "waiting for queued kernels before giving cached memory back");
     std::map<std::size_t, std::vector<Scalar*>> idle;
     {
       std::lock_guard lock(m_cacheLock);
@@ -377,10 +605,20 @@ class CudaDevice {
   int m_index;
   int m_multiprocessors;
   std::string m_name;
+  bool m_checkEachLaunch;
   mutable std::mutex m_cacheLock;
   std::map<Scalar*, std::size_t> m_live;                  // handed out: pointer -> bytes
   std::map<std::size_t, std::vector<Scalar*>> m_idle;     // released: bytes -> blocks
   std::size_t m_cachedBytes = 0;
+
+  std::mutex m_stagingLock;        // one read-back at a time through m_staging / m_scratch
+  Staging* m_staging;              // pinned host memory
+  Staging* m_scratch = nullptr;    // device memory: a fold's result, indexOf's best index
+
+  mutable std::mutex m_launchLock;  // m_units, m_launchRecords, m_launchCount
+  std::vector<Unit> m_units;
+  std::vector<LaunchRecord> m_launchRecords;  // ring: launch number % kLaunchRecords
+  unsigned long long m_launchCount = 0;
 };
 
 }  // namespace osprey
