@@ -72,6 +72,7 @@
 
 #include "osprey/config.hpp"
 #include "osprey/gpu/buffer.hpp"
+#include "osprey/gpu/size_class.hpp"
 #include "osprey/gpu/cuda_check.hpp"
 #include "osprey/result.hpp"
 #include "osprey/strict.hpp"
@@ -308,7 +309,8 @@ class CudaDevice {
     if (n == 0) return static_cast<Scalar*>(nullptr);
     if (n < 0 || n > std::numeric_limits<Index>::max() / static_cast<Index>(sizeof(Scalar)))
       return Error{fmt::format("{}: cannot allocate {} doubles: the byte count overflows", m_name, n)};
-    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(Scalar);
+    const std::size_t requested = static_cast<std::size_t>(n) * sizeof(Scalar);
+    const std::size_t bytes = sizeClass(requested);  // cached blocks are reused by size class
     OSPREY_CHECK(activate());
     {
       std::lock_guard lock(m_cacheLock);
@@ -334,7 +336,7 @@ class CudaDevice {
       OSPREY_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes), "reading free memory after an out-of-memory");
       return Error{fmt::format("{}: out of memory allocating {} bytes ({} doubles; {:.1f} GiB) with {:.1f} "
                                "GiB free of {:.1f} GiB — release buffers or use smaller sizes",
-                               m_name, bytes, n, gib(bytes), gib(freeBytes), gib(totalBytes))};
+                               m_name, requested, n, gib(requested), gib(freeBytes), gib(totalBytes))};
     }
     OSPREY_CUDA_CHECK(status, fmt::format("cudaMalloc of {} bytes", bytes));
     std::lock_guard lock(m_cacheLock);

@@ -22,6 +22,7 @@
 
 #include "osprey/config.hpp"
 #include "osprey/gpu/buffer.hpp"
+#include "osprey/gpu/size_class.hpp"
 #include "osprey/result.hpp"
 #include "osprey/strict.hpp"
 #include "osprey/view.hpp"
@@ -61,7 +62,8 @@ class HostDevice {
   // paid the page faults again (about 7% of the step on a 2-core machine).
   Result<Scalar*> allocate(Index n) {
     if (n == 0) return static_cast<Scalar*>(nullptr);
-    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(Scalar);
+    const std::size_t requested = static_cast<std::size_t>(n) * sizeof(Scalar);
+    const std::size_t bytes = sizeClass(requested);  // cached blocks are reused by size class
     {
       std::lock_guard lock(m_cacheLock);
       auto cached = m_idle.find(bytes);
@@ -78,7 +80,7 @@ class HostDevice {
       releaseCache();
       p = static_cast<Scalar*>(::operator new(bytes, std::align_val_t{64}, std::nothrow));
     }
-    if (!p) return Error{fmt::format("host: out of memory allocating {} bytes", bytes)};
+    if (!p) return Error{fmt::format("host: out of memory allocating {} bytes", requested)};
     std::lock_guard lock(m_cacheLock);
     m_live.emplace(p, bytes);
     return p;
