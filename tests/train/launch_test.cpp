@@ -14,8 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "gpt2/cli.hpp"
-#include "gpt2/run.hpp"
+#include "cli_run.hpp"
 #include "gpt2/train_launch.hpp"
 #include "gpt2/train_rank_env.hpp"
 
@@ -186,21 +185,13 @@ struct ScopedVariables {
   }
 };
 
-struct CliRun {
-  int status = 0;
-  std::string out, err;
-};
+using osprey::testing::train::CliRun;
 
 CliRun train(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"osprey-gpt2", "train", "--preset", "tiny", "--data", "/nonexistent/text.txt",
+  std::vector<std::string> args = {"train", "--preset", "tiny", "--data", "/nonexistent/text.txt",
                                    "--steps", "1", "--batch", "4", "--seq", "8"};
   args.insert(args.end(), extra.begin(), extra.end());
-  std::ostringstream out, err;
-  CliRun r;
-  r.status = gpt2::runCli(args, gpt2::hostEntries(), out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
+  return osprey::testing::train::runOsprey(args);
 }
 
 TEST(DataParallelCli, RunsThatCannotBeDataParallelAreClearErrors) {

@@ -18,6 +18,7 @@
 #include "gpt2/run.hpp"
 #include "gpt2/train_checkpoint.hpp"
 #include "osprey/io/safetensors.hpp"
+#include "cli_run.hpp"
 #include "train_helpers.hpp"
 
 namespace fs = std::filesystem;
@@ -34,20 +35,8 @@ struct ScratchDir {
   ~ScratchDir() { fs::remove_all(path); }
 };
 
-struct CliRun {
-  int status = 0;
-  std::string out, err;
-};
-
-CliRun runOsprey(std::vector<std::string> args) {
-  args.insert(args.begin(), "osprey-gpt2");
-  std::ostringstream out, err;
-  CliRun r;
-  r.status = gpt2::runCli(args, gpt2::hostEntries(), out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
+using osprey::testing::train::CliRun;
+using osprey::testing::train::runOsprey;
 
 // A few kilobytes of text: enough tokens for 2 x 8 batches in both splits.
 std::string sampleText() {
