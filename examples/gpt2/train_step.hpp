@@ -289,15 +289,13 @@ osprey::Result<Params<H>> addGradients(H& h, const Params<H>& into, const Params
 // a step (one process, or ranks exchanging their terms) folds through this one function.
 template <osprey::Tensor H>
 struct GradientFold {
-  bool empty = true;
   Scalar lossSum = 0.0;
-  Params<H> grads;
+  Params<H> grads;  // no tensors until the first term
 
   osprey::Result<void> add(H& h, MicroBatchGradients<H> part) {
-    if (empty) {
+    if (grads.tensors.empty()) {
       lossSum = part.lossSum;
       grads = std::move(part.grads);
-      empty = false;
     } else {
       lossSum = lossSum + part.lossSum;
       grads = OSPREY_TRY(addGradients(h, grads, part.grads));

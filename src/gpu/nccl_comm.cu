@@ -25,6 +25,8 @@ struct NcclComm::State {
   cudaStream_t stream = nullptr;
   int device = 0;
   bool aborted = false;
+  Scalar* cell = nullptr;  // one double of device memory for allReduceMax, kept for the life of the
+                           // communicator (it runs twice a training step; cudaFree syncs the device)
 };
 
 namespace {
@@ -143,6 +145,11 @@ Result<std::unique_ptr<NcclComm>> NcclComm::open(int rank, int size, const NcclU
   OSPREY_CHECK(cudaChecked(cudaSetDevice(cudaDevice), fmt::format("NCCL rank {}: selecting CUDA device {}", rank,
                                                                   cudaDevice)));
   OSPREY_CHECK(cudaChecked(cudaStreamCreate(&state->stream), fmt::format("NCCL rank {}: creating a stream", rank)));
+  if (auto made = cudaChecked(cudaMalloc(&state->cell, sizeof(Scalar)), fmt::format("NCCL rank {}: one double", rank));
+      !made.ok()) {
+    cudaStreamDestroy(state->stream);
+    return made.error();
+  }
   ncclUniqueId raw{};
   std::copy(id.bytes.begin(), id.bytes.end(), std::begin(raw.internal));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -152,12 +159,14 @@ Result<std::unique_ptr<NcclComm>> NcclComm::open(int rank, int size, const NcclU
   const std::string what = fmt::format("joining the communicator as rank {} of {}", rank, size);
   if (r != ncclSuccess && r != ncclInProgress) {
     if (state->comm != nullptr) state->lib->commAbort(state->comm);
+    cudaFree(state->cell);
     cudaStreamDestroy(state->stream);
     return Error{fmt::format("NCCL {}: {}", what, state->lib->getErrorString(r))};
   }
   auto joined = settle(*state, start, timeoutSeconds, what);
   if (!joined.ok()) {
     state->lib->commAbort(state->comm);
+    cudaFree(state->cell);
     cudaStreamDestroy(state->stream);
     return joined.error();
   }
@@ -181,6 +190,7 @@ NcclComm::~NcclComm() {
     else
       s.lib->commAbort(s.comm);
   }
+  cudaFree(s.cell);
   cudaStreamDestroy(s.stream);
 }
 
@@ -250,19 +260,13 @@ Result<void> NcclComm::allReduceSum(std::span<Scalar* const> buffers, std::span<
 Result<Scalar> NcclComm::allReduceMax(Scalar x, const std::string& what) {
   State& s = *m_state;
   OSPREY_CHECK(cudaChecked(cudaSetDevice(s.device), fmt::format("NCCL {}", what)));
-  Scalar* cell = nullptr;
-  OSPREY_CHECK(cudaChecked(cudaMalloc(&cell, sizeof(Scalar)), fmt::format("NCCL {}: one double", what)));
-  auto result = [&]() -> Result<Scalar> {
-    OSPREY_CHECK(cudaChecked(cudaMemcpy(cell, &x, sizeof(Scalar), cudaMemcpyHostToDevice), fmt::format("NCCL {}", what)));
-    OSPREY_CHECK(groupAndWait(s, 1, m_timeoutSeconds, what, [&](std::size_t) {
-      return s.lib->allReduce(cell, cell, 1, ncclFloat64, ncclMax, s.comm, s.stream);
-    }));
-    Scalar out = 0.0;
-    OSPREY_CHECK(cudaChecked(cudaMemcpy(&out, cell, sizeof(Scalar), cudaMemcpyDeviceToHost), fmt::format("NCCL {}", what)));
-    return out;
-  }();
-  cudaFree(cell);
-  return result;
+  OSPREY_CHECK(cudaChecked(cudaMemcpy(s.cell, &x, sizeof(Scalar), cudaMemcpyHostToDevice), fmt::format("NCCL {}", what)));
+  OSPREY_CHECK(groupAndWait(s, 1, m_timeoutSeconds, what, [&](std::size_t) {
+    return s.lib->allReduce(s.cell, s.cell, 1, ncclFloat64, ncclMax, s.comm, s.stream);
+  }));
+  Scalar out = 0.0;
+  OSPREY_CHECK(cudaChecked(cudaMemcpy(&out, s.cell, sizeof(Scalar), cudaMemcpyDeviceToHost), fmt::format("NCCL {}", what)));
+  return out;
 }
 
 std::string NcclComm::libraryDescription() {

@@ -29,47 +29,39 @@ struct LayerNormGrads {
   Buf<H> db;  // (C)
 };
 
-// The row statistics' sequential sums, x[start], x[start+1], ... added in order from 0.0, with the
-// loads issued eight at a time ahead of the additions. The additions and their order are those of
-// the plain loop; what changes is that one GPU thread no longer waits for each global load before
-// issuing the next (decoding's LayerNorm has one row: one thread ran 768 dependent loads, two
-// thirds of a decoded token's GPU time). The caller has checked that [start, start + count) lies
-// in x, so the loop's own index arithmetic cannot overflow.
+// The row statistics' sequential sums: term(x[start]), term(x[start+1]), ... added in order from
+// 0.0, with the loads issued eight at a time ahead of the additions. The additions and their order
+// are those of the plain loop; what changes is that one GPU thread no longer waits for each global
+// load before issuing the next (decoding's LayerNorm has one row: one thread ran 768 dependent
+// loads, two thirds of a decoded token's GPU time). The caller has checked that
+// [start, start + count) lies in x, so the loop's own index arithmetic cannot overflow.
 inline constexpr osprey::Index kRowLoadsAhead = 8;
 
-OSPREY_INLINE osprey::Scalar rowSum(osprey::View x, osprey::Index start, osprey::Index count) {
+template <class Term>
+OSPREY_INLINE osprey::Scalar rowSum(osprey::View x, osprey::Index start, osprey::Index count, Term term) {
   const osprey::Scalar* p = x.data + start;
   osprey::Scalar acc = 0.0;
   osprey::Index c = 0;
   for (; c + kRowLoadsAhead <= count; c += kRowLoadsAhead) {
     osprey::Scalar v[kRowLoadsAhead];
     for (osprey::Index j = 0; j < kRowLoadsAhead; ++j) v[j] = p[c + j];
-    for (osprey::Index j = 0; j < kRowLoadsAhead; ++j) acc = acc + v[j];
+    for (osprey::Index j = 0; j < kRowLoadsAhead; ++j) acc = acc + term(v[j]);
   }
-  for (; c < count; ++c) acc = acc + p[c];
+  for (; c < count; ++c) acc = acc + term(p[c]);
   return acc;
 }
 
-// sum of (x[start + c] - m)^2 over c in order from 0.0, loads ahead as in rowSum.
-OSPREY_INLINE osprey::Scalar rowSquaredDeviations(osprey::View x, osprey::Index start, osprey::Index count,
-                                                  osprey::Scalar m) {
-  const osprey::Scalar* p = x.data + start;
-  osprey::Scalar acc = 0.0;
-  osprey::Index c = 0;
-  for (; c + kRowLoadsAhead <= count; c += kRowLoadsAhead) {
-    osprey::Scalar v[kRowLoadsAhead];
-    for (osprey::Index j = 0; j < kRowLoadsAhead; ++j) v[j] = p[c + j];
-    for (osprey::Index j = 0; j < kRowLoadsAhead; ++j) {
-      const osprey::Scalar d = v[j] - m;
-      acc = acc + d * d;
-    }
+// The terms: the value itself (the mean's sum), and its squared deviation from the mean.
+struct RowValue {
+  OSPREY_FN osprey::Scalar operator()(osprey::Scalar v) const { return v; }
+};
+struct SquaredDeviation {
+  osprey::Scalar mean;
+  OSPREY_FN osprey::Scalar operator()(osprey::Scalar v) const {
+    const osprey::Scalar d = v - mean;
+    return d * d;
   }
-  for (; c < count; ++c) {
-    const osprey::Scalar d = p[c] - m;
-    acc = acc + d * d;
-  }
-  return acc;
-}
+};
 
 namespace reference {
 
@@ -91,12 +83,12 @@ osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Bu
   // Rows [n·C, (n+1)·C) lie in x: its length N·C was checked above.
   auto mean = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
     const osprey::Int row = osprey::Int(n) * Ci;
-    return rowSum(xv, row.raw(), C) / Cs;
+    return rowSum(xv, row.raw(), C, RowValue{}) / Cs;
   }));
   const osprey::View mv = mean.view();
   auto rstd = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
     const osprey::Int row = osprey::Int(n) * Ci;
-    return 1.0 / osprey::math::sqrt(rowSquaredDeviations(xv, row.raw(), C, mv[n]) / Cs + eps);
+    return 1.0 / osprey::math::sqrt(rowSum(xv, row.raw(), C, SquaredDeviation{mv[n]}) / Cs + eps);
   }));
   const osprey::View rv = rstd.view();
   auto out = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
