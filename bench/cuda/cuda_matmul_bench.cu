@@ -220,6 +220,29 @@ std::pair<double, double> launchMicroseconds(const std::shared_ptr<CudaDevice>& 
   return {chain(false), chain(true)};
 }
 
+// The same chain of 768-element "+1" kernels launched raw, with no handler in between: the
+// floor that the handler's per-launch work (allocation, fault numbering, checks) adds to.
+__global__ void rawAddOne(double* x, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) x[i] = x[i] + 1.0;
+}
+double rawLaunchMicroseconds(const std::shared_ptr<CudaDevice>& dev) {
+  constexpr int kLaunches = 2000;
+  const std::vector<Scalar> zeros(768, 0.0);
+  auto x = need(toGpu(dev, std::span<const Scalar>(zeros)));
+  auto chain = [&] {
+    need(dev->flush());
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kLaunches; ++i) rawAddOne<<<3, 256>>>(x.data(), 768);
+    if (cudaDeviceSynchronize() != cudaSuccess) throw Failed{"the raw launch chain failed"};
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kLaunches;
+  };
+  chain();  // warm-up
+  const double us = chain();
+  if (need(fromGpu(x))[767] != static_cast<Scalar>(2 * kLaunches)) throw Failed{"the raw launch chain computed a wrong value"};
+  return us;
+}
+
 // cuBLAS DGEMM, n x n x n, on the same device: TFLOP/s.
 double cublasTflops(const std::shared_ptr<CudaDevice>& dev, Index n) {
   const auto values = matrixValues(n * n, 7);
@@ -286,6 +309,7 @@ int run() {
   const double nonFused = probeTflops<false>(dev);
   const double copy = copyGbps(dev);
   const auto [queuedUs, eachUs] = launchMicroseconds(dev);
+  const double rawUs = rawLaunchMicroseconds(dev);
 
   fmt::print("{:<18} {:<14} {:>10} {:>9} {:>11} {:>12} {:>9} {:>8}\n", "shape", "host bits", "ms", "TFLOP/s", "% cuBLAS",
              "% non-fused", "GB/s", "% copy");
@@ -312,6 +336,7 @@ int run() {
       fmt::print("RESULT|matMul {} GB/s|{:.1f}% of copy|{:.0f}\n", f.shape.name(), 100.0 * f.gbps / copy, f.gbps);
   fmt::print("RESULT|device-to-device copy GB/s|ceiling for memory-bound|{:.0f}\n", copy);
   fmt::print("RESULT|small launch queued (us)|deferred checks|{:.2f}\n", queuedUs);
+  fmt::print("RESULT|small launch raw (us)|no handler: the floor|{:.2f}\n", rawUs);
   fmt::print("RESULT|small launch checked (us)|each launch waited for|{:.2f}\n", eachUs);
   fmt::print("RESULT|fp64 cuBLAS DGEMM 8192^3 TFLOP/s|peak|{:.2f}\n", blas);
   fmt::print("RESULT|fp64 FMA probe TFLOP/s|peak|{:.2f}\n", fma);

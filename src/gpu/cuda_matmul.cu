@@ -163,48 +163,66 @@ __global__ void __launch_bounds__(Tiling<BM, BN, BK, TM, TN>::kThreads)
 // Products with few columns: out (rows x cols) = a (rows x inner) * b (inner x cols), cols <= 8.
 // This is the shape of one-token decoding: the model computes x · W as Wᵀ · xᵀ (gpt2/model.hpp),
 // so a weight matrix held transposed (OC x IC) is `a` and the token's activations, one column
-// per token, are `b`. The work is streaming `a` once (memory-bound: 2 FLOPs per 8 bytes), so the
-// kernel is built around moving `a`: a block of kNarrowRows threads owns kNarrowRows rows, one row
-// per thread and every column of that row in registers; the block copies kNarrowDepth-deep slices
-// of its rows (each row's slice is contiguous, so a warp's copies are 256 consecutive bytes) and
-// the matching rows of b into shared memory, kNarrowStages - 1 slices ahead of the arithmetic.
-// Each thread then walks k upward through the slice, updating its row's outputs: every output
-// is still one thread's chain (0.0 + a[i][0]*b[0][j]) + ..., in k order, rounded as the host does.
+// per token, are `b`. Streaming `a` once is the whole cost (2 FLOPs per 8 bytes), and each output
+// is one sequential chain of `inner` additions, so the kernel spreads rows thin and bytes deep:
+// a block of kNarrowThreads threads owns only Rows rows, every thread helps copy kNarrowSlice
+// elements of those rows per stage (a warp copies 32 consecutive k of one row), and
+// kNarrowStages - 1 stages are in flight ahead of the arithmetic. Thread r < Rows then walks k
+// upward through its row of the stage: every output is still one thread's chain
+// (0.0 + a[i][0]*b[0][j]) + ..., in k order, rounded as the host does.
+//
+// Why thin: a 768 x 3072 weight (the MLP's projection) held by 32-row blocks is 24 blocks for 132
+// multiprocessors, each pulling 786 KB through one multiprocessor with 16 KB in flight (0.05
+// TFLOP/s, 5% of copy bandwidth). Four rows per block make 192 blocks with 24 KB in flight each.
+// Tall products (the lm head's 50257 rows) have blocks to spare and take 16 rows per block, so
+// fewer threads sit idle while the chains run.
 constexpr int kNarrowCols = 8;      // at most this many columns take this path
-constexpr int kNarrowRows = 32;     // rows (= threads) per block: one warp
-constexpr int kNarrowDepth = 32;    // k per slice
-constexpr int kNarrowStages = 3;    // slices in flight
-constexpr int kNarrowLd = kNarrowDepth + 1;  // odd row stride: thread t's row starts on bank pair t
-static_assert(kNarrowDepth == kNarrowRows, "thread t copies column t of each row's slice");
+constexpr int kNarrowThreads = 128;  // threads per block (all copy; Rows of them add)
+constexpr int kNarrowSlice = 1024;   // elements of `a` per stage: Rows x depth
+constexpr int kNarrowStages = 4;     // stages in flight
+constexpr Index kNarrowTallRows = 16384;  // from here on, 16 rows per block
 
-template <int Cols>
-__global__ void __launch_bounds__(kNarrowRows)
+template <int Cols, int Rows>
+struct Narrow {
+  static constexpr int kDepth = kNarrowSlice / Rows;  // k per stage
+  static constexpr int kLd = kDepth + 1;  // odd row stride: the adding threads' rows fall on different banks
+  static constexpr int kStageA = Rows * kLd;
+  static constexpr int kStageB = kDepth * Cols;
+  static constexpr int kCopiesA = kNarrowSlice / kNarrowThreads;
+  static constexpr size_t kSharedBytes = sizeof(double) * kNarrowStages * (kStageA + kStageB);
+  static_assert(kNarrowSlice % Rows == 0 && kDepth % 32 == 0, "a warp copies 32 consecutive k of one row");
+  static_assert(kNarrowSlice % kNarrowThreads == 0 && Rows <= kNarrowThreads, "copies divide evenly");
+};
+
+template <int Cols, int Rows>
+__global__ void __launch_bounds__(kNarrowThreads)
     narrowMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
                        Index rows, Index inner) {
-  __shared__ __align__(16) double tileA[kNarrowStages][kNarrowRows][kNarrowLd];  // a[row0 + r][k0 + k]
-  __shared__ __align__(16) double tileB[kNarrowStages][kNarrowDepth * Cols];     // b[k0 + k][j]
+  using N = Narrow<Cols, Rows>;
+  extern __shared__ __align__(16) double narrowShared[];
+  double* tileA = narrowShared;                                // [stage][r][k]: a[row0 + r][k0 + k]
+  double* tileB = narrowShared + kNarrowStages * N::kStageA;  // [stage][k][j]: b[k0 + k][j]
   const int tid = static_cast<int>(threadIdx.x);
-  const Index row0 = static_cast<Index>(blockIdx.x) * kNarrowRows;
+  const Index row0 = static_cast<Index>(blockIdx.x) * Rows;
 
   // Queue the copies of slice k0 into stage s (always one commit group, possibly empty, so the
   // wait below can count groups).
   auto copySlice = [&](int s, Index k0, bool any) {
     if (any) {
-      // Thread t copies column k0 + t of every row: a warp copies 32 consecutive k of one row.
-      const Index col = k0 + tid;
-      const bool colInside = col < inner;
-      const double* src = a + row0 * inner + col;
-#pragma unroll 8
-      for (int r = 0; r < kNarrowRows; ++r) {
-        const bool valid = colInside && row0 + r < rows;
-        copyAsync(&tileA[s][r][tid], valid ? src + r * inner : a, valid);
+#pragma unroll
+      for (int c = 0; c < N::kCopiesA; ++c) {
+        const int e = tid + c * kNarrowThreads;
+        const int r = e / N::kDepth, k = e % N::kDepth;
+        const Index row = row0 + r, col = k0 + k;
+        const bool valid = row < rows && col < inner;
+        copyAsync(&tileA[s * N::kStageA + r * N::kLd + k], valid ? a + row * inner + col : a, valid);
       }
       // Rows k0 .. k0 + depth - 1 of b are one contiguous run of depth * Cols doubles.
       const Index left = inner - k0;
-      const int count = (left < kNarrowDepth ? static_cast<int>(left) : kNarrowDepth) * Cols;
-      for (int e = tid; e < kNarrowDepth * Cols; e += kNarrowRows) {
+      const int count = (left < N::kDepth ? static_cast<int>(left) : N::kDepth) * Cols;
+      for (int e = tid; e < N::kStageB; e += kNarrowThreads) {
         const bool valid = e < count;
-        copyAsync(&tileB[s][e], valid ? b + k0 * Cols + e : b, valid);
+        copyAsync(&tileB[s * N::kStageB + e], valid ? b + k0 * Cols + e : b, valid);
       }
     }
     commitCopies();
@@ -213,39 +231,53 @@ __global__ void __launch_bounds__(kNarrowRows)
   double acc[Cols];
 #pragma unroll
   for (int j = 0; j < Cols; ++j) acc[j] = 0.0;
-  const Index slices = (inner + kNarrowDepth - 1) / kNarrowDepth;
+  const Index slices = (inner + N::kDepth - 1) / N::kDepth;
 #pragma unroll
-  for (int p = 0; p < kNarrowStages - 1; ++p) copySlice(p, p * kNarrowDepth, p < slices);
+  for (int p = 0; p < kNarrowStages - 1; ++p) copySlice(p, p * N::kDepth, p < slices);
   for (Index t = 0; t < slices; ++t) {
-    // Slice t + 2 goes into the stage slice t - 1 used (everyone left it at the last barrier).
+    // Slice t + stages - 1 goes into the stage slice t - 1 used (everyone left it at the last barrier).
     const Index next = t + kNarrowStages - 1;
-    copySlice(static_cast<int>(next % kNarrowStages), next * kNarrowDepth, next < slices);
+    copySlice(static_cast<int>(next % kNarrowStages), next * N::kDepth, next < slices);
     waitCopies<kNarrowStages - 1>();  // slice t has landed (this thread's copies)
     __syncthreads();                  // ... and everyone's
-    const int s = static_cast<int>(t % kNarrowStages);
-    const Index left = inner - t * kNarrowDepth;
-    const int depth = left < kNarrowDepth ? static_cast<int>(left) : kNarrowDepth;
-    const double* myRow = tileA[s][tid];
-    const double* bs = tileB[s];
-    for (int k = 0; k < depth; ++k) {
-      const double av = myRow[k];
+    if (tid < Rows) {
+      const int s = static_cast<int>(t % kNarrowStages);
+      const Index left = inner - t * N::kDepth;
+      const int depth = left < N::kDepth ? static_cast<int>(left) : N::kDepth;
+      const double* myRow = tileA + s * N::kStageA + tid * N::kLd;
+      const double* bs = tileB + s * N::kStageB;
+#pragma unroll 8
+      for (int k = 0; k < depth; ++k) {
+        const double av = myRow[k];
 #pragma unroll
-      for (int j = 0; j < Cols; ++j) acc[j] = __dadd_rn(acc[j], __dmul_rn(av, bs[k * Cols + j]));
+        for (int j = 0; j < Cols; ++j) acc[j] = __dadd_rn(acc[j], __dmul_rn(av, bs[k * Cols + j]));
+      }
     }
     __syncthreads();
   }
   const Index row = row0 + tid;
-  if (row < rows) {
+  if (tid < Rows && row < rows) {
 #pragma unroll
     for (int j = 0; j < Cols; ++j) out[row * Cols + j] = acc[j];
   }
 }
 
+template <int Cols, int Rows>
+cudaError_t launchNarrowRows(double* out, const double* a, const double* b, Index rows, Index inner) {
+  using N = Narrow<Cols, Rows>;
+  // More than the default 48 KB of dynamic shared memory needs the kernel's consent, asked once.
+  static const cudaError_t optIn = cudaFuncSetAttribute(
+      narrowMatMulKernel<Cols, Rows>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(N::kSharedBytes));
+  if (optIn != cudaSuccess) return optIn;
+  narrowMatMulKernel<Cols, Rows>
+      <<<static_cast<unsigned>((rows + Rows - 1) / Rows), kNarrowThreads, N::kSharedBytes>>>(out, a, b, rows, inner);
+  return cudaGetLastError();
+}
+
 template <int Cols>
 cudaError_t launchNarrow(double* out, const double* a, const double* b, Index rows, Index inner) {
-  narrowMatMulKernel<Cols><<<static_cast<unsigned>((rows + kNarrowRows - 1) / kNarrowRows), kNarrowRows>>>(
-      out, a, b, rows, inner);
-  return cudaGetLastError();
+  if (rows >= kNarrowTallRows) return launchNarrowRows<Cols, 16>(out, a, b, rows, inner);
+  return launchNarrowRows<Cols, 4>(out, a, b, rows, inner);
 }
 
 // Products with few rows: out (rows x cols), rows <= 8 (a row vector times a matrix). The mirror

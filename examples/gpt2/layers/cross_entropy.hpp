@@ -48,9 +48,7 @@ osprey::Result<CrossEntropyOut<H>> crossEntropyForward(H& h, const Buf<H>& logit
   const osprey::View ev = e.view();
   auto rowSums = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
     const osprey::Int off = osprey::Int(n) * Vi;
-    osprey::Scalar acc = 0.0;
-    for (osprey::Int v = 0; v < Vi; ++v) acc = acc + ev[off + v];
-    return acc;
+    return orderedSum(Vi, [&](osprey::Int v) { return ev[off + v]; });
   }));
   const osprey::View sv = rowSums.view();
   auto probs = OSPREY_TRY(h.build(NV, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {

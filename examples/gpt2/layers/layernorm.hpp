@@ -10,6 +10,7 @@
 #pragma once
 
 #include "gpt2/layers/common.hpp"
+#include "gpt2/layers/ordered_sum.hpp"
 
 namespace gpt2 {
 
@@ -28,28 +29,6 @@ struct LayerNormGrads {
   Buf<H> dw;  // (C)
   Buf<H> db;  // (C)
 };
-
-// The row statistics' sequential sums: term(x[start]), term(x[start+1]), ... added in order from
-// 0.0, with the loads issued eight at a time ahead of the additions. The additions and their order
-// are those of the plain loop; what changes is that one GPU thread no longer waits for each global
-// load before issuing the next (decoding's LayerNorm has one row: one thread ran 768 dependent
-// loads, two thirds of a decoded token's GPU time). The caller has checked that
-// [start, start + count) lies in x, so the loop's own index arithmetic cannot overflow.
-inline constexpr osprey::Index kRowLoadsAhead = 8;
-
-template <class Term>
-OSPREY_INLINE osprey::Scalar rowSum(osprey::View x, osprey::Index start, osprey::Index count, Term term) {
-  const osprey::Scalar* p = x.data + start;
-  osprey::Scalar acc = 0.0;
-  osprey::Index c = 0;
-  for (; c + kRowLoadsAhead <= count; c += kRowLoadsAhead) {
-    osprey::Scalar v[kRowLoadsAhead];
-    for (osprey::Index j = 0; j < kRowLoadsAhead; ++j) v[j] = p[c + j];
-    for (osprey::Index j = 0; j < kRowLoadsAhead; ++j) acc = acc + term(v[j]);
-  }
-  for (; c < count; ++c) acc = acc + term(p[c]);
-  return acc;
-}
 
 // The terms: the value itself (the mean's sum), and its squared deviation from the mean.
 struct RowValue {
@@ -127,16 +106,13 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
     const auto [n, which] = divMod(osprey::Int(i), 2);
     const osprey::Int row = n * Ci;
     const osprey::Scalar m = mv[n], s = rv[n];
-    osprey::Scalar acc = 0.0;
-    for (osprey::Int c = 0; c < Ci; ++c) {
+    const bool meanOfDnorm = which == 0;  // (a structured binding cannot be captured before C++20's fix)
+    const osprey::Scalar acc = orderedSum(Ci, [&](osprey::Int c) -> osprey::Scalar {
       const osprey::Scalar dnorm = wv[c] * dv[row + c];
-      if (which == 0) {
-        acc = acc + dnorm;
-      } else {
-        const osprey::Scalar norm = (xv[row + c] - m) * s;
-        acc = acc + dnorm * norm;
-      }
-    }
+      if (meanOfDnorm) return dnorm;
+      const osprey::Scalar norm = (xv[row + c] - m) * s;
+      return dnorm * norm;
+    });
     return acc / Cs;
   }));
   const osprey::View sv = stats.view();
@@ -148,18 +124,14 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
     return ((dnorm - sv[n * 2]) - norm * sv[n * 2 + 1]) * s;
   }));
   auto dw = OSPREY_TRY(h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar {
-    osprey::Scalar acc = 0.0;
-    for (osprey::Int n = 0; n < Ni; ++n) {
+    return orderedSum(Ni, [&](osprey::Int n) -> osprey::Scalar {
       const osprey::Int i = n * Ci + c;
       const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
-      acc = acc + norm * dv[i];
-    }
-    return acc;
+      return norm * dv[i];
+    });
   }));
   auto db = OSPREY_TRY(h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar {
-    osprey::Scalar acc = 0.0;
-    for (osprey::Int n = 0; n < Ni; ++n) acc = acc + dv[n * Ci + c];
-    return acc;
+    return orderedSum(Ni, [&](osprey::Int n) { return dv[n * Ci + c]; });
   }));
   return LayerNormGrads<H>{std::move(dx), std::move(dw), std::move(db)};
 }

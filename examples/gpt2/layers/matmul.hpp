@@ -15,6 +15,7 @@
 #pragma once
 
 #include "gpt2/layers/common.hpp"
+#include "gpt2/layers/ordered_sum.hpp"
 
 namespace gpt2 {
 
@@ -82,9 +83,7 @@ osprey::Result<MatmulGrads<H>> matmulBackward(H& h, const Buf<H>& dout, const Bu
   const osprey::Int Ni = N;
   auto dbias = OSPREY_TRY(h.build(OC, [=] OSPREY_FN(osprey::Index o) -> osprey::Scalar {
     const osprey::Int row = osprey::Int(o) * Ni;
-    osprey::Scalar acc = 0.0;
-    for (osprey::Int n = 0; n < Ni; ++n) acc = acc + dtv[row + n];
-    return acc;
+    return orderedSum(Ni, [&](osprey::Int n) { return dtv[row + n]; });
   }));
   return MatmulGrads<H>{std::move(dx), std::move(dw), std::move(dbias)};
 }

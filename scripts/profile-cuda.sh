@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Where the cuda device's GPU time goes, by kernel: Nsight Compute's duration of every kernel of
+# a short 124M decode and of one 124M exact training step (B=4, T=1024), summed by kernel name.
+#
+#   scripts/profile-cuda.sh [decode|train|all]     (after scripts/gpu-check.sh build)
+#
+# Environment: BUILD_DIR (default build-gpu), OUT (summaries copied to $OUT/profile/ when set),
+# DECODE_TOKENS (default 6), TRAIN_BATCH / TRAIN_SEQ (default 4 / 1024).
+# ncu runs with --clock-control none (the device notes ask that clocks be left alone).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build-gpu}
+[[ $build = /* ]] || build=$root/$build
+gpt2=$build/examples/gpt2/osprey-gpt2
+what=${1:-all}
+dir=$build/profile
+mkdir -p "$dir"
+[[ -x $gpt2 ]] || { echo "profile-cuda: $gpt2 is missing; run scripts/gpu-check.sh build first" >&2; exit 2; }
+command -v ncu >/dev/null || { echo "profile-cuda: ncu is not on PATH" >&2; exit 2; }
+data=${OSPREY_TRAIN_DATA:-$root/.cache/tinyshakespeare.txt}
+ncu_args=(--clock-control none --csv --metrics gpu__time_duration.sum --launch-count "${LAUNCH_COUNT:-4000}")
+
+profile() {  # profile NAME -- command...
+  local name=$1; shift; shift
+  echo "== $name: $*"
+  local start=$SECONDS
+  ncu "${ncu_args[@]}" "$@" > "$dir/$name.csv" 2> "$dir/$name.err" || { echo "ncu failed:"; tail -5 "$dir/$name.err"; }
+  echo "(${name}: $((SECONDS - start)) s under ncu)"
+  python3 "$root/tools/profile/kernel_times.py" "$dir/$name.csv" --top 30 | tee "$dir/$name.txt"
+}
+
+if [[ $what = decode || $what = all ]]; then
+  profile decode -- "$gpt2" generate --preset 124M --prompt "The capital of France is" \
+    --tokens "${DECODE_TOKENS:-6}" --backend gpu --device cuda
+fi
+if [[ $what = train || $what = all ]]; then
+  profile train -- "$gpt2" train-step --preset 124M --data "$data" --batch "${TRAIN_BATCH:-4}" \
+    --seq "${TRAIN_SEQ:-1024}" --backend gpu --device cuda
+fi
+if [[ -n ${OUT:-} ]]; then mkdir -p "$OUT/profile" && cp "$dir"/*.txt "$OUT/profile/" 2>/dev/null; fi
+exit 0
