@@ -24,6 +24,15 @@
 #define OSPREY_DEVICE_PASS 0
 #endif
 
+// Unroll the next loop fully in device code, so a small array it fills stays in registers (a GPU
+// thread cannot index registers at run time; a loop left rolled spills the array to memory). Host
+// compilers keep their own judgement.
+#if defined(__CUDA_ARCH__)
+#define OSPREY_UNROLL _Pragma("unroll")
+#else
+#define OSPREY_UNROLL
+#endif
+
 #include <cstdint>
 
 namespace osprey {

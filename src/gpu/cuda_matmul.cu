@@ -163,36 +163,45 @@ __global__ void __launch_bounds__(Tiling<BM, BN, BK, TM, TN>::kThreads)
 // Products with few columns: out (rows x cols) = a (rows x inner) * b (inner x cols), cols <= 8.
 // This is the shape of one-token decoding: the model computes x · W as Wᵀ · xᵀ (gpt2/model.hpp),
 // so a weight matrix held transposed (OC x IC) is `a` and the token's activations, one column
-// per token, are `b`. Streaming `a` once is the whole cost (2 FLOPs per 8 bytes), and each output
-// is one sequential chain of `inner` additions, so the kernel spreads rows thin and bytes deep:
-// a block of kNarrowThreads threads owns only Rows rows, every thread helps copy kNarrowSlice
-// elements of those rows per stage (a warp copies 32 consecutive k of one row), and
-// kNarrowStages - 1 stages are in flight ahead of the arithmetic. Thread r < Rows then walks k
-// upward through its row of the stage: every output is still one thread's chain
-// (0.0 + a[i][0]*b[0][j]) + ..., in k order, rounded as the host does.
-//
-// Why thin: a 768 x 3072 weight (the MLP's projection) held by 32-row blocks is 24 blocks for 132
-// multiprocessors, each pulling 786 KB through one multiprocessor with 16 KB in flight (0.05
-// TFLOP/s, 5% of copy bandwidth). Four rows per block make 192 blocks with 24 KB in flight each.
-// Tall products (the lm head's 50257 rows) have blocks to spare and take 16 rows per block, so
-// fewer threads sit idle while the chains run.
+// per token, are `b`. Two things bound it: streaming `a` once (2 FLOPs per 8 bytes), and each
+// output being one sequential chain of `inner` dependent additions (8 cycles each on an H200, so
+// 3072 of them take 12 µs however the rest is arranged). The kernel is built so that the chain
+// is all that is left:
+//   * rows are spread thin: a block owns only Rows rows, so a 768-row weight is 192 blocks, not
+//     24 (with 32-row blocks, each multiprocessor pulled 786 KB with 16 KB in flight);
+//   * warp 0 adds; warps 1-3 copy kNarrowSlice elements of the block's rows per stage (a warp
+//     copies 32 consecutive k of one row) kNarrowStages - 1 stages ahead, and, for one column,
+//     also form the products a[i][k] * b[k] in place, one stage ahead of the additions;
+//   * lanes r < Rows of warp 0 then only load products (16 at a time, two per 16-byte load)
+//     and add them, k ascending.
+// Every output is still (0.0 + a[i][0]*b[0][j]) + a[i][1]*b[1][j] + ..., each product and each
+// sum rounded once, in k order: the host's chain, bit for bit. With several columns the adding
+// lanes form the products themselves (their Cols chains interleave, which hides the latency).
 constexpr int kNarrowCols = 8;      // at most this many columns take this path
-constexpr int kNarrowThreads = 128;  // threads per block (all copy; Rows of them add)
+constexpr int kNarrowThreads = 128;  // warp 0 adds; warps 1-3 copy (and multiply)
+constexpr int kNarrowCopiers = kNarrowThreads - 32;
 constexpr int kNarrowSlice = 1024;   // elements of `a` per stage: Rows x depth
 constexpr int kNarrowStages = 4;     // stages in flight
 constexpr Index kNarrowTallRows = 16384;  // from here on, 16 rows per block
+constexpr int kNarrowAddAhead = 16;  // products loaded ahead of their additions
 
 template <int Cols, int Rows>
 struct Narrow {
   static constexpr int kDepth = kNarrowSlice / Rows;  // k per stage
-  static constexpr int kLd = kDepth + 1;  // odd row stride: the adding threads' rows fall on different banks
+  // Even (rows stay 16-byte aligned) and 4 banks apart: the adding lanes' 16-byte loads of their
+  // own rows do not conflict.
+  static constexpr int kLd = kDepth + 2;
   static constexpr int kStageA = Rows * kLd;
   static constexpr int kStageB = kDepth * Cols;
-  static constexpr int kCopiesA = kNarrowSlice / kNarrowThreads;
   static constexpr size_t kSharedBytes = sizeof(double) * kNarrowStages * (kStageA + kStageB);
   static_assert(kNarrowSlice % Rows == 0 && kDepth % 32 == 0, "a warp copies 32 consecutive k of one row");
-  static_assert(kNarrowSlice % kNarrowThreads == 0 && Rows <= kNarrowThreads, "copies divide evenly");
+  static_assert(Rows <= 32 && kNarrowCopiers % 32 == 0, "one warp adds, whole warps copy");
 };
+
+// Named barrier 1 joins the copying warps only (barrier 0 is __syncthreads).
+__device__ __forceinline__ void copiersBarrier() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kNarrowCopiers) : "memory");
+}
 
 template <int Cols, int Rows>
 __global__ void __launch_bounds__(kNarrowThreads)
@@ -203,54 +212,93 @@ __global__ void __launch_bounds__(kNarrowThreads)
   double* tileA = narrowShared;                                // [stage][r][k]: a[row0 + r][k0 + k]
   double* tileB = narrowShared + kNarrowStages * N::kStageA;  // [stage][k][j]: b[k0 + k][j]
   const int tid = static_cast<int>(threadIdx.x);
+  const bool adder = tid < 32;
+  const int ctid = tid - 32;  // copier index, for warps 1-3
   const Index row0 = static_cast<Index>(blockIdx.x) * Rows;
+  const Index slices = (inner + N::kDepth - 1) / N::kDepth;
+  auto depthOf = [&](Index t) {
+    const Index left = inner - t * N::kDepth;
+    return left < N::kDepth ? static_cast<int>(left) : N::kDepth;
+  };
 
-  // Queue the copies of slice k0 into stage s (always one commit group, possibly empty, so the
-  // wait below can count groups).
-  auto copySlice = [&](int s, Index k0, bool any) {
-    if (any) {
-#pragma unroll
-      for (int c = 0; c < N::kCopiesA; ++c) {
-        const int e = tid + c * kNarrowThreads;
+  // Copiers: queue the copies of slice t into its stage (always one commit group, possibly empty,
+  // so the waits can count groups).
+  auto copySlice = [&](Index t) {
+    if (t < slices) {
+      const int s = static_cast<int>(t % kNarrowStages);
+      const Index k0 = t * N::kDepth;
+      for (int e = ctid; e < kNarrowSlice; e += kNarrowCopiers) {
         const int r = e / N::kDepth, k = e % N::kDepth;
         const Index row = row0 + r, col = k0 + k;
         const bool valid = row < rows && col < inner;
         copyAsync(&tileA[s * N::kStageA + r * N::kLd + k], valid ? a + row * inner + col : a, valid);
       }
       // Rows k0 .. k0 + depth - 1 of b are one contiguous run of depth * Cols doubles.
-      const Index left = inner - k0;
-      const int count = (left < N::kDepth ? static_cast<int>(left) : N::kDepth) * Cols;
-      for (int e = tid; e < N::kStageB; e += kNarrowThreads) {
+      const int count = depthOf(t) * Cols;
+      for (int e = ctid; e < N::kStageB; e += kNarrowCopiers) {
         const bool valid = e < count;
         copyAsync(&tileB[s * N::kStageB + e], valid ? b + k0 * Cols + e : b, valid);
       }
     }
     commitCopies();
   };
+  // Copiers: once slice t has landed (every copier's part), and with one column, replace each
+  // a[i][k] by the product a[i][k] * b[k], rounded as the adding loop would round it.
+  auto landSlice = [&](Index t) {
+    waitCopies<kNarrowStages - 2>();
+    copiersBarrier();
+    if constexpr (Cols == 1) {
+      if (t < slices) {
+        const int s = static_cast<int>(t % kNarrowStages);
+        for (int e = ctid; e < kNarrowSlice; e += kNarrowCopiers) {
+          const int r = e / N::kDepth, k = e % N::kDepth;
+          double* p = &tileA[s * N::kStageA + r * N::kLd + k];
+          *p = __dmul_rn(*p, tileB[s * N::kStageB + k]);
+        }
+      }
+    }
+  };
 
   double acc[Cols];
 #pragma unroll
   for (int j = 0; j < Cols; ++j) acc[j] = 0.0;
-  const Index slices = (inner + N::kDepth - 1) / N::kDepth;
-#pragma unroll
-  for (int p = 0; p < kNarrowStages - 1; ++p) copySlice(p, p * N::kDepth, p < slices);
+
+  if (!adder) {
+    for (int p = 0; p < kNarrowStages - 1; ++p) copySlice(p);
+    landSlice(0);  // waits until at most stages - 2 groups (slices 1 ..) are pending
+  }
+  __syncthreads();
   for (Index t = 0; t < slices; ++t) {
-    // Slice t + stages - 1 goes into the stage slice t - 1 used (everyone left it at the last barrier).
-    const Index next = t + kNarrowStages - 1;
-    copySlice(static_cast<int>(next % kNarrowStages), next * N::kDepth, next < slices);
-    waitCopies<kNarrowStages - 1>();  // slice t has landed (this thread's copies)
-    __syncthreads();                  // ... and everyone's
-    if (tid < Rows) {
-      const int s = static_cast<int>(t % kNarrowStages);
-      const Index left = inner - t * N::kDepth;
-      const int depth = left < N::kDepth ? static_cast<int>(left) : N::kDepth;
+    const int s = static_cast<int>(t % kNarrowStages);
+    if (!adder) {
+      // Slice t + stages - 1 goes into the stage slice t - 1 used (the adders left it at the last
+      // barrier); slice t + 1 is landed and multiplied while the adders walk slice t.
+      copySlice(t + kNarrowStages - 1);
+      landSlice(t + 1);
+    } else if (tid < Rows) {
+      const int depth = depthOf(t);
       const double* myRow = tileA + s * N::kStageA + tid * N::kLd;
-      const double* bs = tileB + s * N::kStageB;
-#pragma unroll 8
-      for (int k = 0; k < depth; ++k) {
-        const double av = myRow[k];
+      if constexpr (Cols == 1) {
+        int k = 0;
+        for (; k + kNarrowAddAhead <= depth; k += kNarrowAddAhead) {
+          double2 v[kNarrowAddAhead / 2];
 #pragma unroll
-        for (int j = 0; j < Cols; ++j) acc[j] = __dadd_rn(acc[j], __dmul_rn(av, bs[k * Cols + j]));
+          for (int q = 0; q < kNarrowAddAhead / 2; ++q) v[q] = reinterpret_cast<const double2*>(myRow + k)[q];
+#pragma unroll
+          for (int q = 0; q < kNarrowAddAhead / 2; ++q) {
+            acc[0] = __dadd_rn(acc[0], v[q].x);
+            acc[0] = __dadd_rn(acc[0], v[q].y);
+          }
+        }
+        for (; k < depth; ++k) acc[0] = __dadd_rn(acc[0], myRow[k]);
+      } else {
+        const double* bs = tileB + s * N::kStageB;
+#pragma unroll 4
+        for (int k = 0; k < depth; ++k) {
+          const double av = myRow[k];
+#pragma unroll
+          for (int j = 0; j < Cols; ++j) acc[j] = __dadd_rn(acc[j], __dmul_rn(av, bs[k * Cols + j]));
+        }
       }
     }
     __syncthreads();

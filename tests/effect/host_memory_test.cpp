@@ -30,7 +30,9 @@ TEST(HostMemory, SizeClassesWasteAtMostAnEighth) {
   for (std::size_t bytes = 1; bytes < (std::size_t{1} << 26); bytes = bytes * 3 / 2 + 7) {
     const std::size_t c = sizeClass(bytes);
     EXPECT_GE(c, bytes);
-    if (bytes > 4096) EXPECT_LE(c - bytes, bytes / 8) << bytes;
+    if (bytes > 4096) {
+      EXPECT_LE(c - bytes, bytes / 8) << bytes;
+    }
     EXPECT_EQ(sizeClass(c), c) << "a class is its own class";
   }
 }

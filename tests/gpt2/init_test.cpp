@@ -43,9 +43,11 @@ TEST(Gpt2Init, SameSeedSameBitsDifferentSeedDifferentBits) {
   EXPECT_FALSE(sameBits(a, c));
   EXPECT_TRUE(checkShapes(a, "init").ok());
   // Every drawn tensor differs under another seed (not just one of them).
-  for (std::size_t i = 0; i < a.tensors.size(); ++i)
-    if (momentsOf(a.tensors[i].values).stddev > 0)
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    if (momentsOf(a.tensors[i].values).stddev > 0) {
       EXPECT_NE(a.tensors[i].values, c.tensors[i].values) << parameterSpecs(kGpt2Tiny)[i].name;
+    }
+  }
 }
 
 TEST(Gpt2Init, DistributionsAreGpt2s) {
