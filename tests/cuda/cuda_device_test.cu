@@ -387,11 +387,11 @@ struct Shape {
   Index rows, inner, cols;
 };
 
-// Around every tiling's edges (64 x 64 and 128 x 128 tiles, 8-deep k slices, 4 and 8 outputs per
-// thread in each direction; the few-rows kernel's 64-column blocks and 16-deep slices, with 1 to
-// 8 rows; the few-columns kernel's 32-row blocks and 32-deep slices, with 1 to 8 columns), empty
-// products, and a few with enough 128-tiles to take the large tiling on any GPU up to 132
-// multiprocessors.
+// Around every tiling's edges (32 x 32, 64 x 64 and 128 x 128 tiles, 8-deep k slices, 2, 4 and 8
+// outputs per thread in each direction; the few-rows kernel's 64-column blocks and 16-deep slices,
+// with 1 to 8 rows; the few-columns kernel's 4-row blocks with 256-deep stages and, from 16384
+// rows, 16-row blocks with 64-deep stages, with 1 to 8 columns), empty products, and a few with
+// enough 128-tiles to take the large tiling on any GPU up to 132 multiprocessors.
 constexpr Shape kShapes[] = {
     {1, 1, 1},     {2, 3, 4},      {7, 13, 5},     {8, 8, 8},       {9, 9, 9},       {1, 768, 2304},
     {3, 1000, 5},  {63, 7, 65},    {64, 64, 64},   {65, 65, 65},    {127, 9, 129},   {128, 8, 128},
@@ -405,6 +405,13 @@ constexpr Shape kShapes[] = {
     {8, 1, 1},     {2, 5, 1},      {33, 31, 1},    {32, 32, 2},     {65, 33, 3},     {64, 64, 4},
     {31, 65, 5},   {100, 7, 6},    {97, 95, 7},    {129, 96, 8},    {9, 33, 8},      {768, 3072, 1},
     {2304, 768, 1}, {3072, 768, 2}, {1000, 0, 3},  {50, 1, 8},
+    // few columns: partial 4-row blocks and partial 256-deep stages; the 16-row tall path
+    {5, 257, 1},   {6, 511, 1},    {7, 1023, 2},   {9, 2049, 1},    {13, 255, 8},    {16385, 65, 1},
+    {16400, 63, 3}, {16387, 129, 1},
+    // an attention head's products: T x T x hs (32 x 32 tiles) and T x hs x T (64 x 64); small 32 x 32
+    {1024, 1024, 64}, {1024, 64, 1024}, {33, 100, 31},  {97, 3, 65},
+    // 64 x 64 tiles with partial edges (too few 128-tiles, enough 64-tiles)
+    {520, 33, 600}, {700, 65, 450},
 };
 
 // Wide dynamic range, so a product summed in another order, or a fused multiply-add, shows.

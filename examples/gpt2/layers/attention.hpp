@@ -9,11 +9,14 @@
 //   att[t2]  = exp(pre[t2] - m) / (sum_t2 exp(pre[t2] - m))   t2 <= t; att = 0 for t2 > t
 //   out[t][i] = sum_t2 att[t2] * v[t2][i]                     (t2 ascending, from 0.0)
 //
+// The sums over i and over t2 are per-head matrix products taken from h.matMul
+// (attention_heads.hpp says why their bits equal the position-by-position sums written above).
 // attentionDecode computes the same thing for ONE new query against a cache of keys/values, with
 // the same helper functions (softmax_rows.hpp) in the same order, so its output is row t of
 // attentionForward bit for bit.
 #pragma once
 
+#include "gpt2/layers/attention_heads.hpp"
 #include "gpt2/layers/common.hpp"
 #include "gpt2/layers/softmax_rows.hpp"
 
@@ -44,17 +47,25 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   OSPREY_CHECK(checkLength(h, qkv, OSPREY_TRY(checkedProduct(L, {B, T, 3, C})), L, "qkv"));
   const osprey::Index R = OSPREY_TRY(checkedProduct(L, {B, NH, T}));  // softmax rows
   const osprey::Index RT = OSPREY_TRY(checkedProduct(L, {R, T}));
-  const osprey::View qv = qkv.view();
   const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs;
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
+  const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
+  // Where head bh = b*NH + hh of section s (0 q, 1 k, 2 v) starts in qkv.
+  const auto qkvBase = [=](osprey::Index bh, osprey::Int section) {
+    const osprey::Int b = osprey::Int(bh) / NHi, hh = osprey::Int(bh) % NHi;
+    return b * Ti * C3 + section * Ci + hh * HS;
+  };
 
+  // scores (B, NH, T, T): q · k over the head's channels, every (t, t2).
+  auto scores = OSPREY_TRY(heads::products(h, BH, T, hs, T,
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 0), C3, 1, T, hs); },
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 1), 1, C3, hs, T); }));
+  const osprey::View cv = scores.view();
   // pre (B, NH, T, T): scaled scores; 0 above the diagonal (never read).
   auto pre = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
-    const osprey::Int t = r % Ti, bh = r / Ti, hh = bh % NHi, b = bh / NHi;
-    if (t2 > t) return 0.0;
-    const osprey::Int qo = (b * Ti + t) * C3 + hh * HS, ko = (b * Ti + t2) * C3 + Ci + hh * HS;
-    return dot(qv, qo, qv, ko, HS) / sqrtHs;
+    if (t2 > r % Ti) return 0.0;
+    return cv[i] / sqrtHs;
   }));
   const osprey::View pv = pre.view();
   // stats (B, NH, T, 2): row max, then the sum of exp(pre - max).
@@ -71,14 +82,18 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
     if (t2 > r % Ti) return 0.0;
     return osprey::math::exp(pv[i] - sv[r * 2]) / sv[r * 2 + 1];
   }));
-  const osprey::View av = att.view();
+  // outHeads (B, NH, T, hs) = att · v per head (t2 ascending; att is 0 past the causal prefix).
+  const osprey::Int TT = Ti * Ti;
+  auto outHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs,
+      [&](osprey::Index bh) { return heads::gather(h, att, osprey::Int(bh) * TT, Ti, 1, T, T); },
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 2), C3, 1, T, hs); }));
+  const osprey::View ov = outHeads.view();
   auto out = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {B, T, C})),
                                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [bt, c] = divMod(osprey::Int(i), Ci);
     const auto [b, t] = divMod(bt, Ti);
-    const osprey::Int hh = c / HS;
-    const osprey::Int r = (b * NHi + hh) * Ti + t;
-    return dotStrided(av, r * Ti, qv, b * Ti * C3 + 2 * Ci + c, C3, t + 1);
+    const auto [hh, d] = divMod(c, HS);
+    return ov[((b * NHi + hh) * Ti + t) * HS + d];
   }));
   return AttentionOut<H>{std::move(out), std::move(att)};
 }
@@ -147,16 +162,27 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   const osprey::Index R = OSPREY_TRY(checkedProduct(L, {B, NH, T}));
   const osprey::Index RT = OSPREY_TRY(checkedProduct(L, {R, T}));
   OSPREY_CHECK(checkLength(h, att, RT, L, "att"));
-  const osprey::View dv = dout.view(), qv = qkv.view(), av = att.view();
-  const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs;
+  const osprey::View av = att.view();
+  const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs, TT = Ti * Ti;
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
+  const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
+  const auto qkvBase = [=](osprey::Index bh, osprey::Int section) {
+    const osprey::Int b = osprey::Int(bh) / NHi, hh = osprey::Int(bh) % NHi;
+    return b * Ti * C3 + section * Ci + hh * HS;
+  };
+  const auto doutBase = [=](osprey::Index bh) {
+    const osprey::Int b = osprey::Int(bh) / NHi, hh = osprey::Int(bh) % NHi;
+    return b * Ti * Ci + hh * HS;
+  };
+  const auto doutHead = [&](osprey::Index bh) { return heads::gather(h, dout, doutBase(bh), Ci, 1, T, hs); };
 
-  // datt (B, NH, T, T); 0 above the diagonal.
+  // datt (B, NH, T, T) = dout · vᵀ per head; 0 above the diagonal.
+  auto dattFull = OSPREY_TRY(heads::products(h, BH, T, hs, T, doutHead,
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 2), 1, C3, hs, T); }));
+  const osprey::View fv = dattFull.view();
   auto datt = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
-    const osprey::Int t = r % Ti, bh = r / Ti, hh = bh % NHi, b = bh / NHi;
-    if (t2 > t) return 0.0;
-    return dot(dv, (b * Ti + t) * Ci + hh * HS, qv, (b * Ti + t2) * C3 + 2 * Ci + hh * HS, HS);
+    return t2 > r % Ti ? 0.0 : fv[i];
   }));
   const osprey::View gv = datt.view();
   // rowDot (B, NH, T): sum_t2 att * datt over the row's causal prefix.
@@ -170,23 +196,26 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
     if (t2 > r % Ti) return 0.0;
     return (av[i] * (gv[i] - rv[r])) / sqrtHs;
   }));
-  const osprey::View sv = dscore.view();
+  // Per head, (B, NH, T, hs) each:
+  //   dq = dscore · k        dk = dscoreᵀ · q        dv = attᵀ · dout
+  auto dq = OSPREY_TRY(heads::products(h, BH, T, T, hs,
+      [&](osprey::Index bh) { return heads::gather(h, dscore, osprey::Int(bh) * TT, Ti, 1, T, T); },
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 1), C3, 1, T, hs); }));
+  auto dk = OSPREY_TRY(heads::products(h, BH, T, T, hs,
+      [&](osprey::Index bh) { return heads::gather(h, dscore, osprey::Int(bh) * TT, 1, Ti, T, T); },
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 0), C3, 1, T, hs); }));
+  auto dvHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs,
+      [&](osprey::Index bh) { return heads::gather(h, att, osprey::Int(bh) * TT, 1, Ti, T, T); }, doutHead));
+  const osprey::View qg = dq.view(), kg = dk.view(), vg = dvHeads.view();
   return h.build(OSPREY_TRY(checkedProduct(L, {B, T, 3, C})),
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [bt, col] = divMod(osprey::Int(i), C3);
     const auto [b, t] = divMod(bt, Ti);
-    const osprey::Int section = col / Ci, c = col % Ci, hh = c / HS;
-    const osprey::Int row0 = (b * NHi + hh) * Ti;  // row (b, hh, 0) of the (T, T) matrices
-    if (section == 0) {  // dq[t][c] = sum_{t2<=t} dscore[t][t2] * k[t2][c]
-      return dotStrided(sv, (row0 + t) * Ti, qv, b * Ti * C3 + Ci + c, C3, t + 1);
-    }
-    // dk / dv at position t: sum over later queries t1 = t .. T-1, reading column t.
-    const osprey::Int count = Ti - t;
-    if (section == 1) {  // dk[t][c] = sum_{t1>=t} dscore[t1][t] * q[t1][c]
-      return dotStrided2(sv, (row0 + t) * Ti + t, Ti, qv, bt * C3 + c, C3, count);
-    }
-    // dv[t][c] = sum_{t1>=t} att[t1][t] * dout[t1][c]
-    return dotStrided2(av, (row0 + t) * Ti + t, Ti, dv, bt * Ci + c, Ci, count);
+    const auto [section, c] = divMod(col, Ci);
+    const auto [hh, d] = divMod(c, HS);
+    const osprey::Int at = ((b * NHi + hh) * Ti + t) * HS + d;
+    if (section == 0) return qg[at];
+    return section == 1 ? kg[at] : vg[at];
   });
 }
 

@@ -14,13 +14,6 @@ OSPREY_INLINE osprey::Scalar dotStrided(osprey::View a, osprey::Int ao, osprey::
   return orderedSum(count, [&](osprey::Int j) { return a[ao + j] * b[bo + j * bStride]; });
 }
 
-// sum_j a[ao + j*aStride] * b[bo + j*bStride] for j in [0, count), ascending from 0.0.
-OSPREY_INLINE osprey::Scalar dotStrided2(osprey::View a, osprey::Int ao, osprey::Int aStride,
-                                         osprey::View b, osprey::Int bo, osprey::Int bStride,
-                                         osprey::Int count) {
-  return orderedSum(count, [&](osprey::Int j) { return a[ao + j * aStride] * b[bo + j * bStride]; });
-}
-
 // sum_j a[ao + j] * b[bo + j] for j in [0, count), ascending from 0.0.
 OSPREY_INLINE osprey::Scalar dot(osprey::View a, osprey::Int ao, osprey::View b, osprey::Int bo,
                                  osprey::Int count) {

@@ -1,0 +1,94 @@
+// Attention's per-head matrix products, through the effect's matMul.
+//
+// Every attention sum over a head's channels or positions is a matrix product with the contract's
+// order (k ascending from 0.0), so attention.hpp takes its scores, its outputs and their gradients
+// from h.matMul, one (batch, head) at a time, instead of one thread walking each dot product in
+// global memory: on the cuda device a 1024-position step spent half its time in those walks.
+//
+// Why the bits do not move: a product over a full row of T positions adds, beyond a causal row's
+// t+1 real terms, products with the zeros that att and dscore hold above the diagonal (or, for
+// dk and dv, below the first real term). Those products are ±0.0, and a sum that starts at +0.0
+// is never -0.0 (x + y rounds to -0.0 only when both are -0.0), so adding ±0.0 leaves it exactly
+// as it was. This holds for finite activations; an infinite or NaN value times such a zero is
+// NaN, where the position-by-position sums never read it: a run that is already non-finite.
+//
+// Layout: a head's block is gathered into its own row-major buffer (the product's operand), the
+// products of all B*NH heads are joined in (batch, head) order into one (B, NH, rows, cols)
+// buffer, a join of at most kJoinFan parts per build.
+#pragma once
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "gpt2/layers/common.hpp"
+
+namespace gpt2::heads {
+
+// One head's block as its own (rows, cols) buffer: element (r, c) = src[base + r*rowStride +
+// c*colStride]. Strides of 1 and of the source's row width read a block or its transpose.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> gather(H& h, const Buf<H>& src, osprey::Int base, osprey::Int rowStride,
+                              osprey::Int colStride, osprey::Index rows, osprey::Index cols) {
+  const osprey::View sv = src.view();
+  const osprey::Int C = cols;
+  return h.build(OSPREY_TRY(checkedProduct("attention head", {rows, cols})),
+                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [r, c] = divMod(osprey::Int(i), C);
+    return sv[base + r * rowStride + c * colStride];
+  });
+}
+
+inline constexpr int kJoinFan = 8;
+struct JoinViews {
+  osprey::View part[kJoinFan];
+};
+
+// parts[0] | parts[1] | ... as one buffer. Every part has the same length except perhaps the last
+// (shorter), which is what the products and every level of the join produce.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> join(H& h, std::vector<Buf<H>> parts) {
+  if (parts.empty()) return h.build(0, [] OSPREY_FN(osprey::Index) -> osprey::Scalar { return 0.0; });
+  while (parts.size() > 1) {
+    std::vector<Buf<H>> next;
+    for (std::size_t g = 0; g < parts.size(); g += kJoinFan) {
+      const std::size_t count = std::min<std::size_t>(kJoinFan, parts.size() - g);
+      if (count == 1) {
+        next.push_back(std::move(parts[g]));
+        continue;
+      }
+      JoinViews views{};
+      osprey::Index total = 0;
+      for (std::size_t k = 0; k < count; ++k) {
+        views.part[k] = parts[g + k].view();
+        total += h.length(parts[g + k]);
+      }
+      const osprey::Int size = h.length(parts[g]);
+      auto joined = OSPREY_TRY(h.build(total, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+        const auto [p, j] = divMod(osprey::Int(i), size);
+        return views.part[p.raw()][j];
+      }));
+      next.push_back(std::move(joined));
+    }
+    parts = std::move(next);
+  }
+  return std::move(parts[0]);
+}
+
+// For each of `heads` heads, in order: left(head) (rows, inner) times right(head) (inner, cols);
+// the results joined as (heads, rows, cols).
+template <osprey::Tensor H, class Left, class Right>
+osprey::Result<Buf<H>> products(H& h, osprey::Index heads, osprey::Index rows, osprey::Index inner,
+                                osprey::Index cols, Left left, Right right) {
+  std::vector<Buf<H>> parts;
+  parts.reserve(static_cast<std::size_t>(heads));
+  for (osprey::Index head = 0; head < heads; ++head) {
+    auto l = OSPREY_TRY(left(head));
+    auto r = OSPREY_TRY(right(head));
+    auto product = OSPREY_TRY(h.matMul(l, r, rows, inner, cols));
+    parts.push_back(std::move(product));
+  }
+  return join(h, std::move(parts));
+}
+
+}  // namespace gpt2::heads
