@@ -146,7 +146,9 @@ void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index
   const Index strips = (rows + MR - 1) / MR;
   const Index colTiles = (cols + NR - 1) / NR;
   const Index kBlocks = std::max<Index>((inner + KC - 1) / KC, 1);
-  const bool parallel = rows * cols * std::max<Index>(inner, 1) > 32768;
+  // A product under about a million multiply-adds (an attention head's 64 x 64 x 64) takes tens of
+  // microseconds on one thread, no more than starting and joining a team twice.
+  const bool parallel = rows * cols * std::max<Index>(inner, 1) > (Index{1} << 20);
 
   // a packed as strips of MR rows, k-major: packedA[s][k][r] = a[s*MR + r][k] (0 past `rows`).
   // The buffer is the calling thread's and only grows: the lm head packs 100 MB per product, and

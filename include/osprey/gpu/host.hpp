@@ -172,7 +172,10 @@ class HostDevice {
     const char* env = std::getenv("OSPREY_HOST_CACHE_MB");
     if (env && *env) m_cacheLimit = std::strtoull(env, nullptr, 10) << 20;
   }
-  static constexpr Index kParallelThreshold = 4096;
+  // Below this many elements a kernel runs on the calling thread: starting and joining the team
+  // costs more than the work (attention's per-head gathers are 4096 elements each, a few thousand
+  // of them per training step).
+  static constexpr Index kParallelThreshold = 16384;
 
   std::mutex m_cacheLock;
   std::unordered_map<Scalar*, std::size_t> m_live;
