@@ -17,6 +17,7 @@
 #include "layers/layernorm_cases.hpp"
 #include "layers/matmul_cases.hpp"
 #include "layers/pointwise_cases.hpp"
+#include "layers/sum_cases.hpp"
 
 namespace gpt2::testing {
 
@@ -58,6 +59,10 @@ TYPED_TEST(LayerTest, CrossEntropyForwardMatchesLoop) { cross_entropy_cases::for
 TYPED_TEST(LayerTest, CrossEntropyUniformLogitsGiveLogV) { cross_entropy_cases::uniformLogitsGiveLogV(this->handler); }
 TYPED_TEST(LayerTest, CrossEntropyBackwardMatchesFiniteDifferences) { cross_entropy_cases::backwardMatchesFiniteDifferences(this->handler); }
 TYPED_TEST(LayerTest, CrossEntropyRejectsBadTargets) { cross_entropy_cases::rejectsBadTargets(this->handler); }
+
+TYPED_TEST(LayerTest, OrderedSumsEqualPlainLoops) { sum_cases::orderedSumsEqualPlainLoops(this->handler); }
+TYPED_TEST(LayerTest, HeadJoinConcatenates) { sum_cases::joinConcatenates(this->handler); }
+TYPED_TEST(LayerTest, HeadProductsEqualPlainProducts) { sum_cases::headProductsEqualPlainProducts(this->handler); }
 
 TYPED_TEST(LayerTest, AdamwThreeStepsMatchTorchFormula) { adamw_cases::threeStepsMatchTorchFormula(this->handler); }
 TYPED_TEST(LayerTest, AdamwFirstStepMovesByLearningRate) { adamw_cases::firstStepMovesByLearningRate(this->handler); }
