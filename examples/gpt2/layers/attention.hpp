@@ -50,16 +50,12 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs;
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
-  // Where head bh = b*NH + hh of section s (0 q, 1 k, 2 v) starts in qkv.
-  const auto qkvBase = [=](osprey::Index bh, osprey::Int section) {
-    const osprey::Int b = osprey::Int(bh) / NHi, hh = osprey::Int(bh) % NHi;
-    return b * Ti * C3 + section * Ci + hh * HS;
-  };
+  const heads::Layout qkvHeads{Ti, C3, NHi, HS};  // q at column 0, k at C, v at 2C
 
   // scores (B, NH, T, T): q · k over the head's channels, every (t, t2).
   auto scores = OSPREY_TRY(heads::products(h, BH, T, hs, T,
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 0), C3, 1, T, hs); },
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 1), 1, C3, hs, T); }));
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, 0), C3, 1, T, hs); },
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, Ci), 1, C3, hs, T); }));
   const osprey::View cv = scores.view();
   // pre (B, NH, T, T): scaled scores; 0 above the diagonal (never read).
   auto pre = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
@@ -86,7 +82,7 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   const osprey::Int TT = Ti * Ti;
   auto outHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs,
       [&](osprey::Index bh) { return heads::gather(h, att, osprey::Int(bh) * TT, Ti, 1, T, T); },
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 2), C3, 1, T, hs); }));
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, 2 * Ci), C3, 1, T, hs); }));
   const osprey::View ov = outHeads.view();
   auto out = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {B, T, C})),
                                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
@@ -166,19 +162,12 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs, TT = Ti * Ti;
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
-  const auto qkvBase = [=](osprey::Index bh, osprey::Int section) {
-    const osprey::Int b = osprey::Int(bh) / NHi, hh = osprey::Int(bh) % NHi;
-    return b * Ti * C3 + section * Ci + hh * HS;
-  };
-  const auto doutBase = [=](osprey::Index bh) {
-    const osprey::Int b = osprey::Int(bh) / NHi, hh = osprey::Int(bh) % NHi;
-    return b * Ti * Ci + hh * HS;
-  };
-  const auto doutHead = [&](osprey::Index bh) { return heads::gather(h, dout, doutBase(bh), Ci, 1, T, hs); };
+  const heads::Layout qkvHeads{Ti, C3, NHi, HS}, doutHeads{Ti, Ci, NHi, HS};
+  const auto doutHead = [&](osprey::Index bh) { return heads::gather(h, dout, doutHeads.base(bh, 0), Ci, 1, T, hs); };
 
   // datt (B, NH, T, T) = dout · vᵀ per head; 0 above the diagonal.
   auto dattFull = OSPREY_TRY(heads::products(h, BH, T, hs, T, doutHead,
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 2), 1, C3, hs, T); }));
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, 2 * Ci), 1, C3, hs, T); }));
   const osprey::View fv = dattFull.view();
   auto datt = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
@@ -200,10 +189,10 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   //   dq = dscore · k        dk = dscoreᵀ · q        dv = attᵀ · dout
   auto dq = OSPREY_TRY(heads::products(h, BH, T, T, hs,
       [&](osprey::Index bh) { return heads::gather(h, dscore, osprey::Int(bh) * TT, Ti, 1, T, T); },
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 1), C3, 1, T, hs); }));
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, Ci), C3, 1, T, hs); }));
   auto dk = OSPREY_TRY(heads::products(h, BH, T, T, hs,
       [&](osprey::Index bh) { return heads::gather(h, dscore, osprey::Int(bh) * TT, 1, Ti, T, T); },
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvBase(bh, 0), C3, 1, T, hs); }));
+      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, 0), C3, 1, T, hs); }));
   auto dvHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs,
       [&](osprey::Index bh) { return heads::gather(h, att, osprey::Int(bh) * TT, 1, Ti, T, T); }, doutHead));
   const osprey::View qg = dq.view(), kg = dk.view(), vg = dvHeads.view();

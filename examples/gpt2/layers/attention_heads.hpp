@@ -25,6 +25,16 @@
 
 namespace gpt2::heads {
 
+// Where head bh = b*NH + hh starts in a (B, T, width) activation whose heads are hs channels
+// wide from column `offset` (q, k, v sections of qkv; dout).
+struct Layout {
+  osprey::Int T, width, NH, hs;
+  osprey::Int base(osprey::Index bh, osprey::Int offset) const {
+    const osprey::Int b = osprey::Int(bh) / NH, hh = osprey::Int(bh) % NH;
+    return b * T * width + offset + hh * hs;
+  }
+};
+
 // One head's block as its own (rows, cols) buffer: element (r, c) = src[base + r*rowStride +
 // c*colStride]. Strides of 1 and of the source's row width read a block or its transpose.
 template <osprey::Tensor H>
