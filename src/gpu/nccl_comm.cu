@@ -27,6 +27,16 @@ struct NcclComm::State {
   bool aborted = false;
   Scalar* cell = nullptr;  // one double of device memory for allReduceMax, kept for the life of the
                            // communicator (it runs twice a training step; cudaFree syncs the device)
+
+  // The stream and the cell go with the state: on every early return from open() and after
+  // ~NcclComm has finalized or aborted the communicator (with the device still selected).
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() {
+    if (cell != nullptr) cudaFree(cell);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
 };
 
 namespace {
@@ -145,11 +155,7 @@ Result<std::unique_ptr<NcclComm>> NcclComm::open(int rank, int size, const NcclU
   OSPREY_CHECK(cudaChecked(cudaSetDevice(cudaDevice), fmt::format("NCCL rank {}: selecting CUDA device {}", rank,
                                                                   cudaDevice)));
   OSPREY_CHECK(cudaChecked(cudaStreamCreate(&state->stream), fmt::format("NCCL rank {}: creating a stream", rank)));
-  if (auto made = cudaChecked(cudaMalloc(&state->cell, sizeof(Scalar)), fmt::format("NCCL rank {}: one double", rank));
-      !made.ok()) {
-    cudaStreamDestroy(state->stream);
-    return made.error();
-  }
+  OSPREY_CHECK(cudaChecked(cudaMalloc(&state->cell, sizeof(Scalar)), fmt::format("NCCL rank {}: one double", rank)));
   ncclUniqueId raw{};
   std::copy(id.bytes.begin(), id.bytes.end(), std::begin(raw.internal));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -159,15 +165,11 @@ Result<std::unique_ptr<NcclComm>> NcclComm::open(int rank, int size, const NcclU
   const std::string what = fmt::format("joining the communicator as rank {} of {}", rank, size);
   if (r != ncclSuccess && r != ncclInProgress) {
     if (state->comm != nullptr) state->lib->commAbort(state->comm);
-    cudaFree(state->cell);
-    cudaStreamDestroy(state->stream);
     return Error{fmt::format("NCCL {}: {}", what, state->lib->getErrorString(r))};
   }
   auto joined = settle(*state, start, timeoutSeconds, what);
   if (!joined.ok()) {
     state->lib->commAbort(state->comm);
-    cudaFree(state->cell);
-    cudaStreamDestroy(state->stream);
     return joined.error();
   }
   return std::unique_ptr<NcclComm>(new NcclComm(rank, size, timeoutSeconds, std::move(state)));
@@ -190,8 +192,6 @@ NcclComm::~NcclComm() {
     else
       s.lib->commAbort(s.comm);
   }
-  cudaFree(s.cell);
-  cudaStreamDestroy(s.stream);
 }
 
 namespace {

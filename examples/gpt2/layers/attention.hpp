@@ -165,14 +165,10 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   const heads::Layout qkvHeads{Ti, C3, NHi, HS}, doutHeads{Ti, Ci, NHi, HS};
   const auto doutHead = [&](osprey::Index bh) { return heads::gather(h, dout, doutHeads.base(bh, 0), Ci, 1, T, hs); };
 
-  // datt (B, NH, T, T) = dout · vᵀ per head; 0 above the diagonal.
-  auto dattFull = OSPREY_TRY(heads::products(h, BH, T, hs, T, doutHead,
+  // datt (B, NH, T, T) = dout · vᵀ per head. Only the causal prefix of each row is read below, so
+  // the entries above the diagonal are left as the product made them.
+  auto datt = OSPREY_TRY(heads::products(h, BH, T, hs, T, doutHead,
       [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, 2 * Ci), 1, C3, hs, T); }));
-  const osprey::View fv = dattFull.view();
-  auto datt = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [r, t2] = divMod(osprey::Int(i), Ti);
-    return t2 > r % Ti ? 0.0 : fv[i];
-  }));
   const osprey::View gv = datt.view();
   // rowDot (B, NH, T): sum_t2 att * datt over the row's causal prefix.
   auto rowDot = OSPREY_TRY(h.build(R, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
