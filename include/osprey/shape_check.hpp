@@ -27,4 +27,25 @@ inline Result<void> checkMatMulShapes(Index lenA, Index lenB, Index rows, Index 
   return {};
 }
 
+// `batch` products of rows x inner by inner x cols stored one after another: a holds batch·rows·inner
+// elements, b batch·inner·cols. Returns the result's length, batch·rows·cols.
+inline Result<Index> checkBatchedMatMulShapes(Index lenA, Index lenB, Index batch, Index rows, Index inner,
+                                              Index cols) {
+  if (batch < 0 || rows < 0 || inner < 0 || cols < 0)
+    return Error{fmt::format("batched matMul: negative dimension in batch={} rows={} inner={} cols={}", batch, rows,
+                             inner, cols)};
+  Index ra, rb, rc, ta, tb, tc;
+  if (__builtin_mul_overflow(rows, inner, &ra) || __builtin_mul_overflow(inner, cols, &rb) ||
+      __builtin_mul_overflow(rows, cols, &rc) || __builtin_mul_overflow(batch, ra, &ta) ||
+      __builtin_mul_overflow(batch, rb, &tb) || __builtin_mul_overflow(batch, rc, &tc))
+    return Error{fmt::format("batched matMul: integer overflow in shape {} x {}x{}x{}", batch, rows, inner, cols)};
+  if (lenA != ta)
+    return Error{fmt::format("batched matMul: a has {} elements, expected batch*rows*inner = {}*{}*{} = {}", lenA,
+                             batch, rows, inner, ta)};
+  if (lenB != tb)
+    return Error{fmt::format("batched matMul: b has {} elements, expected batch*inner*cols = {}*{}*{} = {}", lenB,
+                             batch, inner, cols, tb)};
+  return tc;
+}
+
 }  // namespace osprey

@@ -65,11 +65,22 @@ __device__ __forceinline__ void waitCopies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
 
+// Where product z of a batch starts, relative to product 0: out, a and b advance by these many
+// elements per product (all zero for a single product).
+struct Batching {
+  Index out = 0, a = 0, b = 0;
+};
+
 template <int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__(Tiling<BM, BN, BK, TM, TN>::kThreads)
     exactMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
-                      Index rows, Index inner, Index cols) {
+                      Index rows, Index inner, Index cols, Batching batching) {
   using T = Tiling<BM, BN, BK, TM, TN>;
+  // Product blockIdx.z of a batch: its operands and result lie a fixed stride further on.
+  const Index z = blockIdx.z;
+  out += z * batching.out;
+  a += z * batching.a;
+  b += z * batching.b;
   __shared__ __align__(16) double tileA[kStages][BK][T::kLdA];  // tileA[s][k][m] = a[row0 + m][k0 + k]
   __shared__ __align__(16) double tileB[kStages][BK][T::kLdB];  // tileB[s][k][n] = b[k0 + k][col0 + n]
 
@@ -401,20 +412,30 @@ cudaError_t launchFewRows(double* out, const double* a, const double* b, Index i
   return cudaGetLastError();
 }
 
-// Launch one tiling over the whole product. The grid's y extent is capped at 65535 blocks, so
-// very tall products go in bands of rows.
+// Launch one tiling over the whole product, or over `batch` products of the same shape lying one
+// after another (grid z). The grid's y and z extents are capped at 65535 blocks, so very tall
+// products go in bands of rows, and very long batches in runs of products.
 template <int BM, int BN, int BK, int TM, int TN>
-cudaError_t launchTiled(double* out, const double* a, const double* b, Index rows, Index inner, Index cols) {
+cudaError_t launchTiled(double* out, const double* a, const double* b, Index rows, Index inner, Index cols,
+                        Index batch = 1) {
   using T = Tiling<BM, BN, BK, TM, TN>;
-  constexpr Index kMaxBlocksY = 65535;
+  constexpr Index kMaxBlocksYZ = 65535;
   const Index colBlocks = (cols + BN - 1) / BN;
-  for (Index band = 0; band < rows; band += kMaxBlocksY * BM) {
-    const Index bandRows = rows - band < kMaxBlocksY * BM ? rows - band : kMaxBlocksY * BM;
-    const dim3 grid(static_cast<unsigned>(colBlocks), static_cast<unsigned>((bandRows + BM - 1) / BM));
-    exactMatMulKernel<BM, BN, BK, TM, TN>
-        <<<grid, T::kThreads>>>(out + band * cols, a + band * inner, b, bandRows, inner, cols);
-    const cudaError_t status = cudaGetLastError();
-    if (status != cudaSuccess) return status;
+  const Batching batching{rows * cols, rows * inner, inner * cols};
+  for (Index first = 0; first < batch; first += kMaxBlocksYZ) {
+    const Index run = batch - first < kMaxBlocksYZ ? batch - first : kMaxBlocksYZ;
+    double* runOut = out + first * batching.out;
+    const double* runA = a + first * batching.a;
+    const double* runB = b + first * batching.b;
+    for (Index band = 0; band < rows; band += kMaxBlocksYZ * BM) {
+      const Index bandRows = rows - band < kMaxBlocksYZ * BM ? rows - band : kMaxBlocksYZ * BM;
+      const dim3 grid(static_cast<unsigned>(colBlocks), static_cast<unsigned>((bandRows + BM - 1) / BM),
+                      static_cast<unsigned>(run));
+      exactMatMulKernel<BM, BN, BK, TM, TN><<<grid, T::kThreads>>>(runOut + band * cols, runA + band * inner, runB,
+                                                                    bandRows, inner, cols, batching);
+      const cudaError_t status = cudaGetLastError();
+      if (status != cudaSuccess) return status;
+    }
   }
   return cudaSuccess;
 }
@@ -460,6 +481,30 @@ cudaError_t launchExactMatMul(Scalar* out, const Scalar* a, const Scalar* b, Ind
   const Index mediumBlocks = ((rows + 63) / 64) * ((cols + 63) / 64);
   if (mediumBlocks >= multiprocessors / 2) return launchTiled<64, 64, 8, 4, 4>(out, a, b, rows, inner, cols);
   return launchTiled<32, 32, 8, 2, 2>(out, a, b, rows, inner, cols);
+}
+
+// `batch` products of one shape, product z being out_z = a_z * b_z with a_z at a + z·rows·inner,
+// b_z at b + z·inner·cols and out_z at out + z·rows·cols (attention's per-head products). Each
+// output is the single product's exact sum, so the batch equals `batch` calls of
+// launchExactMatMul bit for bit; large enough shapes go to one launch of a tiling (grid z), and
+// shapes that take the few-rows or few-columns kernels are launched product by product.
+cudaError_t launchExactMatMulBatched(Scalar* out, const Scalar* a, const Scalar* b, Index batch, Index rows,
+                                     Index inner, Index cols, int multiprocessors) {
+  if (batch == 0 || rows == 0 || cols == 0) return cudaSuccess;
+  if (batch == 1 || rows <= kFewRows || (cols <= kNarrowCols && cols < rows)) {
+    for (Index z = 0; z < batch; ++z) {
+      const cudaError_t status = launchExactMatMul(out + z * rows * cols, a + z * rows * inner,
+                                                   b + z * inner * cols, rows, inner, cols, multiprocessors);
+      if (status != cudaSuccess) return status;
+    }
+    return cudaSuccess;
+  }
+  // The same choice as for one product, counting the blocks of the whole batch.
+  const Index largeBlocks = batch * ((rows + 127) / 128) * ((cols + 127) / 128);
+  if (largeBlocks >= multiprocessors && cols >= 128) return launchTiled<128, 128, 8, 8, 8>(out, a, b, rows, inner, cols, batch);
+  const Index mediumBlocks = batch * ((rows + 63) / 64) * ((cols + 63) / 64);
+  if (mediumBlocks >= multiprocessors / 2) return launchTiled<64, 64, 8, 4, 4>(out, a, b, rows, inner, cols, batch);
+  return launchTiled<32, 32, 8, 2, 2>(out, a, b, rows, inner, cols, batch);
 }
 
 }  // namespace osprey

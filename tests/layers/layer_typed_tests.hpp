@@ -63,6 +63,9 @@ TYPED_TEST(LayerTest, CrossEntropyRejectsBadTargets) { cross_entropy_cases::reje
 TYPED_TEST(LayerTest, OrderedSumsEqualPlainLoops) { sum_cases::orderedSumsEqualPlainLoops(this->handler); }
 TYPED_TEST(LayerTest, HeadJoinConcatenates) { sum_cases::joinConcatenates(this->handler); }
 TYPED_TEST(LayerTest, HeadProductsEqualPlainProducts) { sum_cases::headProductsEqualPlainProducts(this->handler); }
+TYPED_TEST(LayerTest, RowFoldsEqualPlainLoops) { sum_cases::rowFoldsEqualPlainLoops(this->handler); }
+TYPED_TEST(LayerTest, RaggedRowFoldsEqualPlainLoops) { sum_cases::raggedRowFoldsEqualPlainLoops(this->handler); }
+TYPED_TEST(LayerTest, RowFoldFaultIsItsError) { sum_cases::rowFoldFaultIsItsError(this->handler); }
 
 TYPED_TEST(LayerTest, AdamwThreeStepsMatchTorchFormula) { adamw_cases::threeStepsMatchTorchFormula(this->handler); }
 TYPED_TEST(LayerTest, AdamwFirstStepMovesByLearningRate) { adamw_cases::firstStepMovesByLearningRate(this->handler); }

@@ -5,9 +5,11 @@
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "gpt2/layers/attention_heads.hpp"
+#include "gpt2/layers/fold_rows.hpp"
 #include "gpt2/layers/ordered_sum.hpp"
 #include "layers/layer_support.hpp"
 
@@ -91,29 +93,129 @@ void joinConcatenates(H& h) {
   }
 }
 
-// products() of gathered blocks (one of them a transpose) equals, head by head, the plain k-ordered
-// product of the same blocks, laid out as (heads, rows, cols).
+// products() of gathered blocks (the left ones already laid out as (heads, rows, inner), the right
+// ones read transposed) equals, head by head, the plain k-ordered product of the same blocks, laid
+// out as (heads, rows, cols). The shapes take each of the cuda device's batched tilings (32, 64 and
+// 128 wide) and its product-by-product few-rows and few-columns kernels.
 template <class H>
 void headProductsEqualPlainProducts(H& h) {
-  constexpr Index kHeads = 11, kRows = 3, kInner = 5, kCols = 4;
-  const auto left = awkwardValues(kHeads * kRows * kInner, 5);   // (heads, rows, inner)
-  const auto right = awkwardValues(kHeads * kCols * kInner, 6);  // (heads, cols, inner): read transposed
-  auto l = lift(h, left), r = lift(h, right);
-  const auto got = readAll(h, must(heads::products(h, kHeads, kRows, kInner, kCols,
-      [&](Index head) { return heads::gather(h, l, head * kRows * kInner, kInner, 1, kRows, kInner); },
-      [&](Index head) { return heads::gather(h, r, head * kCols * kInner, 1, kInner, kInner, kCols); })));
-  std::vector<Scalar> want;
-  for (Index head = 0; head < kHeads; ++head)
-    for (Index i = 0; i < kRows; ++i)
-      for (Index j = 0; j < kCols; ++j) {
-        Scalar acc = 0.0;
-        for (Index k = 0; k < kInner; ++k)
-          acc = acc + left[static_cast<std::size_t>((head * kRows + i) * kInner + k)] *
-                          right[static_cast<std::size_t>((head * kCols + j) * kInner + k)];
-        want.push_back(acc);
+  struct Shape {
+    Index heads, rows, inner, cols;
+  };
+  for (Shape s : {Shape{11, 3, 5, 4}, Shape{5, 20, 3, 2}, Shape{3, 70, 9, 40}, Shape{50, 100, 6, 64},
+                  Shape{40, 130, 5, 130}}) {
+    SCOPED_TRACE(::testing::Message() << s.heads << " products of " << s.rows << " x " << s.inner << " x " << s.cols);
+    const auto left = awkwardValues(static_cast<std::size_t>(s.heads * s.rows * s.inner), 5);  // (heads, rows, inner)
+    const auto right = awkwardValues(static_cast<std::size_t>(s.heads * s.cols * s.inner), 6);  // (heads, cols, inner)
+    auto l = lift(h, left), r = lift(h, right);
+    const osprey::Int heads = s.heads, rows = s.rows, inner = s.inner, cols = s.cols;
+    const heads::Blocks leftBlocks{heads, heads * rows * inner, rows * inner, 0, inner, 1};
+    const heads::Blocks rightTransposed{1, cols * inner, 0, 0, 1, inner};
+    const auto got = readAll(h, must(heads::products(h, s.heads, s.rows, s.inner, s.cols, l, leftBlocks, r,
+                                                     rightTransposed)));
+    std::vector<Scalar> want;
+    for (Index head = 0; head < s.heads; ++head)
+      for (Index i = 0; i < s.rows; ++i)
+        for (Index j = 0; j < s.cols; ++j) {
+          Scalar acc = 0.0;
+          for (Index k = 0; k < s.inner; ++k)
+            acc = acc + left[static_cast<std::size_t>((head * s.rows + i) * s.inner + k)] *
+                            right[static_cast<std::size_t>((head * s.cols + j) * s.inner + k)];
+          want.push_back(acc);
+        }
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(firstBitDifference(got, want), want.size());
+  }
+}
+
+// Row folds (fold_rows.hpp) against plain loops: a sum with a finish that reads its row, a running
+// maximum from the first term (NaN and signed zeros in the rows), and an order-sensitive combine
+// (a - b) from a seed. The shapes straddle the cuda device's 1024-term chunks and exceed its grid of
+// blocks (more rows than 8 per multiprocessor of an H200), and include empty rows and no rows.
+template <class H>
+void rowFoldsEqualPlainLoops(H& h) {
+  struct Shape {
+    Index rows, cols;
+  };
+  for (Shape s : {Shape{0, 5}, Shape{3, 0}, Shape{1, 1}, Shape{3, 1023}, Shape{2, 1024}, Shape{2, 1025},
+                  Shape{1, 2049}, Shape{1100, 3}, Shape{4, 3000}}) {
+    SCOPED_TRACE(::testing::Message() << s.rows << " rows of " << s.cols);
+    auto values = awkwardValues(static_cast<std::size_t>(s.rows * s.cols), 91);
+    for (std::size_t i = 4; i < values.size(); i += 97) values[i] = std::numeric_limits<Scalar>::quiet_NaN();
+    auto buf = lift(h, values);
+    const osprey::View v = buf.view();
+    const osprey::Int cols = s.cols;
+    const auto term = [=] OSPREY_FN(Index r, Index c) -> Scalar { return v[osprey::Int(r) * cols + c]; };
+    const auto at = [&](Index r, Index c) { return values[static_cast<std::size_t>(r * s.cols + c)]; };
+
+    const auto sums = readAll(h, must(sumRows(h, s.rows, s.cols, term,
+        [=] OSPREY_FN(Index r, Scalar acc) -> Scalar { return acc * 0.5 + static_cast<Scalar>(r); })));
+    const auto differences = readAll(h, must(foldRows(h, s.rows, s.cols, 1.5, term,
+        [] OSPREY_FN(Scalar a, Scalar b) -> Scalar { return a - b; }, AsIs{})));
+    std::vector<Scalar> wantSums, wantDifferences, wantMaxima;
+    for (Index r = 0; r < s.rows; ++r) {
+      Scalar sum = 0.0, difference = 1.5, maximum = s.cols > 0 ? at(r, 0) : 0.0;
+      for (Index c = 0; c < s.cols; ++c) {
+        sum = sum + at(r, c);
+        difference = difference - at(r, c);
+        if (c > 0 && at(r, c) > maximum) maximum = at(r, c);
       }
-  ASSERT_EQ(got.size(), want.size());
-  EXPECT_EQ(firstBitDifference(got, want), want.size());
+      wantSums.push_back(sum * 0.5 + static_cast<Scalar>(r));
+      wantDifferences.push_back(difference);
+      wantMaxima.push_back(maximum);
+    }
+    ASSERT_EQ(sums.size(), wantSums.size());
+    EXPECT_EQ(firstBitDifference(sums, wantSums), wantSums.size());
+    EXPECT_EQ(firstBitDifference(differences, wantDifferences), wantDifferences.size());
+    if (s.cols == 0) {
+      expectError(foldRowsFromFirst(h, s.rows, s.cols, term, Larger{}, AsIs{}), "needs at least one column");
+      continue;
+    }
+    const auto maxima = readAll(h, must(foldRowsFromFirst(h, s.rows, s.cols, term, Larger{}, AsIs{})));
+    EXPECT_EQ(firstBitDifference(maxima, wantMaxima), wantMaxima.size());
+  }
+}
+
+// Ragged rows (row r holds length(r) terms, some none, some across the 1024-term chunks): a sum and
+// a maximum from the first term (which an empty row leaves at 0.0, the seed, on every handler).
+template <class H>
+void raggedRowFoldsEqualPlainLoops(H& h) {
+  constexpr Index kRows = 40, kWidth = 2100;
+  const auto values = awkwardValues(static_cast<std::size_t>(kRows * kWidth), 93);
+  auto buf = lift(h, values);
+  const osprey::View v = buf.view();
+  const auto length = [] OSPREY_FN(Index r) -> Index { return (r * 331) % 2100; };
+  const auto term = [=] OSPREY_FN(Index r, Index c) -> Scalar { return v[osprey::Int(r) * kWidth + c]; };
+  const auto sums = readAll(h, must(sumRaggedRows(h, kRows, length, term, AsIs{})));
+  const auto maxima = readAll(h, must(foldRaggedRowsFromFirst(h, kRows, length, term, Larger{}, AsIs{})));
+  std::vector<Scalar> wantSums, wantMaxima;
+  for (Index r = 0; r < kRows; ++r) {
+    const auto row = values.begin() + r * kWidth;
+    const Index count = (r * 331) % 2100;
+    Scalar sum = 0.0, maximum = count > 0 ? row[0] : 0.0;
+    for (Index c = 0; c < count; ++c) {
+      sum = sum + row[c];
+      if (c > 0 && row[c] > maximum) maximum = row[c];
+    }
+    wantSums.push_back(sum);
+    wantMaxima.push_back(maximum);
+  }
+  ASSERT_EQ(sums.size(), wantSums.size());
+  EXPECT_EQ(firstBitDifference(sums, wantSums), wantSums.size());
+  EXPECT_EQ(firstBitDifference(maxima, wantMaxima), wantMaxima.size());
+}
+
+// A fault inside a term (here an index product that overflows, in a later row and column) is the
+// row fold's error, as in any other kernel.
+template <class H>
+void rowFoldFaultIsItsError(H& h) {
+  const osprey::Int huge = std::numeric_limits<Index>::max() / 2;
+  expectError(sumRows(h, 4, 1500,
+                      [=] OSPREY_FN(Index r, Index c) -> Scalar {
+                        return static_cast<Scalar>((osprey::Int(r) + c / 1000 + 1) * huge > 0);
+                      },
+                      AsIs{}),
+              "integer overflow");
 }
 
 }  // namespace gpt2::testing::sum_cases

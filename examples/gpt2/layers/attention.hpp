@@ -12,13 +12,13 @@
 // The sums over i and over t2 are per-head matrix products taken from h.matMul
 // (attention_heads.hpp says why their bits equal the position-by-position sums written above).
 // attentionDecode computes the same thing for ONE new query against a cache of keys/values, with
-// the same helper functions (softmax_rows.hpp) in the same order, so its output is row t of
-// attentionForward bit for bit.
+// the same terms folded in the same order (fold_rows.hpp: the softmax maxima and normalisers are
+// row folds in both), so its output is row t of attentionForward bit for bit.
 #pragma once
 
 #include "gpt2/layers/attention_heads.hpp"
 #include "gpt2/layers/common.hpp"
-#include "gpt2/layers/softmax_rows.hpp"
+#include "gpt2/layers/fold_rows.hpp"
 
 namespace gpt2 {
 
@@ -53,9 +53,7 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   const heads::Layout qkvHeads{Ti, C3, NHi, HS};  // q at column 0, k at C, v at 2C
 
   // scores (B, NH, T, T): q · k over the head's channels, every (t, t2).
-  auto scores = OSPREY_TRY(heads::products(h, BH, T, hs, T,
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, 0), C3, 1, T, hs); },
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, Ci), 1, C3, hs, T); }));
+  auto scores = OSPREY_TRY(heads::products(h, BH, T, hs, T, qkv, qkvHeads.rows(0), qkv, qkvHeads.transposed(Ci)));
   const osprey::View cv = scores.view();
   // pre (B, NH, T, T): scaled scores; 0 above the diagonal (never read).
   auto pre = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
@@ -64,25 +62,28 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
     return cv[i] / sqrtHs;
   }));
   const osprey::View pv = pre.view();
-  // stats (B, NH, T, 2): row max, then the sum of exp(pre - max).
-  auto stats = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {R, 2})),
-                                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const osprey::Int r = osprey::Int(i) / 2;
-    const osprey::Int count = r % Ti + 1;
-    const osprey::Scalar m = rowMax(pv, r * Ti, count);
-    return osprey::Int(i) % 2 == 0 ? m : rowExpSum(pv, r * Ti, count, m);
-  }));
-  const osprey::View sv = stats.view();
+  // Per softmax row r, over its causal prefix (r % T + 1 entries): the row max (from the first
+  // entry; the earlier of equal maxima is kept), then the sum of exp(pre - max) from 0.0.
+  const auto prefix = [=] OSPREY_FN(osprey::Index r) -> osprey::Index { return (osprey::Int(r) % Ti + 1).raw(); };
+  auto maxes = OSPREY_TRY(foldRaggedRowsFromFirst(h, R, prefix,
+      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar { return pv[osprey::Int(r) * Ti + t2]; },
+      Larger{}, AsIs{}));                                                                 // (B, NH, T)
+  const osprey::View mv = maxes.view();
+  auto sums = OSPREY_TRY(sumRaggedRows(h, R, prefix,
+      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
+        return osprey::math::exp(pv[osprey::Int(r) * Ti + t2] - mv[r]);
+      },
+      AsIs{}));                                                                           // (B, NH, T)
+  const osprey::View sv = sums.view();
   auto att = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
     if (t2 > r % Ti) return 0.0;
-    return osprey::math::exp(pv[i] - sv[r * 2]) / sv[r * 2 + 1];
+    return osprey::math::exp(pv[i] - mv[r]) / sv[r];
   }));
   // outHeads (B, NH, T, hs) = att · v per head (t2 ascending; att is 0 past the causal prefix).
   const osprey::Int TT = Ti * Ti;
-  auto outHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs,
-      [&](osprey::Index bh) { return heads::gather(h, att, osprey::Int(bh) * TT, Ti, 1, T, T); },
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, 2 * Ci), C3, 1, T, hs); }));
+  const heads::Blocks attRows{NHi, NHi * TT, TT, 0, Ti, 1};
+  auto outHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs, att, attRows, qkv, qkvHeads.rows(2 * Ci)));
   const osprey::View ov = outHeads.view();
   auto out = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {B, T, C})),
                                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
@@ -112,31 +113,34 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
   const osprey::Int Ti = Tc, Ci = C, HS = hs;
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
 
-  // pre (NH, Tc)
-  auto pre = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {NH, Tc})),
-                                [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [hh, t2] = divMod(osprey::Int(i), Ti);
-    return dot(qv, hh * HS, kv, t2 * Ci + hh * HS, HS) / sqrtHs;
-  }));
+  // pre (NH, Tc): the scaled score of every cached position, q · k over the head's channels.
+  auto pre = OSPREY_TRY(sumRows(h, OSPREY_TRY(checkedProduct(L, {NH, Tc})), hs,
+      [=] OSPREY_FN(osprey::Index i, osprey::Index d) -> osprey::Scalar {
+        const auto [hh, t2] = divMod(osprey::Int(i), Ti);
+        return qv[hh * HS + d] * kv[t2 * Ci + hh * HS + d];
+      },
+      [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return score / sqrtHs; }));
   const osprey::View pv = pre.view();
-  // stats (NH, 2)
-  auto stats = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {NH, 2})),
-                                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const osprey::Int hh = osprey::Int(i) / 2;
-    const osprey::Scalar m = rowMax(pv, hh * Ti, Ti);
-    return osprey::Int(i) % 2 == 0 ? m : rowExpSum(pv, hh * Ti, Ti, m);
-  }));
-  const osprey::View sv = stats.view();
-  // att (NH, Tc)
-  auto att = OSPREY_TRY(h.build(h.length(pre), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const osprey::Int hh = osprey::Int(i) / Ti;
-    return osprey::math::exp(pv[i] - sv[hh * 2]) / sv[hh * 2 + 1];
-  }));
-  const osprey::View av = att.view();
-  return h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar {
-    const osprey::Int hh = osprey::Int(c) / HS;
-    return dotStrided(av, hh * Ti, vv, osprey::Int(c), Ci, Ti);
-  });
+  // Per head: the max of its row of pre, then the sum of exp(pre - max).
+  auto maxes = OSPREY_TRY(foldRowsFromFirst(h, NH, Tc,
+      [=] OSPREY_FN(osprey::Index hh, osprey::Index t2) -> osprey::Scalar { return pv[osprey::Int(hh) * Ti + t2]; },
+      Larger{}, AsIs{}));                                                                 // (NH)
+  const osprey::View mv = maxes.view();
+  auto sums = OSPREY_TRY(sumRows(h, NH, Tc,
+      [=] OSPREY_FN(osprey::Index hh, osprey::Index t2) -> osprey::Scalar {
+        return osprey::math::exp(pv[osprey::Int(hh) * Ti + t2] - mv[hh]);
+      },
+      AsIs{}));                                                                           // (NH)
+  const osprey::View sv = sums.view();
+  // out[c] = sum over the cached positions t2 of att[hh][t2] * v[t2][c], att being computed in the
+  // term exactly as the forward's att kernel computes it (the same double, not stored).
+  return sumRows(h, C, Tc,
+      [=] OSPREY_FN(osprey::Index c, osprey::Index t2) -> osprey::Scalar {
+        const osprey::Int hh = osprey::Int(c) / HS;
+        const osprey::Scalar att = osprey::math::exp(pv[hh * Ti + t2] - mv[hh]) / sv[hh];
+        return att * vv[osprey::Int(t2) * Ci + c];
+      },
+      AsIs{});
 }
 
 // dqkv (B, T, 3C) from dout (B, T, C) and the forward's qkv (B, T, 3C) and att (B, NH, T, T).
@@ -163,17 +167,21 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
   const heads::Layout qkvHeads{Ti, C3, NHi, HS}, doutHeads{Ti, Ci, NHi, HS};
-  const auto doutHead = [&](osprey::Index bh) { return heads::gather(h, dout, doutHeads.base(bh, 0), Ci, 1, T, hs); };
+  // att and dscore (B, NH, T, T) per head, as they are and transposed.
+  const heads::Blocks squareRows{NHi, NHi * TT, TT, 0, Ti, 1}, squareColumns{NHi, NHi * TT, TT, 0, 1, Ti};
 
   // datt (B, NH, T, T) = dout · vᵀ per head. Only the causal prefix of each row is read below, so
   // the entries above the diagonal are left as the product made them.
-  auto datt = OSPREY_TRY(heads::products(h, BH, T, hs, T, doutHead,
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, 2 * Ci), 1, C3, hs, T); }));
+  auto datt = OSPREY_TRY(heads::products(h, BH, T, hs, T, dout, doutHeads.rows(0), qkv, qkvHeads.transposed(2 * Ci)));
   const osprey::View gv = datt.view();
   // rowDot (B, NH, T): sum_t2 att * datt over the row's causal prefix.
-  auto rowDot = OSPREY_TRY(h.build(R, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
-    return dot(av, osprey::Int(r) * Ti, gv, osprey::Int(r) * Ti, osprey::Int(r) % Ti + 1);
-  }));
+  const auto prefix = [=] OSPREY_FN(osprey::Index r) -> osprey::Index { return (osprey::Int(r) % Ti + 1).raw(); };
+  auto rowDot = OSPREY_TRY(sumRaggedRows(h, R, prefix,
+      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
+        const osprey::Int at = osprey::Int(r) * Ti + t2;
+        return av[at] * gv[at];
+      },
+      AsIs{}));
   const osprey::View rv = rowDot.view();
   // dscore (B, NH, T, T): gradient of the unscaled score q.k; 0 above the diagonal.
   auto dscore = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
@@ -183,14 +191,9 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   }));
   // Per head, (B, NH, T, hs) each:
   //   dq = dscore · k        dk = dscoreᵀ · q        dv = attᵀ · dout
-  auto dq = OSPREY_TRY(heads::products(h, BH, T, T, hs,
-      [&](osprey::Index bh) { return heads::gather(h, dscore, osprey::Int(bh) * TT, Ti, 1, T, T); },
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, Ci), C3, 1, T, hs); }));
-  auto dk = OSPREY_TRY(heads::products(h, BH, T, T, hs,
-      [&](osprey::Index bh) { return heads::gather(h, dscore, osprey::Int(bh) * TT, 1, Ti, T, T); },
-      [&](osprey::Index bh) { return heads::gather(h, qkv, qkvHeads.base(bh, 0), C3, 1, T, hs); }));
-  auto dvHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs,
-      [&](osprey::Index bh) { return heads::gather(h, att, osprey::Int(bh) * TT, 1, Ti, T, T); }, doutHead));
+  auto dq = OSPREY_TRY(heads::products(h, BH, T, T, hs, dscore, squareRows, qkv, qkvHeads.rows(Ci)));
+  auto dk = OSPREY_TRY(heads::products(h, BH, T, T, hs, dscore, squareColumns, qkv, qkvHeads.rows(0)));
+  auto dvHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs, att, squareColumns, dout, doutHeads.rows(0)));
   const osprey::View qg = dq.view(), kg = dk.view(), vg = dvHeads.view();
   return h.build(OSPREY_TRY(checkedProduct(L, {B, T, 3, C})),
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {

@@ -14,7 +14,8 @@
 //
 // Layout: a head's block is gathered into its own row-major buffer (the product's operand), the
 // products of all B*NH heads are joined in (batch, head) order into one (B, NH, rows, cols)
-// buffer, a join of at most kJoinFan parts per build.
+// buffer, a join of at most kJoinFan parts per build; or, where the handler multiplies batches,
+// every head's operand is gathered in one build and the products are one batched product.
 #pragma once
 
 #include <algorithm>
@@ -25,18 +26,29 @@
 
 namespace gpt2::heads {
 
-// Where head bh = b*NH + hh starts in a (B, T, width) activation whose heads are hs channels
-// wide from column `offset` (q, k, v sections of qkv; dout).
-struct Layout {
-  osprey::Int T, width, NH, hs;
-  osprey::Int base(osprey::Index bh, osprey::Int offset) const {
-    const osprey::Int b = osprey::Int(bh) / NH, hh = osprey::Int(bh) % NH;
-    return b * T * width + offset + hh * hs;
+// Head bh = b*NH + hh's (rows, cols) block of a strided source: element (r, c) is
+// src[base(bh) + r*rowStride + c*colStride], with base(bh) = b*batchStride + hh*headStride + offset.
+// Strides of 1 and of the source's row width read a block or its transpose.
+struct Blocks {
+  osprey::Int NH, batchStride, headStride, offset, rowStride, colStride;
+  OSPREY_FN osprey::Int base(osprey::Int bh) const { return (bh / NH) * batchStride + (bh % NH) * headStride + offset; }
+  // Whether the blocks already lie one after another as (heads, rows, cols), row-major.
+  bool contiguous(osprey::Index rows, osprey::Index cols) const {
+    const osprey::Index block = rows * cols;
+    return offset.raw() == 0 && colStride.raw() == 1 && rowStride.raw() == cols && headStride.raw() == block &&
+           batchStride.raw() == NH.raw() * block;
   }
 };
 
-// One head's block as its own (rows, cols) buffer: element (r, c) = src[base + r*rowStride +
-// c*colStride]. Strides of 1 and of the source's row width read a block or its transpose.
+// The heads of a (B, T, width) activation, hs channels each, whose section starts at column
+// `offset` (q, k, v sections of qkv; dout): a head's (T, hs) block, or its transpose (hs, T).
+struct Layout {
+  osprey::Int T, width, NH, hs;
+  Blocks rows(osprey::Int offset) const { return Blocks{NH, T * width, hs, offset, width, 1}; }
+  Blocks transposed(osprey::Int offset) const { return Blocks{NH, T * width, hs, offset, 1, width}; }
+};
+
+// One head's block as its own (rows, cols) buffer.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> gather(H& h, const Buf<H>& src, osprey::Int base, osprey::Int rowStride,
                               osprey::Int colStride, osprey::Index rows, osprey::Index cols) {
@@ -46,6 +58,22 @@ osprey::Result<Buf<H>> gather(H& h, const Buf<H>& src, osprey::Int base, osprey:
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, c] = divMod(osprey::Int(i), C);
     return sv[base + r * rowStride + c * colStride];
+  });
+}
+
+// Every head's block, one after another as (heads, rows, cols), in one build (the source itself
+// when it already is that).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> gatherAll(H& h, const Buf<H>& src, Blocks blocks, osprey::Index heads, osprey::Index rows,
+                                 osprey::Index cols) {
+  if (blocks.contiguous(rows, cols) && h.length(src) == heads * rows * cols) return src;
+  const osprey::View sv = src.view();
+  const osprey::Int R = rows, C = cols;
+  return h.build(OSPREY_TRY(checkedProduct("attention heads", {heads, rows, cols})),
+                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [block, c] = divMod(osprey::Int(i), C);
+    const auto [bh, r] = divMod(block, R);
+    return sv[blocks.base(bh) + r * blocks.rowStride + c * blocks.colStride];
   });
 }
 
@@ -85,20 +113,30 @@ osprey::Result<Buf<H>> join(H& h, std::vector<Buf<H>> parts) {
   return std::move(parts[0]);
 }
 
-// For each of `heads` heads, in order: left(head) (rows, inner) times right(head) (inner, cols);
-// the results joined as (heads, rows, cols).
-template <osprey::Tensor H, class Left, class Right>
+// For each of `heads` heads bh, in order: block bh of `left` (rows, inner) times block bh of
+// `right` (inner, cols); the results joined as (heads, rows, cols). A handler that multiplies a
+// batch of same-shaped products in one go (h.matMulBatched, the cuda device) gets every head's
+// operands gathered once; otherwise each head is gathered and multiplied through h.matMul. Each
+// output is the same k-ordered sum of the same doubles either way.
+template <osprey::Tensor H>
 osprey::Result<Buf<H>> products(H& h, osprey::Index heads, osprey::Index rows, osprey::Index inner,
-                                osprey::Index cols, Left left, Right right) {
-  std::vector<Buf<H>> parts;
-  parts.reserve(static_cast<std::size_t>(heads));
-  for (osprey::Index head = 0; head < heads; ++head) {
-    auto l = OSPREY_TRY(left(head));
-    auto r = OSPREY_TRY(right(head));
-    auto product = OSPREY_TRY(h.matMul(l, r, rows, inner, cols));
-    parts.push_back(std::move(product));
+                                osprey::Index cols, const Buf<H>& leftSrc, Blocks left, const Buf<H>& rightSrc,
+                                Blocks right) {
+  if constexpr (requires { h.matMulBatched(leftSrc, rightSrc, heads, rows, inner, cols); }) {
+    auto l = OSPREY_TRY(gatherAll(h, leftSrc, left, heads, rows, inner));                 // (heads, rows, inner)
+    auto r = OSPREY_TRY(gatherAll(h, rightSrc, right, heads, inner, cols));               // (heads, inner, cols)
+    return h.matMulBatched(l, r, heads, rows, inner, cols);                               // (heads, rows, cols)
+  } else {
+    std::vector<Buf<H>> parts;
+    parts.reserve(static_cast<std::size_t>(heads));
+    for (osprey::Index head = 0; head < heads; ++head) {
+      const osprey::Int bh = head;
+      auto l = OSPREY_TRY(gather(h, leftSrc, left.base(bh), left.rowStride, left.colStride, rows, inner));
+      auto r = OSPREY_TRY(gather(h, rightSrc, right.base(bh), right.rowStride, right.colStride, inner, cols));
+      parts.push_back(OSPREY_TRY(h.matMul(l, r, rows, inner, cols)));
+    }
+    return join(h, std::move(parts));
   }
-  return join(h, std::move(parts));
 }
 
 }  // namespace gpt2::heads

@@ -25,9 +25,11 @@
 // from the primitives. A handler may answer a layer itself with a fused kernel by providing a
 // member function of the same name and argument list (minus the handler); the public entry point
 // selects it at compile time with a `requires` clause (see OSPREY_GPT2_DERIVED below). The exact
-// handlers (lists, gpu/host, gpu/cuda) provide none, so they run the reference: their results do
-// not depend on whether a fused path exists elsewhere. (A fused answer is checked against
-// gpt2::reference::* within the tolerance its handler documents.)
+// handlers (lists, gpu/host, gpu/cuda) answer no layer, so they run the reference: their results
+// do not depend on whether a fused path exists elsewhere. (A fused answer is checked against
+// gpt2::reference::* within the tolerance its handler documents.) The one derived operation an
+// exact handler answers is the row fold (fold_rows.hpp), and only with the reference's own terms
+// and combines in the reference's order, which the typed tests check bit for bit.
 //
 // The layers' result records (LayerNormOut<H>, MatmulGrads<H>, ...) are templates over the handler
 // without the Tensor constraint, so a handler can name them in its own member declarations while

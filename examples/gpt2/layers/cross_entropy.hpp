@@ -12,7 +12,7 @@
 #pragma once
 
 #include "gpt2/layers/common.hpp"
-#include "gpt2/layers/softmax_rows.hpp"
+#include "gpt2/layers/fold_rows.hpp"
 
 namespace gpt2 {
 
@@ -37,19 +37,19 @@ osprey::Result<CrossEntropyOut<H>> crossEntropyForward(H& h, const Buf<H>& logit
   const osprey::View xv = logits.view(), tv = targets.view();
   const osprey::Int Vi = V;
 
-  auto rowMaxes = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
-    return rowMax(xv, osprey::Int(n) * Vi, Vi);
-  }));
+  // The running maximum of each row, from its first logit.
+  auto rowMaxes = OSPREY_TRY(foldRowsFromFirst(h, N, V,
+      [=] OSPREY_FN(osprey::Index n, osprey::Index v) -> osprey::Scalar { return xv[osprey::Int(n) * Vi + v]; },
+      Larger{}, AsIs{}));
   const osprey::View mv = rowMaxes.view();
   // e (N, V) = exp(logits - row max): the exponentials, computed once.
   auto e = OSPREY_TRY(h.build(NV, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     return osprey::math::exp(xv[i] - mv[osprey::Int(i) / Vi]);
   }));
   const osprey::View ev = e.view();
-  auto rowSums = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
-    const osprey::Int off = osprey::Int(n) * Vi;
-    return orderedSum(Vi, [&](osprey::Int v) { return ev[off + v]; });
-  }));
+  auto rowSums = OSPREY_TRY(sumRows(h, N, V,
+      [=] OSPREY_FN(osprey::Index n, osprey::Index v) -> osprey::Scalar { return ev[osprey::Int(n) * Vi + v]; },
+      AsIs{}));
   const osprey::View sv = rowSums.view();
   auto probs = OSPREY_TRY(h.build(NV, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     return ev[i] / sv[osprey::Int(i) / Vi];

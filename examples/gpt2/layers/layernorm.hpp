@@ -10,7 +10,7 @@
 #pragma once
 
 #include "gpt2/layers/common.hpp"
-#include "gpt2/layers/ordered_sum.hpp"
+#include "gpt2/layers/fold_rows.hpp"
 
 namespace gpt2 {
 
@@ -60,15 +60,19 @@ osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Bu
   const osprey::Scalar eps = kLayerNormEps;
 
   // Rows [n·C, (n+1)·C) lie in x: its length N·C was checked above.
-  auto mean = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
-    const osprey::Int row = osprey::Int(n) * Ci;
-    return rowSum(xv, row.raw(), C, RowValue{}) / Cs;
-  }));
+  auto mean = OSPREY_TRY(sumRows(h, N, C,
+      [=] OSPREY_FN(osprey::Index n, osprey::Index c) -> osprey::Scalar {
+        return RowValue{}(xv[osprey::Int(n) * Ci + c]);
+      },
+      [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar { return sum / Cs; }));
   const osprey::View mv = mean.view();
-  auto rstd = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
-    const osprey::Int row = osprey::Int(n) * Ci;
-    return 1.0 / osprey::math::sqrt(rowSum(xv, row.raw(), C, SquaredDeviation{mv[n]}) / Cs + eps);
-  }));
+  auto rstd = OSPREY_TRY(sumRows(h, N, C,
+      [=] OSPREY_FN(osprey::Index n, osprey::Index c) -> osprey::Scalar {
+        return SquaredDeviation{mv[n]}(xv[osprey::Int(n) * Ci + c]);
+      },
+      [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar {
+        return 1.0 / osprey::math::sqrt(sum / Cs + eps);
+      }));
   const osprey::View rv = rstd.view();
   auto out = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [n, c] = divMod(osprey::Int(i), Ci);
@@ -97,24 +101,20 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
   OSPREY_CHECK(checkLength(h, rstd, N, L, "rstd"));
   if (C <= 0) return osprey::Error{fmt::format("{}: channels must be positive, got {}", L, C)};
   const osprey::View dv = dout.view(), xv = x.view(), wv = w.view(), mv = mean.view(), rv = rstd.view();
-  const osprey::Int Ci = C, Ni = N;
+  const osprey::Int Ci = C;
   const auto Cs = static_cast<osprey::Scalar>(C);
 
   // Per row: element 2n = mean_c(dnorm), element 2n+1 = mean_c(dnorm * norm).
-  auto stats = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {N, 2})),
-                                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [n, which] = divMod(osprey::Int(i), 2);
-    const osprey::Int row = n * Ci;
-    const osprey::Scalar m = mv[n], s = rv[n];
-    const bool meanOfDnorm = which == 0;  // (a structured binding cannot be captured before C++20's fix)
-    const osprey::Scalar acc = orderedSum(Ci, [&](osprey::Int c) -> osprey::Scalar {
-      const osprey::Scalar dnorm = wv[c] * dv[row + c];
-      if (meanOfDnorm) return dnorm;
-      const osprey::Scalar norm = (xv[row + c] - m) * s;
-      return dnorm * norm;
-    });
-    return acc / Cs;
-  }));
+  auto stats = OSPREY_TRY(sumRows(h, OSPREY_TRY(checkedProduct(L, {N, 2})), C,
+      [=] OSPREY_FN(osprey::Index i, osprey::Index c) -> osprey::Scalar {
+        const auto [n, which] = divMod(osprey::Int(i), 2);
+        const osprey::Int at = n * Ci + c;
+        const osprey::Scalar dnorm = wv[c] * dv[at];
+        if (which == 0) return dnorm;
+        const osprey::Scalar norm = (xv[at] - mv[n]) * rv[n];
+        return dnorm * norm;
+      },
+      [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar { return sum / Cs; }));
   const osprey::View sv = stats.view();
   auto dx = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [n, c] = divMod(osprey::Int(i), Ci);
@@ -123,16 +123,17 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
     const osprey::Scalar dnorm = wv[c] * dv[i];
     return ((dnorm - sv[n * 2]) - norm * sv[n * 2 + 1]) * s;
   }));
-  auto dw = OSPREY_TRY(h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar {
-    return orderedSum(Ni, [&](osprey::Int n) -> osprey::Scalar {
-      const osprey::Int i = n * Ci + c;
-      const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
-      return norm * dv[i];
-    });
-  }));
-  auto db = OSPREY_TRY(h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar {
-    return orderedSum(Ni, [&](osprey::Int n) { return dv[n * Ci + c]; });
-  }));
+  // Column sums over the rows n, ascending: row c of the fold is column c of the gradients.
+  auto dw = OSPREY_TRY(sumRows(h, C, N,
+      [=] OSPREY_FN(osprey::Index c, osprey::Index n) -> osprey::Scalar {
+        const osprey::Int i = osprey::Int(n) * Ci + c;
+        const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
+        return norm * dv[i];
+      },
+      AsIs{}));
+  auto db = OSPREY_TRY(sumRows(h, C, N,
+      [=] OSPREY_FN(osprey::Index c, osprey::Index n) -> osprey::Scalar { return dv[osprey::Int(n) * Ci + c]; },
+      AsIs{}));
   return LayerNormGrads<H>{std::move(dx), std::move(dw), std::move(db)};
 }
 

@@ -1,8 +1,11 @@
 // The `cuda` device runtime: GPU-surface kernels run on an NVIDIA GPU (compiled by nvcc only).
 //
 // Mirrors host.hpp member for member (open, name, allocate/release, upload/download/readOne,
-// forEach, fold, indexOf, matMul), so the two can be diffed. The kernels are the model's own
-// kernels, compiled for the device from the same source: forEach launches body(i) over a grid.
+// forEach, fold, indexOf, matMul), so the two can be diffed; foldRows (row folds) and
+// matMulBatched (products of one shape in one launch) are its additions, which the host answers
+// with the reference definitions instead. The kernels are the
+// model's own kernels, compiled for the device from the same source: forEach launches body(i)
+// over a grid.
 //
 // Contract, as on the host (DESIGN.md §4): parallelism over independent outputs only. fold stays
 // a sequential left fold in element order; matMul (src/gpu/cuda_matmul.cu) tiles rows and columns
@@ -85,6 +88,10 @@ namespace osprey {
 // (cudaGetLastError after the launches); it does not wait for the kernel.
 cudaError_t launchExactMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner,
                               Index cols, int multiprocessors);
+// `batch` such products of one shape stored one after another (out, a and b each advance by one
+// product's elements per product); bit for bit `batch` calls of launchExactMatMul.
+cudaError_t launchExactMatMulBatched(Scalar* out, const Scalar* a, const Scalar* b, Index batch, Index rows,
+                                     Index inner, Index cols, int multiprocessors);
 
 class CudaDevice;
 
@@ -195,6 +202,64 @@ __global__ void __launch_bounds__(kFoldThreads)
   stampFault(launch);
 }
 
+// Row folds (gpt2/layers/fold_rows.hpp): out[r] = finish(r, the in-order fold of term(r, c) over
+// c), one block per row (rows beyond the grid taken in turn). The block computes a chunk of the
+// row's terms into shared memory, all threads at once for the first chunk; then thread 0 combines
+// the chunk in order while warps 1.. compute the next chunk into the other buffer. The terms do
+// not depend on the accumulator, so computing them early and in parallel leaves the fold's
+// combines, and its bits, those of one thread walking the row.
+constexpr int kRowFoldThreads = 256;
+constexpr int kRowFoldChunk = 1024;  // terms per chunk; two chunks = 16 KiB of shared memory
+constexpr int kRowFoldBlocksPerProcessor = 8;
+
+template <class L, class T, class C, class F>
+__global__ void __launch_bounds__(kRowFoldThreads)
+    rowFoldKernel(Scalar* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish,
+                  unsigned long long launch) {
+#if OSPREY_DEVICE_PASS
+  static_assert(std::is_trivially_copyable_v<L> && std::is_trivially_copyable_v<T> &&
+                    std::is_trivially_copyable_v<C> && std::is_trivially_copyable_v<F>,
+                "row-fold closures must be trivially copyable: capture Views and scalars by value, never owning "
+                "handles (vectors, strings, buffers)");
+#endif
+  __shared__ Scalar terms[2][kRowFoldChunk];
+  const int tid = static_cast<int>(threadIdx.x);
+  Index cols = 0, chunks = 0;  // of the current row
+  const auto chunkLength = [&](Index k) -> int {
+    const Index left = cols - k * kRowFoldChunk;
+    return static_cast<int>(left < kRowFoldChunk ? left : kRowFoldChunk);
+  };
+  // Terms of chunk k of row r into buffer k % 2, by the threads first, first + step, ...
+  const auto fill = [&](Index r, Index k, int first, int step) {
+    Scalar* into = terms[k % 2];
+    const Index from = k * kRowFoldChunk;
+    const int count = chunkLength(k);
+    for (int e = first; e < count; e += step) into[e] = term(r, from + e);
+  };
+  for (Index r = blockIdx.x; r < rows; r += gridDim.x) {
+    cols = length(r);
+    chunks = (cols + kRowFoldChunk - 1) / kRowFoldChunk;
+    if (chunks > 0) fill(r, 0, tid, kRowFoldThreads);
+    __syncthreads();
+    Scalar acc = seed;
+    for (Index k = 0; k < chunks; ++k) {
+      if (tid == 0) {
+        const Scalar* values = terms[k % 2];
+        const int count = chunkLength(k);
+        int e = 0;
+        if (k == 0 && fromFirst) acc = values[e++];
+#pragma unroll 8
+        for (; e < count; ++e) acc = combine(acc, values[e]);
+      } else if (tid >= 32 && k + 1 < chunks) {
+        fill(r, k + 1, tid - 32, kRowFoldThreads - 32);
+      }
+      __syncthreads();  // chunk k is combined and chunk k + 1 is in place
+    }
+    if (tid == 0) out[r] = finish(r, acc);
+  }
+  stampFault(launch);
+}
+
 // Every thread walks its grid-stride indices in ascending order and stops at its first hit; the
 // smallest hit over all threads wins through atomicMin. *best starts at n ("not found").
 __global__ void __launch_bounds__(kThreadsPerBlock) indexOfKernel(View v, Scalar x, long long* best) {
@@ -225,6 +290,10 @@ std::string forEachLabel() {
 template <class C>
 std::string foldLabel() {
   return kernelLabel<C>("fold");
+}
+template <class T>
+std::string rowFoldLabel() {
+  return kernelLabel<T>("foldRows");
 }
 
 // This unit's slot and stamp on the current device (each device loads its own copy of the module).
@@ -412,6 +481,25 @@ class CudaDevice {
     return m_staging->value;
   }
 
+  // out[r] = finish(r, fold of term(r, 0 .. length(r))) for r in [0, rows): see rowFoldKernel. The
+  // fold starts from `seed`, or from term(r, 0) when `fromFirst` and the row is not empty.
+  template <class L, class T, class C, class F>
+  Result<void> foldRows(Scalar* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine,
+                        F finish) {
+    if (rows == 0) return {};
+    OSPREY_CHECK(activate());
+    const unsigned long long launch =
+        OSPREY_TRY(beginLaunch(&cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses,
+                               &cuda_detail::rowFoldLabel<T>, rows));
+    const Index filling = static_cast<Index>(m_multiprocessors) * cuda_detail::kRowFoldBlocksPerProcessor;
+    const auto blocks = static_cast<unsigned>(rows < filling ? rows : filling);
+    cuda_detail::rowFoldKernel<<<blocks, cuda_detail::kRowFoldThreads>>>(out, rows, length, seed, fromFirst,
+                                                                        term, combine, finish, launch);
+    OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::rowFoldLabel<T>() + " launch");
+    if (m_checkEachLaunch) return settle("the launch");
+    return {};
+  }
+
   // Each thread finds the first hit among its indices; the smallest wins (atomicMin).
   Result<Index> indexOf(View v, Scalar x) {
     if (v.n == 0) return Index{0};
@@ -434,6 +522,19 @@ class CudaDevice {
     OSPREY_CHECK(activate());
     const auto label = [&] { return fmt::format("matMul ({} x {}) * ({} x {})", rows, inner, inner, cols); };
     OSPREY_CUDA_CHECK(launchExactMatMul(out, a.data, b.data, rows, inner, cols, m_multiprocessors),
+                      label() + " launch");
+    if (m_checkEachLaunch) return settle(label());
+    return {};
+  }
+
+  // `batch` exact products of one shape, one after another in a, b and out (see
+  // launchExactMatMulBatched): attention's per-head products in one launch instead of one each.
+  Result<void> matMulBatched(Scalar* out, View a, View b, Index batch, Index rows, Index inner, Index cols) {
+    OSPREY_CHECK(activate());
+    const auto label = [&] {
+      return fmt::format("matMul of {} products ({} x {}) * ({} x {})", batch, rows, inner, inner, cols);
+    };
+    OSPREY_CUDA_CHECK(launchExactMatMulBatched(out, a.data, b.data, batch, rows, inner, cols, m_multiprocessors),
                       label() + " launch");
     if (m_checkEachLaunch) return settle(label());
     return {};

@@ -7,6 +7,7 @@
 
 #include "osprey/effect.hpp"
 #include "osprey/gpu/surface.hpp"
+#include "osprey/shape_check.hpp"
 
 namespace osprey {
 
@@ -43,6 +44,29 @@ class Gpu {
     return gpuMatMul(a, b, rows, inner, cols);
   }
   Result<Buffer> fromList(std::span<const Scalar> xs) { return toGpu(m_device, xs); }
+
+  // `batch` products of one shape stored one after another (gpt2/layers/attention_heads.hpp),
+  // answered by the device where it launches them together (cuda).
+  Result<Buffer> matMulBatched(const Buffer& a, const Buffer& b, Index batch, Index rows, Index inner, Index cols)
+    requires requires(D& d, Scalar* out, View v, Index n) { d.matMulBatched(out, v, v, n, n, n, n); }
+  {
+    const Index n = OSPREY_TRY(checkBatchedMatMulShapes(a.size(), b.size(), batch, rows, inner, cols));
+    auto out = OSPREY_TRY(gpuAllocate(m_device, n));
+    OSPREY_CHECK(m_device->matMulBatched(out.data(), a.view(), b.view(), batch, rows, inner, cols));
+    return out;
+  }
+
+  // Row folds (gpt2/layers/fold_rows.hpp), answered by the device where it has its own kernel
+  // for them (cuda); elsewhere this member does not exist and the reference definition runs.
+  template <class L, class T, class C, class F>
+    requires requires(D& d, Scalar* out, Index n, L l, Scalar s, bool b, T t, C c, F f) {
+      d.foldRows(out, n, l, s, b, t, c, f);
+    }
+  Result<Buffer> foldRows(Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish) {
+    auto out = OSPREY_TRY(gpuAllocate(m_device, rows));
+    OSPREY_CHECK(m_device->foldRows(out.data(), rows, length, seed, fromFirst, term, combine, finish));
+    return out;
+  }
   Result<Buffer> load(const std::string& path, const std::string& name) {
     return gpuLoadTensor(m_device, path, name);
   }

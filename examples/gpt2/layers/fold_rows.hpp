@@ -1,0 +1,126 @@
+// Row folds: one in-order fold per row of a (rows, cols) term table, the shape of every
+// LayerNorm statistic, every softmax maximum and normaliser, and every column sum of a gradient.
+//
+//   foldRows(h, rows, cols, seed, term, combine, finish)
+//     out[r] = finish(r, combine(...combine(combine(seed, term(r, 0)), term(r, 1))..., term(r, cols-1)))
+//   foldRowsFromFirst(h, rows, cols, term, combine, finish)        (cols >= 1)
+//     the same fold started from term(r, 0) instead of a seed (a running maximum)
+//   sumRows(h, rows, cols, term, finish)
+//     foldRows from 0.0 with +
+//   foldRaggedRows, foldRaggedRowsFromFirst, sumRaggedRows(h, rows, length, ...)
+//     the same with row r holding length(r) terms (attention's causal prefixes)
+//
+// term(Index r, Index c) -> Scalar and finish(Index r, Scalar acc) -> Scalar are kernels (OSPREY_FN,
+// Views and scalars captured by value); the term does its own checked index arithmetic.
+//
+// The reference definition (below) is one `build` over the rows, each row one in-order fold with
+// its terms computed ahead (ordered_sum.hpp). The order of the combines is the contract; *when*
+// each term is computed is not, because no term depends on the accumulator. A handler may
+// therefore answer a row fold itself (a member foldRows with the argument list of
+// reference::foldRows, less the handler): the cuda
+// device computes a chunk of one row's terms with a whole block into shared memory and lets one
+// thread combine them in order, so a one-row LayerNorm is no longer one thread waiting on 768
+// loads, and a 4096-row column sum no longer runs on 768 threads. Same terms, same combines in the
+// same order: the same doubles, which the typed tests check on every handler.
+#pragma once
+
+#include "gpt2/layers/common.hpp"
+#include "gpt2/layers/ordered_sum.hpp"
+
+namespace gpt2 {
+
+// The length of every row of a rectangular table.
+struct EveryRow {
+  osprey::Index cols;
+  OSPREY_FN osprey::Index operator()(osprey::Index) const { return cols; }
+};
+
+namespace reference {
+
+// out (rows): the fold of each row r over its length(r) terms; `fromFirst` starts it from
+// term(r, 0) instead of `seed` (a row of length 0 then gives finish(r, seed), as the device does).
+template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
+osprey::Result<Buf<H>> foldRows(H& h, osprey::Index rows, Length length, osprey::Scalar seed, bool fromFirst,
+                                Term term, Combine combine, Finish finish) {
+  return h.build(rows, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
+    const osprey::Index cols = length(r);
+    const bool first = fromFirst && cols > 0;
+    return finish(r, orderedFold(first ? term(r, 0) : seed, first ? 1 : 0, cols,
+                                 [&](osprey::Int c) -> osprey::Scalar { return term(r, c.raw()); }, combine));
+  });
+}
+
+}  // namespace reference
+
+namespace detail {
+inline osprey::Result<void> checkRowFold(osprey::Index rows, osprey::Index cols, bool fromFirst) {
+  if (rows < 0 || cols < 0)
+    return osprey::Error{fmt::format("row fold: negative shape ({} rows, {} columns)", rows, cols)};
+  if (fromFirst && cols < 1 && rows > 0)
+    return osprey::Error{"row fold: a fold from the first term needs at least one column"};
+  return {};
+}
+
+template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
+osprey::Result<Buf<H>> foldRowsAnswered(H& h, osprey::Index rows, Length length, osprey::Scalar seed,
+                                        bool fromFirst, Term term, Combine combine, Finish finish) {
+  OSPREY_GPT2_DERIVED(foldRows, rows, length, seed, fromFirst, term, combine, finish)
+  return reference::foldRows(h, rows, length, seed, fromFirst, term, combine, finish);
+}
+}  // namespace detail
+
+// finish(r, fold from `seed` of term(r, 0 .. cols)), for every row r.
+template <osprey::Tensor H, class Term, class Combine, class Finish>
+osprey::Result<Buf<H>> foldRows(H& h, osprey::Index rows, osprey::Index cols, osprey::Scalar seed, Term term,
+                                Combine combine, Finish finish) {
+  OSPREY_CHECK(detail::checkRowFold(rows, cols, false));
+  return detail::foldRowsAnswered(h, rows, EveryRow{cols}, seed, false, term, combine, finish);
+}
+
+// finish(r, fold from term(r, 0) of term(r, 1 .. cols)), for every row r; cols >= 1.
+template <osprey::Tensor H, class Term, class Combine, class Finish>
+osprey::Result<Buf<H>> foldRowsFromFirst(H& h, osprey::Index rows, osprey::Index cols, Term term,
+                                         Combine combine, Finish finish) {
+  OSPREY_CHECK(detail::checkRowFold(rows, cols, true));
+  return detail::foldRowsAnswered(h, rows, EveryRow{cols}, 0.0, true, term, combine, finish);
+}
+
+// The same folds over rows of different lengths: row r holds length(r) terms (an OSPREY_FN
+// functor, e.g. a causal prefix). For the fold from the first term, every length must be >= 1.
+template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
+osprey::Result<Buf<H>> foldRaggedRows(H& h, osprey::Index rows, Length length, osprey::Scalar seed, Term term,
+                                      Combine combine, Finish finish) {
+  OSPREY_CHECK(detail::checkRowFold(rows, 0, false));
+  return detail::foldRowsAnswered(h, rows, length, seed, false, term, combine, finish);
+}
+template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
+osprey::Result<Buf<H>> foldRaggedRowsFromFirst(H& h, osprey::Index rows, Length length, Term term,
+                                               Combine combine, Finish finish) {
+  OSPREY_CHECK(detail::checkRowFold(rows, 0, false));
+  return detail::foldRowsAnswered(h, rows, length, 0.0, true, term, combine, finish);
+}
+
+// The combine of a sum.
+struct Plus {
+  OSPREY_FN osprey::Scalar operator()(osprey::Scalar a, osprey::Scalar b) const { return a + b; }
+};
+// The combine of a running maximum: the earlier value wins ties, and NaN never replaces it.
+struct Larger {
+  OSPREY_FN osprey::Scalar operator()(osprey::Scalar m, osprey::Scalar x) const { return x > m ? x : m; }
+};
+// The finish that keeps the fold as it is.
+struct AsIs {
+  OSPREY_FN osprey::Scalar operator()(osprey::Index, osprey::Scalar acc) const { return acc; }
+};
+
+// finish(r, term(r, 0) + term(r, 1) + ... from 0.0), for every row r.
+template <osprey::Tensor H, class Term, class Finish>
+osprey::Result<Buf<H>> sumRows(H& h, osprey::Index rows, osprey::Index cols, Term term, Finish finish) {
+  return foldRows(h, rows, cols, 0.0, term, Plus{}, finish);
+}
+template <osprey::Tensor H, class Length, class Term, class Finish>
+osprey::Result<Buf<H>> sumRaggedRows(H& h, osprey::Index rows, Length length, Term term, Finish finish) {
+  return foldRaggedRows(h, rows, length, 0.0, term, Plus{}, finish);
+}
+
+}  // namespace gpt2
