@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(Tiling<BM, BN, BK, TM, TN>::kThreads)
 //   * rows are spread thin: a block owns only Rows rows, so a 768-row weight is 192 blocks, not
 //     24 (with 32-row blocks, each multiprocessor pulled 786 KB with 16 KB in flight);
 //   * warp 0 adds; warps 1-3 copy kNarrowSlice elements of the block's rows per stage (a warp
-//     copies 32 consecutive k of one row) kNarrowStages - 1 stages ahead, and, for one column,
+//     copies 32 consecutive k of one row) Stages - 1 stages ahead, and, for one column,
 //     also form the products a[i][k] * b[k] in place, one stage ahead of the additions;
 //   * lanes r < Rows of warp 0 then only load products (16 at a time, two per 16-byte load)
 //     and add them, k ascending.
@@ -192,11 +192,11 @@ constexpr int kNarrowCols = 8;      // at most this many columns take this path
 constexpr int kNarrowThreads = 128;  // warp 0 adds; warps 1-3 copy (and multiply)
 constexpr int kNarrowCopiers = kNarrowThreads - 32;
 constexpr int kNarrowSlice = 1024;   // elements of `a` per stage: Rows x depth
-constexpr int kNarrowStages = 4;     // stages in flight
+constexpr int kNarrowStages = 4;     // stages in flight, or 3 when 3 hold the whole product
 constexpr Index kNarrowTallRows = 16384;  // from here on, 16 rows per block
 constexpr int kNarrowAddAhead = 16;  // products loaded ahead of their additions
 
-template <int Cols, int Rows>
+template <int Cols, int Rows, int Stages>
 struct Narrow {
   static constexpr int kDepth = kNarrowSlice / Rows;  // k per stage
   // Even (rows stay 16-byte aligned) and 4 banks apart: the adding lanes' 16-byte loads of their
@@ -204,7 +204,7 @@ struct Narrow {
   static constexpr int kLd = kDepth + 2;
   static constexpr int kStageA = Rows * kLd;
   static constexpr int kStageB = kDepth * Cols;
-  static constexpr size_t kSharedBytes = sizeof(double) * kNarrowStages * (kStageA + kStageB);
+  static constexpr size_t kSharedBytes = sizeof(double) * Stages * (kStageA + kStageB);
   static_assert(kNarrowSlice % Rows == 0 && kDepth % 32 == 0, "a warp copies 32 consecutive k of one row");
   static_assert(Rows <= 32 && kNarrowCopiers % 32 == 0, "one warp adds, whole warps copy");
 };
@@ -214,14 +214,14 @@ __device__ __forceinline__ void copiersBarrier() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kNarrowCopiers) : "memory");
 }
 
-template <int Cols, int Rows>
+template <int Cols, int Rows, int Stages>
 __global__ void __launch_bounds__(kNarrowThreads)
     narrowMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
                        Index rows, Index inner) {
-  using N = Narrow<Cols, Rows>;
+  using N = Narrow<Cols, Rows, Stages>;
   extern __shared__ __align__(16) double narrowShared[];
   double* tileA = narrowShared;                                // [stage][r][k]: a[row0 + r][k0 + k]
-  double* tileB = narrowShared + kNarrowStages * N::kStageA;  // [stage][k][j]: b[k0 + k][j]
+  double* tileB = narrowShared + Stages * N::kStageA;  // [stage][k][j]: b[k0 + k][j]
   const int tid = static_cast<int>(threadIdx.x);
   const bool adder = tid < 32;
   const int ctid = tid - 32;  // copier index, for warps 1-3
@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kNarrowThreads)
   // so the waits can count groups).
   auto copySlice = [&](Index t) {
     if (t < slices) {
-      const int s = static_cast<int>(t % kNarrowStages);
+      const int s = static_cast<int>(t % Stages);
       const Index k0 = t * N::kDepth;
       for (int e = ctid; e < kNarrowSlice; e += kNarrowCopiers) {
         const int r = e / N::kDepth, k = e % N::kDepth;
@@ -256,11 +256,11 @@ __global__ void __launch_bounds__(kNarrowThreads)
   // Copiers: once slice t has landed (every copier's part), and with one column, replace each
   // a[i][k] by the product a[i][k] * b[k], rounded as the adding loop would round it.
   auto landSlice = [&](Index t) {
-    waitCopies<kNarrowStages - 2>();
+    waitCopies<Stages - 2>();
     copiersBarrier();
     if constexpr (Cols == 1) {
       if (t < slices) {
-        const int s = static_cast<int>(t % kNarrowStages);
+        const int s = static_cast<int>(t % Stages);
         for (int e = ctid; e < kNarrowSlice; e += kNarrowCopiers) {
           const int r = e / N::kDepth, k = e % N::kDepth;
           double* p = &tileA[s * N::kStageA + r * N::kLd + k];
@@ -275,16 +275,16 @@ __global__ void __launch_bounds__(kNarrowThreads)
   for (int j = 0; j < Cols; ++j) acc[j] = 0.0;
 
   if (!adder) {
-    for (int p = 0; p < kNarrowStages - 1; ++p) copySlice(p);
+    for (int p = 0; p < Stages - 1; ++p) copySlice(p);
     landSlice(0);  // waits until at most stages - 2 groups (slices 1 ..) are pending
   }
   __syncthreads();
   for (Index t = 0; t < slices; ++t) {
-    const int s = static_cast<int>(t % kNarrowStages);
+    const int s = static_cast<int>(t % Stages);
     if (!adder) {
       // Slice t + stages - 1 goes into the stage slice t - 1 used (the adders left it at the last
       // barrier); slice t + 1 is landed and multiplied while the adders walk slice t.
-      copySlice(t + kNarrowStages - 1);
+      copySlice(t + Stages - 1);
       landSlice(t + 1);
     } else if (tid < Rows) {
       const int depth = depthOf(t);
@@ -321,14 +321,14 @@ __global__ void __launch_bounds__(kNarrowThreads)
   }
 }
 
-template <int Cols, int Rows>
+template <int Cols, int Rows, int Stages = kNarrowStages>
 cudaError_t launchNarrowRows(double* out, const double* a, const double* b, Index rows, Index inner) {
-  using N = Narrow<Cols, Rows>;
+  using N = Narrow<Cols, Rows, Stages>;
   // More than the default 48 KB of dynamic shared memory needs the kernel's consent, asked once.
   static const cudaError_t optIn = cudaFuncSetAttribute(
-      narrowMatMulKernel<Cols, Rows>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(N::kSharedBytes));
+      narrowMatMulKernel<Cols, Rows, Stages>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(N::kSharedBytes));
   if (optIn != cudaSuccess) return optIn;
-  narrowMatMulKernel<Cols, Rows>
+  narrowMatMulKernel<Cols, Rows, Stages>
       <<<static_cast<unsigned>((rows + Rows - 1) / Rows), kNarrowThreads, N::kSharedBytes>>>(out, a, b, rows, inner);
   return cudaGetLastError();
 }
@@ -336,6 +336,9 @@ cudaError_t launchNarrowRows(double* out, const double* a, const double* b, Inde
 template <int Cols>
 cudaError_t launchNarrow(double* out, const double* a, const double* b, Index rows, Index inner) {
   if (rows >= kNarrowTallRows) return launchNarrowRows<Cols, 16>(out, a, b, rows, inner);
+  // Three stages hold a 768-deep product whole (3 x 256): 31 KB of shared memory a block instead
+  // of 41, so a 3072-row weight's 768 blocks are resident at once (7 a multiprocessor, not 5).
+  if (inner <= 3 * Narrow<Cols, 4, 3>::kDepth) return launchNarrowRows<Cols, 4, 3>(out, a, b, rows, inner);
   return launchNarrowRows<Cols, 4>(out, a, b, rows, inner);
 }
 
