@@ -117,16 +117,22 @@ osprey::Result<Buf<H>> addBias(H& h, const Buf<H>& prod, const Buf<H>& bias, osp
   });
 }
 
-// out (N, OC) = prodT (OC, N) transposed, + bias (OC) on every row: the transpose only copies, so
-// this is addBias(transpose(prodT)) in one kernel.
-template <osprey::Tensor H>
+// The element a linear layer's output kernel finally writes: the biased product itself.
+struct Biased {
+  OSPREY_FN osprey::Scalar operator()(osprey::Index, osprey::Scalar y) const { return y; }
+};
+
+// out (N, OC) = then(i, prodT (OC, N) transposed + bias (OC) on every row), element i: the
+// transpose only copies, so this is addBias(transpose(prodT)) in one kernel, and `then` lets the
+// layer that reads the result (a residual sum, a GELU) be the same kernel too.
+template <osprey::Tensor H, class Then = Biased>
 osprey::Result<Buf<H>> transposeAddBias(H& h, const Buf<H>& prodT, const Buf<H>& bias, osprey::Index N,
-                                        osprey::Index OC) {
+                                        osprey::Index OC, Then then = {}) {
   const osprey::View pv = prodT.view(), bv = bias.view();
   const osprey::Int O = OC, Ni = N;
   return h.build(h.length(prodT), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [n, o] = divMod(osprey::Int(i), O);  // output (n, o) reads prodT[o][n]
-    return pv[o * Ni + n] + bv[o];
+    return then(i, pv[o * Ni + n] + bv[o]);
   });
 }
 
@@ -142,6 +148,42 @@ osprey::Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf
     return addBias(h, OSPREY_TRY(matmulForwardTransposed(h, x, wT, N, IC, OC)), bias, OC);
   } else {
     return transposeAddBias(h, OSPREY_TRY(productTransposed(h, x, wT, N, IC, OC)), bias, N, OC);
+  }
+}
+
+// Whether linear() goes through the handler's own product (a fused path), so its output kernel
+// cannot take on the next layer's work.
+template <class H>
+concept AnswersLinear = requires(H& h, const Buf<H>& b, osprey::Index n) { h.matmulForwardTransposed(b, b, n, n, n); };
+
+// x + linear(in): the residual connection after a linear layer. Unless the handler answers the
+// product or the residual itself, the bias, the transpose and the residual sum are one kernel:
+// x[i] + (prod + bias), the same two additions as residualForward(x, linear(...)).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> linearResidual(H& h, const Buf<H>& x, const Buf<H>& in, const Buf<H>& wT,
+                                      const Buf<H>& bias, osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  if constexpr (AnswersLinear<H> || requires { h.residualForward(x, x); }) {
+    return residualForward(h, x, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
+  } else {
+    OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
+    OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("residual", {N, OC})), "residual", "a"));
+    const osprey::View xv = x.view();
+    return transposeAddBias(h, OSPREY_TRY(productTransposed(h, in, wT, N, IC, OC)), bias, N, OC,
+                            [=] OSPREY_FN(osprey::Index i, osprey::Scalar y) -> osprey::Scalar { return xv[i] + y; });
+  }
+}
+
+// gelu(linear(in)), with the GELU in the linear layer's output kernel unless the handler answers
+// the product or the GELU itself: geluValue(prod + bias), as geluForward computes it.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> linearGelu(H& h, const Buf<H>& in, const Buf<H>& wT, const Buf<H>& bias, osprey::Index N,
+                                  osprey::Index IC, osprey::Index OC) {
+  if constexpr (AnswersLinear<H> || requires { h.geluForward(in); }) {
+    return geluForward(h, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
+  } else {
+    OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
+    return transposeAddBias(h, OSPREY_TRY(productTransposed(h, in, wT, N, IC, OC)), bias, N, OC,
+                            [] OSPREY_FN(osprey::Index, osprey::Scalar y) -> osprey::Scalar { return geluValue(y); });
   }
 }
 
@@ -183,13 +225,10 @@ osprey::Result<Buf<H>> takeRow(H& h, const Buf<H>& x, osprey::Index rows, osprey
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> blockAfterAttention(H& h, const BlockForwardWeights<H>& b, osprey::Index C,
                                            const Buf<H>& x, const Buf<H>& att, osprey::Index N) {
-  auto y = OSPREY_TRY(linear(h, att, b.attnProjT, b.attnProjBias, N, C, C));           // (N, C)
-  auto x1 = OSPREY_TRY(residualForward(h, x, y));                                      // (N, C)
-  auto ln2 = OSPREY_TRY(layernormForward(h, x1, b.ln2Weight, b.ln2Bias, N, C));        // (N, C)
-  auto fc = OSPREY_TRY(linear(h, ln2.out, b.fcT, b.fcBias, N, C, 4 * C));              // (N, 4C)
-  auto g = OSPREY_TRY(geluForward(h, fc));                                             // (N, 4C)
-  auto m = OSPREY_TRY(linear(h, g, b.fcProjT, b.fcProjBias, N, 4 * C, C));             // (N, C)
-  return residualForward(h, x1, m);                                                    // (N, C)
+  auto x1 = OSPREY_TRY(linearResidual(h, x, att, b.attnProjT, b.attnProjBias, N, C, C));  // (N, C)
+  auto ln2 = OSPREY_TRY(layernormForward(h, x1, b.ln2Weight, b.ln2Bias, N, C));          // (N, C)
+  auto g = OSPREY_TRY(linearGelu(h, ln2.out, b.fcT, b.fcBias, N, C, 4 * C));             // (N, 4C)
+  return linearResidual(h, x1, g, b.fcProjT, b.fcProjBias, N, 4 * C, C);                 // (N, C)
 }
 
 // The full pass over B sequences of T tokens each. tokens (B·T) hold ids as doubles. Returns the

@@ -21,16 +21,16 @@ OSPREY_INLINE osprey::Scalar geluInner(osprey::Scalar x) {
   return kGeluScale * (x + kGeluCubic * cube);
 }
 
+// gelu(v) itself: (0.5 * v) * (1 + tanh(u(v))).
+OSPREY_INLINE osprey::Scalar geluValue(osprey::Scalar v) { return (0.5 * v) * (1.0 + osprey::math::tanh(geluInner(v))); }
+
 namespace reference {
 
 // out = gelu(x), element-wise, any shape.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> geluForward(H& h, const Buf<H>& x) {
   const osprey::View xv = x.view();
-  return h.build(h.length(x), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const osprey::Scalar v = xv[i];
-    return (0.5 * v) * (1.0 + osprey::math::tanh(geluInner(v)));
-  });
+  return h.build(h.length(x), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar { return geluValue(xv[i]); });
 }
 
 // dx = dout * gelu'(x), element-wise; x is the forward's input.
