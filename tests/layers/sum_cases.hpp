@@ -30,7 +30,7 @@ inline std::vector<Scalar> awkwardValues(std::size_t n, std::uint64_t seed) {
 inline constexpr Index kCounts[] = {0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200};
 
 // Element c of the result: sum_j a[j] * b[j] for j < count(c), with orderedSum; element c + n of
-// it: rowSum of a's first count(c) values through a squared-deviation term; element c + 2n: the
+// it: the same with 64 terms ahead, of a's first count(c) squared deviations; element c + 2n: the
 // running maximum of a[1 .. count) from a[0] with orderedFold.
 template <class H>
 void orderedSumsEqualPlainLoops(H& h) {
@@ -47,7 +47,7 @@ void orderedSumsEqualPlainLoops(H& h) {
     const Index which = i / n;
     const auto count = static_cast<Index>(cv[i % n]);
     if (which == 0) return orderedSum(count, [&](osprey::Int j) { return x[j] * y[j]; });
-    if (which == 1) return rowSum(x, 0, count, SquaredDeviation{mean});
+    if (which == 1) return orderedSum<64>(count, [&](osprey::Int j) { return SquaredDeviation{mean}(x.data[j.raw()]); });
     if (count == 0) return 0.0;
     return orderedFold(x[0], 1, count, [&](osprey::Int j) { return x[j]; },
                        [](Scalar m, Scalar v) { return v > m ? v : m; });

@@ -45,18 +45,4 @@ OSPREY_INLINE osprey::Scalar orderedSum(osprey::Int count, Term term) {
   return orderedFold<Ahead>(0.0, 0, count, term, [](osprey::Scalar a, osprey::Scalar t) { return a + t; });
 }
 
-// A contiguous row x[start .. start+count) summed through `term` (the value, a squared
-// deviation...), kRowTermsAhead loads at a time and read through a raw pointer: a one-row
-// LayerNorm's statistics are one GPU thread's work. On an H200 one thread summing a 768-wide row
-// (tools/profile/row_sum_probe.cu) took 37 µs at eight loads per round trip with a checked loop
-// counter, 23 µs at 64, and 13 µs once the counter was plain (its 768 dependent additions alone
-// are 3 µs). The caller has checked that the row lies in x.
-inline constexpr osprey::Index kRowTermsAhead = 64;
-
-template <class Term>
-OSPREY_INLINE osprey::Scalar rowSum(osprey::View x, osprey::Index start, osprey::Index count, Term term) {
-  const osprey::Scalar* p = x.data + start;
-  return orderedSum<kRowTermsAhead>(count, [&](osprey::Int c) { return term(p[c.raw()]); });
-}
-
 }  // namespace gpt2
