@@ -34,9 +34,10 @@ struct Blocks {
   OSPREY_FN osprey::Int base(osprey::Int bh) const { return (bh / NH) * batchStride + (bh % NH) * headStride + offset; }
   // Whether the blocks already lie one after another as (heads, rows, cols), row-major.
   bool contiguous(osprey::Index rows, osprey::Index cols) const {
-    const osprey::Index block = rows * cols;
+    osprey::Index block = 0, batch = 0;
+    if (__builtin_mul_overflow(rows, cols, &block) || __builtin_mul_overflow(NH.raw(), block, &batch)) return false;
     return offset.raw() == 0 && colStride.raw() == 1 && rowStride.raw() == cols && headStride.raw() == block &&
-           batchStride.raw() == NH.raw() * block;
+           batchStride.raw() == batch;
   }
 };
 
@@ -66,10 +67,11 @@ osprey::Result<Buf<H>> gather(H& h, const Buf<H>& src, osprey::Int base, osprey:
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> gatherAll(H& h, const Buf<H>& src, Blocks blocks, osprey::Index heads, osprey::Index rows,
                                  osprey::Index cols) {
-  if (blocks.contiguous(rows, cols) && h.length(src) == heads * rows * cols) return src;
+  const osprey::Index n = OSPREY_TRY(checkedProduct("attention heads", {heads, rows, cols}));
+  if (blocks.contiguous(rows, cols) && h.length(src) == n) return src;
   const osprey::View sv = src.view();
   const osprey::Int R = rows, C = cols;
-  return h.build(OSPREY_TRY(checkedProduct("attention heads", {heads, rows, cols})),
+  return h.build(n,
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [block, c] = divMod(osprey::Int(i), C);
     const auto [bh, r] = divMod(block, R);
