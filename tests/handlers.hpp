@@ -47,7 +47,10 @@ inline GpuCuda makeHandler<GpuCuda>() {
 
 // Every element of a buffer, on the host (one download for a device buffer), so a test can
 // check each element without one read-back per element.
-inline std::vector<Scalar> readAll(Lists&, const Lists::Buffer& b) { return b.values(); }
+template <class T>
+std::vector<Scalar> readAll(ListsOf<T>&, const typename ListsOf<T>::Buffer& b) {
+  return std::vector<Scalar>(b.values().begin(), b.values().end());
+}
 
 template <class D>
 std::vector<Scalar> readAll(Gpu<D>&, const GpuBuffer<D>& b) {

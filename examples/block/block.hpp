@@ -46,7 +46,6 @@ using osprey::Index;
 using osprey::Int;
 using osprey::Result;
 using osprey::Scalar;
-using osprey::View;
 
 inline constexpr Index T = 5;
 inline constexpr Index C = 4;
@@ -99,7 +98,7 @@ Result<void> expectLength(H& h, const Buf<H>& b, Index expected, const char* nam
 // mean[r] = (sum_c x[r][c]) / width                                  (rows)
 template <osprey::Tensor H>
 Result<Buf<H>> rowMeans(H& h, const Buf<H>& x, Index rows, Index width) {
-  const View xv = x.view();
+  const auto xv = x.view();
   const Int W = width;
   return h.build(rows, [=] OSPREY_FN(Index r) -> Scalar {
     Scalar acc = 0.0;
@@ -111,7 +110,7 @@ Result<Buf<H>> rowMeans(H& h, const Buf<H>& x, Index rows, Index width) {
 // rstd[r] = 1 / sqrt((sum_c (x[r][c] - mean[r])^2) / width + eps)   (rows), biased variance
 template <osprey::Tensor H>
 Result<Buf<H>> rowInverseStd(H& h, const Buf<H>& x, const Buf<H>& mean, Index rows, Index width) {
-  const View xv = x.view(), mv = mean.view();
+  const auto xv = x.view(), mv = mean.view();
   const Int W = width;
   const Scalar eps = kLayerNormEps;
   return h.build(rows, [=] OSPREY_FN(Index r) -> Scalar {
@@ -128,7 +127,7 @@ Result<Buf<H>> rowInverseStd(H& h, const Buf<H>& x, const Buf<H>& mean, Index ro
 template <osprey::Tensor H>
 Result<Buf<H>> normalise(H& h, const Buf<H>& x, const Buf<H>& mean, const Buf<H>& rstd,
                          const Buf<H>& g, const Buf<H>& b, Index rows, Index width) {
-  const View xv = x.view(), mv = mean.view(), sv = rstd.view(), gv = g.view(), bv = b.view();
+  const auto xv = x.view(), mv = mean.view(), sv = rstd.view(), gv = g.view(), bv = b.view();
   const Int W = width;
   return h.build((Int(rows) * W).raw(), [=] OSPREY_FN(Index i) -> Scalar {
     const Int r = Int(i) / W, c = Int(i) % W;
@@ -148,7 +147,7 @@ Result<Buf<H>> layerNorm(H& h, const Buf<H>& x, const Buf<H>& g, const Buf<H>& b
 // y[r][o] = x[r][o] + bias[o]                                        (rows, width)
 template <osprey::Tensor H>
 Result<Buf<H>> addBias(H& h, const Buf<H>& x, const Buf<H>& bias, Index width) {
-  const View xv = x.view(), bv = bias.view();
+  const auto xv = x.view(), bv = bias.view();
   const Int W = width;
   return h.build(h.length(x), [=] OSPREY_FN(Index i) -> Scalar { return xv[i] + bv[Int(i) % W]; });
 }
@@ -163,7 +162,7 @@ Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& w, const Buf<H>& b, I
 // GELU, tanh form; x^3 as (x * x) * x.
 template <osprey::Tensor H>
 Result<Buf<H>> gelu(H& h, const Buf<H>& x) {
-  const View xv = x.view();
+  const auto xv = x.view();
   return h.build(h.length(x), [=] OSPREY_FN(Index i) -> Scalar {
     const Scalar v = xv[i];
     const Scalar u = kGeluScale * (v + kGeluCubic * ((v * v) * v));
@@ -183,7 +182,7 @@ Result<Buf<H>> residual(H& h, const Buf<H>& a, const Buf<H>& b) {
 // score[h][t][s] = (sum_d q[t][h*HS+d] * k[s][h*HS+d]) / sqrt(HS) for s <= t; 0 (unused) above.
 template <osprey::Tensor H>
 Result<Buf<H>> attentionScores(H& h, const Buf<H>& qkv) {
-  const View qv = qkv.view();
+  const auto qv = qkv.view();
   const Int Ti = T, C3 = 3 * C, Ci = C, HSi = HS;
   const Scalar scale = 1.0 / osprey::math::sqrt(static_cast<Scalar>(HS));
   return h.build(NH * T * T, [=] OSPREY_FN(Index i) -> Scalar {
@@ -199,7 +198,7 @@ Result<Buf<H>> attentionScores(H& h, const Buf<H>& qkv) {
 // max_{s <= t} score[h][t][s]                                       (NH, T)
 template <osprey::Tensor H>
 Result<Buf<H>> attentionRowMax(H& h, const Buf<H>& scores) {
-  const View sv = scores.view();
+  const auto sv = scores.view();
   const Int Ti = T;
   return h.build(NH * T, [=] OSPREY_FN(Index row) -> Scalar {
     const Int t = Int(row) % Ti, base = Int(row) * Ti;
@@ -212,7 +211,7 @@ Result<Buf<H>> attentionRowMax(H& h, const Buf<H>& scores) {
 // e[h][t][s] = exp(score - rowMax) for s <= t, else 0               (NH, T, T)
 template <osprey::Tensor H>
 Result<Buf<H>> attentionExp(H& h, const Buf<H>& scores, const Buf<H>& rowMax) {
-  const View sv = scores.view(), mv = rowMax.view();
+  const auto sv = scores.view(), mv = rowMax.view();
   const Int Ti = T;
   return h.build(NH * T * T, [=] OSPREY_FN(Index i) -> Scalar {
     const Int row = Int(i) / Ti, t = row % Ti, s = Int(i) % Ti;
@@ -223,7 +222,7 @@ Result<Buf<H>> attentionExp(H& h, const Buf<H>& scores, const Buf<H>& rowMax) {
 // sum_{s <= t} e[h][t][s], s ascending                              (NH, T)
 template <osprey::Tensor H>
 Result<Buf<H>> attentionRowSum(H& h, const Buf<H>& e) {
-  const View ev = e.view();
+  const auto ev = e.view();
   const Int Ti = T;
   return h.build(NH * T, [=] OSPREY_FN(Index row) -> Scalar {
     const Int t = Int(row) % Ti, base = Int(row) * Ti;
@@ -236,7 +235,7 @@ Result<Buf<H>> attentionRowSum(H& h, const Buf<H>& e) {
 // att = e / rowSum                                                  (NH, T, T)
 template <osprey::Tensor H>
 Result<Buf<H>> attentionNormalise(H& h, const Buf<H>& e, const Buf<H>& rowSum) {
-  const View ev = e.view(), zv = rowSum.view();
+  const auto ev = e.view(), zv = rowSum.view();
   const Int Ti = T;
   return h.build(NH * T * T, [=] OSPREY_FN(Index i) -> Scalar { return ev[i] / zv[Int(i) / Ti]; });
 }
@@ -244,7 +243,7 @@ Result<Buf<H>> attentionNormalise(H& h, const Buf<H>& e, const Buf<H>& rowSum) {
 // y[t][h*HS+d] = sum_{s <= t} att[h][t][s] * v[s][h*HS+d], s ascending   (T, C)
 template <osprey::Tensor H>
 Result<Buf<H>> attentionMix(H& h, const Buf<H>& att, const Buf<H>& qkv) {
-  const View av = att.view(), qv = qkv.view();
+  const auto av = att.view(), qv = qkv.view();
   const Int Ti = T, Ci = C, C3 = 3 * C, HSi = HS;
   return h.build(T * C, [=] OSPREY_FN(Index i) -> Scalar {
     const Int t = Int(i) / Ci, c = Int(i) % Ci, head = c / HSi;

@@ -35,7 +35,7 @@ template <osprey::Tensor H>
 osprey::Result<osprey::Scalar> largest(H& h, const Buf<H>& x) {
   const osprey::Scalar lowest = -std::numeric_limits<osprey::Scalar>::infinity();
   const osprey::Index n = h.length(x);
-  const osprey::View xv = x.view();
+  const auto xv = x.view();
   const osprey::Int N = n, R = kMaxRun;
   auto runs = OSPREY_TRY(h.build((n + kMaxRun - 1) / kMaxRun,                           // (ceil(n / kMaxRun))
                                  [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {

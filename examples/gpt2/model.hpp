@@ -110,7 +110,7 @@ osprey::Result<Buf<H>> productTransposed(H& h, const Buf<H>& x, const Buf<H>& wT
 // out (N, OC) = prod (N, OC) + bias (OC) on every row.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> addBias(H& h, const Buf<H>& prod, const Buf<H>& bias, osprey::Index OC) {
-  const osprey::View pv = prod.view(), bv = bias.view();
+  const auto pv = prod.view(), bv = bias.view();
   const osprey::Int O = OC;
   return h.build(h.length(prod), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     return pv[i] + bv[osprey::Int(i) % O];
@@ -128,7 +128,7 @@ struct Biased {
 template <osprey::Tensor H, class Then = Biased>
 osprey::Result<Buf<H>> transposeAddBias(H& h, const Buf<H>& prodT, const Buf<H>& bias, osprey::Index N,
                                         osprey::Index OC, Then then = {}) {
-  const osprey::View pv = prodT.view(), bv = bias.view();
+  const auto pv = prodT.view(), bv = bias.view();
   const osprey::Int O = OC, Ni = N;
   return h.build(h.length(prodT), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [n, o] = divMod(osprey::Int(i), O);  // output (n, o) reads prodT[o][n]
@@ -167,7 +167,7 @@ osprey::Result<Buf<H>> linearResidual(H& h, const Buf<H>& x, const Buf<H>& in, c
   } else {
     OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
     OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("residual", {N, OC})), "residual", "a"));
-    const osprey::View xv = x.view();
+    const auto xv = x.view();
     return transposeAddBias(h, OSPREY_TRY(productTransposed(h, in, wT, N, IC, OC)), bias, N, OC,
                             [=] OSPREY_FN(osprey::Index i, osprey::Scalar y) -> osprey::Scalar { return xv[i] + y; });
   }
@@ -215,7 +215,7 @@ osprey::Result<Buf<H>> takeRow(H& h, const Buf<H>& x, osprey::Index rows, osprey
   OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("takeRow", {rows, C})), "takeRow", "x"));
   if (row < 0 || row >= rows)
     return osprey::Error{fmt::format("takeRow: row {} outside {} rows", row, rows)};
-  const osprey::View xv = x.view();
+  const auto xv = x.view();
   const osprey::Int first = osprey::Int(row) * osprey::Int(C);
   return h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar { return xv[first + c]; });
 }

@@ -19,7 +19,7 @@ osprey::Result<std::vector<osprey::Scalar>> hostValues(H& h, const Buf<H>& b) {
   if constexpr (requires { osprey::fromGpu(b); }) {
     return osprey::fromGpu(b);
   } else if constexpr (requires { b.values(); }) {
-    return std::vector<osprey::Scalar>(b.values());
+    return std::vector<osprey::Scalar>(b.values().begin(), b.values().end());
   } else {
     std::vector<osprey::Scalar> out(static_cast<std::size_t>(h.length(b)));
     for (osprey::Index i = 0; i < h.length(b); ++i) out[static_cast<std::size_t>(i)] = h.get(b, i);

@@ -16,7 +16,8 @@
 //   load(path, name)                 Result<Buffer>     one named tensor from a checkpoint
 //   device()                         std::string        who answers: "lists", "host", "cuda: …"
 //
-// Buffers are cheap shared handles; `b.view()` gives the View a kernel captures.
+// Buffers are cheap shared handles; `b.view()` gives the view a kernel captures (view.hpp: a
+// ReadView, View for the exact handlers' doubles).
 #pragma once
 
 #include <concepts>
@@ -59,7 +60,7 @@ namespace effect {
 
 template <class H>
 concept HasBuffer = requires(const typename H::Buffer& b) {
-  { b.view() } -> std::same_as<View>;
+  { b.view() } -> ReadView;
 } && std::copyable<typename H::Buffer>;
 
 template <class H>

@@ -52,7 +52,7 @@ osprey::Result<AdamWOut<H>> adamwUpdate(H& h, const Buf<H>& param, const Buf<H>&
   OSPREY_CHECK(checkLength(h, m, n, L, "first moment"));
   OSPREY_CHECK(checkLength(h, v, n, L, "second moment"));
   if (t < 1) return osprey::Error{fmt::format("{}: step must be 1 or more, got {}", L, t)};
-  const osprey::View pv = param.view(), gv = grad.view(), mv = m.view(), vv = v.view();
+  const auto pv = param.view(), gv = grad.view(), mv = m.view(), vv = v.view();
   const osprey::Scalar keep = decay ? 1.0 - lr * weightDecay : 1.0;
   const osprey::Scalar bc1 = 1.0 - osprey::math::powi(beta1, t);
   const osprey::Scalar bc2 = 1.0 - osprey::math::powi(beta2, t);
@@ -65,7 +65,7 @@ osprey::Result<AdamWOut<H>> adamwUpdate(H& h, const Buf<H>& param, const Buf<H>&
   auto v2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     return adamwSecondMoment(vv[i], gv[i], beta2);
   }));
-  const osprey::View m2v = m2.view(), v2v = v2.view();
+  const auto m2v = m2.view(), v2v = v2.view();
   auto p2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const osprey::Scalar p = decay ? pv[i] * keep : pv[i];
     const osprey::Scalar denom = osprey::math::sqrt(v2v[i]) / bc2Sqrt + eps;

@@ -54,27 +54,27 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
 
   // scores (B, NH, T, T): q · k over the head's channels, every (t, t2).
   auto scores = OSPREY_TRY(heads::products(h, BH, T, hs, T, qkv, qkvHeads.rows(0), qkv, qkvHeads.transposed(Ci)));
-  const osprey::View cv = scores.view();
+  const auto cv = scores.view();
   // pre (B, NH, T, T): scaled scores; 0 above the diagonal (never read).
   auto pre = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
     if (t2 > r % Ti) return 0.0;
     return cv[i] / sqrtHs;
   }));
-  const osprey::View pv = pre.view();
+  const auto pv = pre.view();
   // Per softmax row r, over its causal prefix (r % T + 1 entries): the row max (from the first
   // entry; the earlier of equal maxima is kept), then the sum of exp(pre - max) from 0.0.
   const auto prefix = [=] OSPREY_FN(osprey::Index r) -> osprey::Index { return (osprey::Int(r) % Ti + 1).raw(); };
   auto maxes = OSPREY_TRY(foldRaggedRowsFromFirst(h, R, prefix,
       [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar { return pv[osprey::Int(r) * Ti + t2]; },
       Larger{}, AsIs{}));                                                                 // (B, NH, T)
-  const osprey::View mv = maxes.view();
+  const auto mv = maxes.view();
   auto sums = OSPREY_TRY(sumRaggedRows(h, R, prefix,
       [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
         return osprey::math::exp(pv[osprey::Int(r) * Ti + t2] - mv[r]);
       },
       AsIs{}));                                                                           // (B, NH, T)
-  const osprey::View sv = sums.view();
+  const auto sv = sums.view();
   auto att = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
     if (t2 > r % Ti) return 0.0;
@@ -84,7 +84,7 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   const osprey::Int TT = Ti * Ti;
   const heads::Blocks attRows{NHi, NHi * TT, TT, 0, Ti, 1};
   auto outHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs, att, attRows, qkv, qkvHeads.rows(2 * Ci)));
-  const osprey::View ov = outHeads.view();
+  const auto ov = outHeads.view();
   auto out = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {B, T, C})),
                                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [bt, c] = divMod(osprey::Int(i), Ci);
@@ -109,7 +109,7 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
   const osprey::Index TcC = OSPREY_TRY(checkedProduct(L, {Tc, C}));
   OSPREY_CHECK(checkLength(h, kCache, TcC, L, "key cache"));
   OSPREY_CHECK(checkLength(h, vCache, TcC, L, "value cache"));
-  const osprey::View qv = qkvRow.view(), kv = kCache.view(), vv = vCache.view();
+  const auto qv = qkvRow.view(), kv = kCache.view(), vv = vCache.view();
   const osprey::Int Ti = Tc, Ci = C, HS = hs;
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
 
@@ -120,18 +120,18 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
         return qv[hh * HS + d] * kv[t2 * Ci + hh * HS + d];
       },
       [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return score / sqrtHs; }));
-  const osprey::View pv = pre.view();
+  const auto pv = pre.view();
   // Per head: the max of its row of pre, then the sum of exp(pre - max).
   auto maxes = OSPREY_TRY(foldRowsFromFirst(h, NH, Tc,
       [=] OSPREY_FN(osprey::Index hh, osprey::Index t2) -> osprey::Scalar { return pv[osprey::Int(hh) * Ti + t2]; },
       Larger{}, AsIs{}));                                                                 // (NH)
-  const osprey::View mv = maxes.view();
+  const auto mv = maxes.view();
   auto sums = OSPREY_TRY(sumRows(h, NH, Tc,
       [=] OSPREY_FN(osprey::Index hh, osprey::Index t2) -> osprey::Scalar {
         return osprey::math::exp(pv[osprey::Int(hh) * Ti + t2] - mv[hh]);
       },
       AsIs{}));                                                                           // (NH)
-  const osprey::View sv = sums.view();
+  const auto sv = sums.view();
   // out[c] = sum over the cached positions t2 of att[hh][t2] * v[t2][c], att being computed in the
   // term exactly as the forward's att kernel computes it (the same double, not stored).
   return sumRows(h, C, Tc,
@@ -162,7 +162,7 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   const osprey::Index R = OSPREY_TRY(checkedProduct(L, {B, NH, T}));
   const osprey::Index RT = OSPREY_TRY(checkedProduct(L, {R, T}));
   OSPREY_CHECK(checkLength(h, att, RT, L, "att"));
-  const osprey::View av = att.view();
+  const auto av = att.view();
   const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs, TT = Ti * Ti;
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
@@ -173,7 +173,7 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   // datt (B, NH, T, T) = dout · vᵀ per head. Only the causal prefix of each row is read below, so
   // the entries above the diagonal are left as the product made them.
   auto datt = OSPREY_TRY(heads::products(h, BH, T, hs, T, dout, doutHeads.rows(0), qkv, qkvHeads.transposed(2 * Ci)));
-  const osprey::View gv = datt.view();
+  const auto gv = datt.view();
   // rowDot (B, NH, T): sum_t2 att * datt over the row's causal prefix.
   const auto prefix = [=] OSPREY_FN(osprey::Index r) -> osprey::Index { return (osprey::Int(r) % Ti + 1).raw(); };
   auto rowDot = OSPREY_TRY(sumRaggedRows(h, R, prefix,
@@ -182,7 +182,7 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
         return av[at] * gv[at];
       },
       AsIs{}));
-  const osprey::View rv = rowDot.view();
+  const auto rv = rowDot.view();
   // dscore (B, NH, T, T): gradient of the unscaled score q.k; 0 above the diagonal.
   auto dscore = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
@@ -194,7 +194,7 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   auto dq = OSPREY_TRY(heads::products(h, BH, T, T, hs, dscore, squareRows, qkv, qkvHeads.rows(Ci)));
   auto dk = OSPREY_TRY(heads::products(h, BH, T, T, hs, dscore, squareColumns, qkv, qkvHeads.rows(0)));
   auto dvHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs, att, squareColumns, dout, doutHeads.rows(0)));
-  const osprey::View qg = dq.view(), kg = dk.view(), vg = dvHeads.view();
+  const auto qg = dq.view(), kg = dk.view(), vg = dvHeads.view();
   return h.build(OSPREY_TRY(checkedProduct(L, {B, T, 3, C})),
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [bt, col] = divMod(osprey::Int(i), C3);
@@ -217,7 +217,7 @@ osprey::Result<Buf<H>> appendRow(H& h, const Buf<H>& cache, const Buf<H>& row, o
   const osprey::Index n = OSPREY_TRY(checkedProduct(L, {Tc, C}));
   OSPREY_CHECK(checkLength(h, cache, n, L, "cache"));
   OSPREY_CHECK(checkLength(h, row, C, L, "row"));
-  const osprey::View cv = cache.view(), rv = row.view();
+  const auto cv = cache.view(), rv = row.view();
   return h.build(OSPREY_TRY(checkedProduct(L, {Tc + 1, C})),
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     return i < n ? cv[i] : rv[osprey::Int(i) - n];
@@ -236,7 +236,7 @@ osprey::Result<Buf<H>> appendRowSlice(H& h, const Buf<H>& cache, const Buf<H>& r
   OSPREY_CHECK(checkLength(h, row, width, L, "row"));
   if (start < 0 || C < 0 || start > width || C > width - start)
     return osprey::Error{fmt::format("{}: columns [{}, {}+{}) outside width {}", L, start, start, C, width)};
-  const osprey::View cv = cache.view(), rv = row.view();
+  const auto cv = cache.view(), rv = row.view();
   const osprey::Int tail = osprey::Int(start) - osprey::Int(n);  // row index of output element n
   return h.build(OSPREY_TRY(checkedProduct(L, {Tc + 1, C})),
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {

@@ -53,7 +53,7 @@ struct Layout {
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> gather(H& h, const Buf<H>& src, osprey::Int base, osprey::Int rowStride,
                               osprey::Int colStride, osprey::Index rows, osprey::Index cols) {
-  const osprey::View sv = src.view();
+  const auto sv = src.view();
   const osprey::Int C = cols;
   return h.build(OSPREY_TRY(checkedProduct("attention head", {rows, cols})),
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
@@ -69,7 +69,7 @@ osprey::Result<Buf<H>> gatherAll(H& h, const Buf<H>& src, Blocks blocks, osprey:
                                  osprey::Index cols) {
   const osprey::Index n = OSPREY_TRY(checkedProduct("attention heads", {heads, rows, cols}));
   if (blocks.contiguous(rows, cols) && h.length(src) == n) return src;
-  const osprey::View sv = src.view();
+  const auto sv = src.view();
   const osprey::Int R = rows, C = cols;
   return h.build(n,
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
@@ -80,8 +80,9 @@ osprey::Result<Buf<H>> gatherAll(H& h, const Buf<H>& src, Blocks blocks, osprey:
 }
 
 inline constexpr int kJoinFan = 8;
+template <class V>
 struct JoinViews {
-  osprey::View part[kJoinFan];
+  V part[kJoinFan];
 };
 
 // parts[0] | parts[1] | ... as one buffer. Every part has the same length except perhaps the last
@@ -97,7 +98,7 @@ osprey::Result<Buf<H>> join(H& h, std::vector<Buf<H>> parts) {
         next.push_back(std::move(parts[g]));
         continue;
       }
-      JoinViews views{};
+      JoinViews<decltype(parts[g].view())> views{};
       osprey::Index total = 0;
       for (std::size_t k = 0; k < count; ++k) {
         views.part[k] = parts[g + k].view();

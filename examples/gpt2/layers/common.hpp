@@ -122,7 +122,7 @@ template <osprey::Tensor H>
 osprey::Result<Buf<H>> transpose(H& h, const Buf<H>& x, osprey::Index rows, osprey::Index cols) {
   const osprey::Index n = OSPREY_TRY(checkedProduct("transpose", {rows, cols}));
   OSPREY_CHECK(checkLength(h, x, n, "transpose", "x"));
-  const osprey::View xv = x.view();
+  const auto xv = x.view();
   const osprey::Int R = rows, Cc = cols;
   return h.build(n, [=] OSPREY_FN(osprey::Index o) -> osprey::Scalar {
     // output element o = (j, i) of the (cols, rows) result reads x[i][j]
@@ -141,7 +141,7 @@ osprey::Result<Buf<H>> sliceColumns(H& h, const Buf<H>& x, osprey::Index rows, o
   if (start < 0 || count < 0 || start > width || count > width - start)
     return osprey::Error{fmt::format("sliceColumns: columns [{}, {}+{}) outside width {}", start,
                                      start, count, width)};
-  const osprey::View xv = x.view();
+  const auto xv = x.view();
   const osprey::Int W = width, S = start, K = count;
   return h.build(n, [=] OSPREY_FN(osprey::Index o) -> osprey::Scalar {
     const auto [r, c] = divMod(osprey::Int(o), K);
@@ -155,7 +155,7 @@ osprey::Result<Buf<H>> sliceColumns(H& h, const Buf<H>& x, osprey::Index rows, o
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> add(H& h, const Buf<H>& a, const Buf<H>& b) {
   OSPREY_CHECK(checkLength(h, b, h.length(a), "add", "b"));
-  const osprey::View av = a.view(), bv = b.view();
+  const auto av = a.view(), bv = b.view();
   return h.build(h.length(a), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     return av[i] + bv[i];
   });

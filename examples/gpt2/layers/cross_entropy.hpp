@@ -34,23 +34,23 @@ osprey::Result<CrossEntropyOut<H>> crossEntropyForward(H& h, const Buf<H>& logit
   OSPREY_CHECK(checkLength(h, logits, NV, L, "logits"));
   OSPREY_CHECK(checkLength(h, targets, N, L, "targets"));
   if (V <= 0) return osprey::Error{fmt::format("{}: vocabulary must be non-empty, got {}", L, V)};
-  const osprey::View xv = logits.view(), tv = targets.view();
+  const auto xv = logits.view(), tv = targets.view();
   const osprey::Int Vi = V;
 
   // The running maximum of each row, from its first logit.
   auto rowMaxes = OSPREY_TRY(foldRowsFromFirst(h, N, V,
       [=] OSPREY_FN(osprey::Index n, osprey::Index v) -> osprey::Scalar { return xv[osprey::Int(n) * Vi + v]; },
       Larger{}, AsIs{}));
-  const osprey::View mv = rowMaxes.view();
+  const auto mv = rowMaxes.view();
   // e (N, V) = exp(logits - row max): the exponentials, computed once.
   auto e = OSPREY_TRY(h.build(NV, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     return osprey::math::exp(xv[i] - mv[osprey::Int(i) / Vi]);
   }));
-  const osprey::View ev = e.view();
+  const auto ev = e.view();
   auto rowSums = OSPREY_TRY(sumRows(h, N, V,
       [=] OSPREY_FN(osprey::Index n, osprey::Index v) -> osprey::Scalar { return ev[osprey::Int(n) * Vi + v]; },
       AsIs{}));
-  const osprey::View sv = rowSums.view();
+  const auto sv = rowSums.view();
   auto probs = OSPREY_TRY(h.build(NV, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     return ev[i] / sv[osprey::Int(i) / Vi];
   }));
@@ -70,7 +70,7 @@ osprey::Result<Buf<H>> crossEntropyBackward(H& h, const Buf<H>& probs, const Buf
   const osprey::Index NV = OSPREY_TRY(checkedProduct(L, {N, V}));
   OSPREY_CHECK(checkLength(h, probs, NV, L, "probs"));
   OSPREY_CHECK(checkLength(h, targets, N, L, "targets"));
-  const osprey::View pv = probs.view(), tv = targets.view();
+  const auto pv = probs.view(), tv = targets.view();
   const osprey::Int Vi = V;
   return h.build(NV, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [n, v] = divMod(osprey::Int(i), Vi);

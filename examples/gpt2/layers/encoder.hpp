@@ -40,7 +40,7 @@ osprey::Result<Buf<H>> encoderForward(H& h, const Buf<H>& tokens, const Buf<H>& 
   if (posOffset < 0 || posOffset > maxT || T > maxT - posOffset)
     return osprey::Error{fmt::format("{}: positions [{}, {}) exceed the context of {}", L, posOffset,
                                      posOffset + T, maxT)};
-  const osprey::View tok = tokens.view(), te = wte.view(), pe = wpe.view();
+  const auto tok = tokens.view(), te = wte.view(), pe = wpe.view();
   const osprey::Int Ci = C, Ti = T, P0 = posOffset;
   return h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [n, c] = divMod(osprey::Int(i), Ci);
@@ -70,8 +70,8 @@ osprey::Result<EncoderGrads<H>> encoderBackward(H& h, const Buf<H>& dout, const 
   const osprey::Index VC = OSPREY_TRY(checkedProduct(L, {V, C}));
   const osprey::Index PC = OSPREY_TRY(checkedProduct(L, {maxT, C}));
   if (dwteBase) OSPREY_CHECK(checkLength(h, *dwteBase, VC, L, "dwte base"));
-  const osprey::View tok = tokens.view(), d = dout.view();
-  const osprey::View base = dwteBase ? dwteBase->view() : osprey::View{};
+  const auto tok = tokens.view(), d = dout.view();
+  const auto base = dwteBase ? dwteBase->view() : decltype(tokens.view()){};
   const bool hasBase = dwteBase != nullptr;
   const osprey::Int Ni = N, Ci = C, Ti = T, P0 = posOffset;
 
@@ -90,7 +90,7 @@ osprey::Result<EncoderGrads<H>> encoderBackward(H& h, const Buf<H>& dout, const 
       if (tok[n] == id) return static_cast<osprey::Scalar>(n.raw());
     return static_cast<osprey::Scalar>(N);
   }));
-  const osprey::View fv = first.view(), nv = next.view();
+  const auto fv = first.view(), nv = next.view();
   auto dwte = OSPREY_TRY(h.build(VC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [v, c] = divMod(osprey::Int(i), Ci);
     osprey::Scalar acc = 0.0;

@@ -29,7 +29,7 @@ namespace reference {
 // out = gelu(x), element-wise, any shape.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> geluForward(H& h, const Buf<H>& x) {
-  const osprey::View xv = x.view();
+  const auto xv = x.view();
   return h.build(h.length(x), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar { return geluValue(xv[i]); });
 }
 
@@ -37,7 +37,7 @@ osprey::Result<Buf<H>> geluForward(H& h, const Buf<H>& x) {
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> geluBackward(H& h, const Buf<H>& dout, const Buf<H>& x) {
   OSPREY_CHECK(checkLength(h, dout, h.length(x), "gelu backward", "dout"));
-  const osprey::View xv = x.view(), dv = dout.view();
+  const auto xv = x.view(), dv = dout.view();
   return h.build(h.length(x), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const osprey::Scalar v = xv[i];
     const osprey::Scalar th = osprey::math::tanh(geluInner(v));

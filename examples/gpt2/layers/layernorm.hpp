@@ -54,7 +54,7 @@ osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Bu
   OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
   OSPREY_CHECK(checkLength(h, b, C, L, "bias"));
   if (C <= 0) return osprey::Error{fmt::format("{}: channels must be positive, got {}", L, C)};
-  const osprey::View xv = x.view(), wv = w.view(), bv = b.view();
+  const auto xv = x.view(), wv = w.view(), bv = b.view();
   const osprey::Int Ci = C;
   const auto Cs = static_cast<osprey::Scalar>(C);
   const osprey::Scalar eps = kLayerNormEps;
@@ -65,7 +65,7 @@ osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Bu
         return RowValue{}(xv[osprey::Int(n) * Ci + c]);
       },
       [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar { return sum / Cs; }));
-  const osprey::View mv = mean.view();
+  const auto mv = mean.view();
   auto rstd = OSPREY_TRY(sumRows(h, N, C,
       [=] OSPREY_FN(osprey::Index n, osprey::Index c) -> osprey::Scalar {
         return SquaredDeviation{mv[n]}(xv[osprey::Int(n) * Ci + c]);
@@ -73,7 +73,7 @@ osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Bu
       [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar {
         return 1.0 / osprey::math::sqrt(sum / Cs + eps);
       }));
-  const osprey::View rv = rstd.view();
+  const auto rv = rstd.view();
   auto out = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [n, c] = divMod(osprey::Int(i), Ci);
     const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
@@ -100,7 +100,7 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
   OSPREY_CHECK(checkLength(h, mean, N, L, "mean"));
   OSPREY_CHECK(checkLength(h, rstd, N, L, "rstd"));
   if (C <= 0) return osprey::Error{fmt::format("{}: channels must be positive, got {}", L, C)};
-  const osprey::View dv = dout.view(), xv = x.view(), wv = w.view(), mv = mean.view(), rv = rstd.view();
+  const auto dv = dout.view(), xv = x.view(), wv = w.view(), mv = mean.view(), rv = rstd.view();
   const osprey::Int Ci = C;
   const auto Cs = static_cast<osprey::Scalar>(C);
 
@@ -115,7 +115,7 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
         return dnorm * norm;
       },
       [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar { return sum / Cs; }));
-  const osprey::View sv = stats.view();
+  const auto sv = stats.view();
   auto dx = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [n, c] = divMod(osprey::Int(i), Ci);
     const osprey::Scalar s = rv[n];

@@ -44,7 +44,7 @@ osprey::Result<Buf<H>> matmulForward(H& h, const Buf<H>& x, const Buf<H>& w, con
   OSPREY_CHECK(checkLength(h, w, OSPREY_TRY(checkedProduct(L, {IC, OC})), L, "weight"));
   OSPREY_CHECK(checkLength(h, bias, OC, L, "bias"));
   auto prod = OSPREY_TRY(h.matMul(x, w, N, IC, OC));
-  const osprey::View pv = prod.view(), bv = bias.view();
+  const auto pv = prod.view(), bv = bias.view();
   const osprey::Int O = OC;
   return h.build(NO, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     return pv[i] + bv[osprey::Int(i) % O];
@@ -79,7 +79,7 @@ osprey::Result<MatmulGrads<H>> matmulBackward(H& h, const Buf<H>& dout, const Bu
   auto xT = OSPREY_TRY(transpose(h, x, N, IC));                  // (IC, N)
   auto dw = OSPREY_TRY(h.matMul(xT, dout, IC, N, OC));           // (IC, OC)
   // dbias[o] = dout summed down column o: doutT holds that column as a contiguous row.
-  const osprey::View dtv = doutT.view();
+  const auto dtv = doutT.view();
   const osprey::Int Ni = N;
   auto dbias = OSPREY_TRY(h.build(OC, [=] OSPREY_FN(osprey::Index o) -> osprey::Scalar {
     const osprey::Int row = osprey::Int(o) * Ni;
