@@ -17,11 +17,11 @@
 // its terms computed ahead (ordered_sum.hpp). The order of the combines is the contract; *when*
 // each term is computed is not, because no term depends on the accumulator. A handler may
 // therefore answer a row fold itself (a member foldRows with the argument list of
-// reference::foldRows, less the handler): the cuda
-// device computes a chunk of one row's terms with a whole block into shared memory and lets one
-// thread combine them in order, so a one-row LayerNorm is no longer one thread waiting on 768
-// loads, and a 4096-row column sum no longer runs on 768 threads. Same terms, same combines in the
-// same order: the same doubles, which the typed tests check on every handler.
+// reference::foldRows, less the handler): the cuda device computes a chunk of one row's terms with
+// a whole block into shared memory and lets one thread combine them in order, so a one-row
+// LayerNorm is no longer one thread waiting on 768 loads, and a 768-column gradient sum over 4096
+// rows no longer runs on 768 threads. Same terms, same combines in the same order: the same
+// doubles, which the typed tests check on every handler.
 #pragma once
 
 #include "gpt2/layers/common.hpp"
