@@ -34,7 +34,7 @@ osprey::Result<std::string> storedName(const osprey::io::TensorFile& file, const
 
 // lm_head.weight, when present, must be wte itself: Osprey's output projection is tied.
 osprey::Result<void> checkTiedHead(const osprey::io::TensorFile& file, const HostWeights& w) {
-  for (const std::string name : {std::string("lm_head.weight"), std::string(kPrefix) + "lm_head.weight"}) {
+  for (const std::string& name : {std::string("lm_head.weight"), std::string(kPrefix) + "lm_head.weight"}) {
     if (!file.contains(name)) continue;
     auto head = OSPREY_TRY(file.read(name));
     if (head.values != w.wte().values)
