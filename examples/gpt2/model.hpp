@@ -136,25 +136,33 @@ osprey::Result<Buf<H>> transposeAddBias(H& h, const Buf<H>& prodT, const Buf<H>&
   });
 }
 
+// Whether the handler answers matmulForwardTransposed itself (a fused path): then linear() asks
+// it for the product, and the output kernel cannot take on the next layer's work.
+template <class H>
+concept AnswersLinear = requires(H& h, const Buf<H>& b, osprey::Index n) { h.matmulForwardTransposed(b, b, n, n, n); };
+
+// Element i = then(i, (x · W + bias)[i]), with W held as wT (OC, IC): the product taken transposed
+// (OC, N), then the transpose back, the bias add and `then` in one kernel.
+template <osprey::Tensor H, class Then = Biased>
+osprey::Result<Buf<H>> linearThen(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf<H>& bias, osprey::Index N,
+                                  osprey::Index IC, osprey::Index OC, Then then = {}) {
+  OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
+  return transposeAddBias(h, OSPREY_TRY(productTransposed(h, x, wT, N, IC, OC)), bias, N, OC, then);
+}
+
 // out (N, OC) = x (N, IC) · W + bias (OC), with W held as wT (OC, IC). The product first, then
 // the bias: the same operations as matmulForward on W itself. A handler that answers
-// matmulForwardTransposed itself (a fused path) is asked for the product; otherwise the product
-// is taken transposed (OC, N) and the transpose back and the bias add are one kernel.
+// matmulForwardTransposed itself (a fused path) is asked for the product; otherwise linearThen.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf<H>& bias,
                               osprey::Index N, osprey::Index IC, osprey::Index OC) {
-  OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
-  if constexpr (requires { h.matmulForwardTransposed(x, wT, N, IC, OC); }) {
+  if constexpr (AnswersLinear<H>) {
+    OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
     return addBias(h, OSPREY_TRY(matmulForwardTransposed(h, x, wT, N, IC, OC)), bias, OC);
   } else {
-    return transposeAddBias(h, OSPREY_TRY(productTransposed(h, x, wT, N, IC, OC)), bias, N, OC);
+    return linearThen(h, x, wT, bias, N, IC, OC);
   }
 }
-
-// Whether linear() goes through the handler's own product (a fused path), so its output kernel
-// cannot take on the next layer's work.
-template <class H>
-concept AnswersLinear = requires(H& h, const Buf<H>& b, osprey::Index n) { h.matmulForwardTransposed(b, b, n, n, n); };
 
 // x + linear(in): the residual connection after a linear layer. Unless the handler answers the
 // product or the residual itself, the bias, the transpose and the residual sum are one kernel:
@@ -165,11 +173,10 @@ osprey::Result<Buf<H>> linearResidual(H& h, const Buf<H>& x, const Buf<H>& in, c
   if constexpr (AnswersLinear<H> || requires { h.residualForward(x, x); }) {
     return residualForward(h, x, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
   } else {
-    OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
     OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("residual", {N, OC})), "residual", "a"));
     const auto xv = x.view();
-    return transposeAddBias(h, OSPREY_TRY(productTransposed(h, in, wT, N, IC, OC)), bias, N, OC,
-                            [=] OSPREY_FN(osprey::Index i, osprey::Scalar y) -> osprey::Scalar { return xv[i] + y; });
+    return linearThen(h, in, wT, bias, N, IC, OC,
+                      [=] OSPREY_FN(osprey::Index i, osprey::Scalar y) -> osprey::Scalar { return xv[i] + y; });
   }
 }
 
@@ -181,9 +188,8 @@ osprey::Result<Buf<H>> linearGelu(H& h, const Buf<H>& in, const Buf<H>& wT, cons
   if constexpr (AnswersLinear<H> || requires { h.geluForward(in); }) {
     return geluForward(h, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
   } else {
-    OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
-    return transposeAddBias(h, OSPREY_TRY(productTransposed(h, in, wT, N, IC, OC)), bias, N, OC,
-                            [] OSPREY_FN(osprey::Index, osprey::Scalar y) -> osprey::Scalar { return geluValue(y); });
+    return linearThen(h, in, wT, bias, N, IC, OC,
+                      [] OSPREY_FN(osprey::Index, osprey::Scalar y) -> osprey::Scalar { return geluValue(y); });
   }
 }
 
@@ -264,7 +270,7 @@ osprey::Result<Buf<H>> forwardHidden(H& h, const ForwardWeights<H>& w, const Buf
 // one row the product (V, 1) already is the logits (1, V) in memory: no transpose back.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> lmHead(H& h, const ForwardWeights<H>& w, const Buf<H>& hidden, osprey::Index N) {
-  if constexpr (!requires { h.matmulForwardTransposed(hidden, w.wte, N, w.config.C, w.config.V); }) {
+  if constexpr (!AnswersLinear<H>) {
     if (N == 1) return productTransposed(h, hidden, w.wte, 1, w.config.C, w.config.V);  // (V)
   }
   return matmulForwardTransposed(h, hidden, w.wte, N, w.config.C, w.config.V);

@@ -34,6 +34,37 @@ inline osprey::Result<osprey::Index> headSize(const char* layer, osprey::Index C
     return osprey::Error{fmt::format("{}: {} channels do not split into {} heads", layer, C, NH)};
   return C / NH;
 }
+// The causal prefix of softmax row r of a (rows, T) table: its first r % T + 1 entries.
+struct CausalPrefix {
+  osprey::Int T;
+  OSPREY_FN osprey::Index operator()(osprey::Index r) const { return (osprey::Int(r) % T + 1).raw(); }
+};
+
+// Per row r of the scaled scores pre (rows, T), over its first length(r) entries: the max (from the
+// first entry; the earlier of equal maxima is kept), then the sum of exp(pre - max) from 0.0. The
+// full pass and the cached step both take their softmax from here, so a cached row's statistics
+// are the full pass's bit for bit.
+template <class H>
+struct SoftmaxStats {
+  Buf<H> maxes;  // (rows)
+  Buf<H> sums;   // (rows)
+};
+template <osprey::Tensor H, class Length>
+osprey::Result<SoftmaxStats<H>> softmaxStats(H& h, const Buf<H>& pre, osprey::Index rows, osprey::Index T,
+                                             Length length) {
+  const auto pv = pre.view();
+  const osprey::Int Ti = T;
+  auto maxes = OSPREY_TRY(foldRaggedRowsFromFirst(h, rows, length,
+      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar { return pv[osprey::Int(r) * Ti + t2]; },
+      Larger{}, AsIs{}));
+  const auto mv = maxes.view();
+  auto sums = OSPREY_TRY(sumRaggedRows(h, rows, length,
+      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
+        return osprey::math::exp(pv[osprey::Int(r) * Ti + t2] - mv[r]);
+      },
+      AsIs{}));
+  return SoftmaxStats<H>{std::move(maxes), std::move(sums)};
+}
 }  // namespace detail
 
 namespace reference {
@@ -62,28 +93,17 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
     return cv[i] / sqrtHs;
   }));
   const auto pv = pre.view();
-  // Per softmax row r, over its causal prefix (r % T + 1 entries): the row max (from the first
-  // entry; the earlier of equal maxima is kept), then the sum of exp(pre - max) from 0.0.
-  const auto prefix = [=] OSPREY_FN(osprey::Index r) -> osprey::Index { return (osprey::Int(r) % Ti + 1).raw(); };
-  auto maxes = OSPREY_TRY(foldRaggedRowsFromFirst(h, R, prefix,
-      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar { return pv[osprey::Int(r) * Ti + t2]; },
-      Larger{}, AsIs{}));                                                                 // (B, NH, T)
-  const auto mv = maxes.view();
-  auto sums = OSPREY_TRY(sumRaggedRows(h, R, prefix,
-      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
-        return osprey::math::exp(pv[osprey::Int(r) * Ti + t2] - mv[r]);
-      },
-      AsIs{}));                                                                           // (B, NH, T)
-  const auto sv = sums.view();
+  // Per softmax row, over its causal prefix: the max and the sum of exp(pre - max), (B, NH, T) each.
+  const auto stats = OSPREY_TRY(detail::softmaxStats(h, pre, R, T, detail::CausalPrefix{Ti}));
+  const auto mv = stats.maxes.view(), sv = stats.sums.view();
   auto att = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
     if (t2 > r % Ti) return 0.0;
     return osprey::math::exp(pv[i] - mv[r]) / sv[r];
   }));
   // outHeads (B, NH, T, hs) = att · v per head (t2 ascending; att is 0 past the causal prefix).
-  const osprey::Int TT = Ti * Ti;
-  const heads::Blocks attRows{NHi, NHi * TT, TT, 0, Ti, 1};
-  auto outHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs, att, attRows, qkv, qkvHeads.rows(2 * Ci)));
+  auto outHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs, att, heads::squareRows(NHi, Ti), qkv,
+                                             qkvHeads.rows(2 * Ci)));
   const auto ov = outHeads.view();
   auto out = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {B, T, C})),
                                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
@@ -121,17 +141,9 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
       },
       [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return score / sqrtHs; }));
   const auto pv = pre.view();
-  // Per head: the max of its row of pre, then the sum of exp(pre - max).
-  auto maxes = OSPREY_TRY(foldRowsFromFirst(h, NH, Tc,
-      [=] OSPREY_FN(osprey::Index hh, osprey::Index t2) -> osprey::Scalar { return pv[osprey::Int(hh) * Ti + t2]; },
-      Larger{}, AsIs{}));                                                                 // (NH)
-  const auto mv = maxes.view();
-  auto sums = OSPREY_TRY(sumRows(h, NH, Tc,
-      [=] OSPREY_FN(osprey::Index hh, osprey::Index t2) -> osprey::Scalar {
-        return osprey::math::exp(pv[osprey::Int(hh) * Ti + t2] - mv[hh]);
-      },
-      AsIs{}));                                                                           // (NH)
-  const auto sv = sums.view();
+  // Per head, over every cached position: the max and the sum of exp(pre - max), (NH) each.
+  const auto stats = OSPREY_TRY(detail::softmaxStats(h, pre, NH, Tc, EveryRow{Tc}));
+  const auto mv = stats.maxes.view(), sv = stats.sums.view();
   // out[c] = sum over the cached positions t2 of att[hh][t2] * v[t2][c], att being computed in the
   // term exactly as the forward's att kernel computes it (the same double, not stored).
   return sumRows(h, C, Tc,
@@ -163,20 +175,19 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   const osprey::Index RT = OSPREY_TRY(checkedProduct(L, {R, T}));
   OSPREY_CHECK(checkLength(h, att, RT, L, "att"));
   const auto av = att.view();
-  const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs, TT = Ti * Ti;
+  const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs;
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
   const heads::Layout qkvHeads{Ti, C3, NHi, HS}, doutHeads{Ti, Ci, NHi, HS};
   // att and dscore (B, NH, T, T) per head, as they are and transposed.
-  const heads::Blocks squareRows{NHi, NHi * TT, TT, 0, Ti, 1}, squareColumns{NHi, NHi * TT, TT, 0, 1, Ti};
+  const heads::Blocks squareRows = heads::squareRows(NHi, Ti), squareColumns = heads::squareColumns(NHi, Ti);
 
   // datt (B, NH, T, T) = dout · vᵀ per head. Only the causal prefix of each row is read below, so
   // the entries above the diagonal are left as the product made them.
   auto datt = OSPREY_TRY(heads::products(h, BH, T, hs, T, dout, doutHeads.rows(0), qkv, qkvHeads.transposed(2 * Ci)));
   const auto gv = datt.view();
   // rowDot (B, NH, T): sum_t2 att * datt over the row's causal prefix.
-  const auto prefix = [=] OSPREY_FN(osprey::Index r) -> osprey::Index { return (osprey::Int(r) % Ti + 1).raw(); };
-  auto rowDot = OSPREY_TRY(sumRaggedRows(h, R, prefix,
+  auto rowDot = OSPREY_TRY(sumRaggedRows(h, R, detail::CausalPrefix{Ti},
       [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
         const osprey::Int at = osprey::Int(r) * Ti + t2;
         return av[at] * gv[at];

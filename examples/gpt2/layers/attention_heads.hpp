@@ -27,11 +27,14 @@
 namespace gpt2::heads {
 
 // Head bh = b*NH + hh's (rows, cols) block of a strided source: element (r, c) is
-// src[base(bh) + r*rowStride + c*colStride], with base(bh) = b*batchStride + hh*headStride + offset.
+// src[b*batchStride + hh*headStride + offset + r*rowStride + c*colStride].
 // Strides of 1 and of the source's row width read a block or its transpose.
 struct Blocks {
   osprey::Int NH, batchStride, headStride, offset, rowStride, colStride;
-  OSPREY_FN osprey::Int base(osprey::Int bh) const { return (bh / NH) * batchStride + (bh % NH) * headStride + offset; }
+  // Where element (r, c) of head bh's block lies in the source.
+  OSPREY_FN osprey::Int at(osprey::Int bh, osprey::Int r, osprey::Int c) const {
+    return (bh / NH) * batchStride + (bh % NH) * headStride + offset + r * rowStride + c * colStride;
+  }
   // Whether the blocks already lie one after another as (heads, rows, cols), row-major.
   bool contiguous(osprey::Index rows, osprey::Index cols) const {
     osprey::Index block = 0, batch = 0;
@@ -41,6 +44,10 @@ struct Blocks {
   }
 };
 
+// The heads of a (B, NH, T, T) tensor (att, dscore): a head's (T, T) block as it is, or transposed.
+inline Blocks squareRows(osprey::Int NH, osprey::Int T) { return Blocks{NH, NH * T * T, T * T, 0, T, 1}; }
+inline Blocks squareColumns(osprey::Int NH, osprey::Int T) { return Blocks{NH, NH * T * T, T * T, 0, 1, T}; }
+
 // The heads of a (B, T, width) activation, hs channels each, whose section starts at column
 // `offset` (q, k, v sections of qkv; dout): a head's (T, hs) block, or its transpose (hs, T).
 struct Layout {
@@ -49,16 +56,16 @@ struct Layout {
   Blocks transposed(osprey::Int offset) const { return Blocks{NH, T * width, hs, offset, 1, width}; }
 };
 
-// One head's block as its own (rows, cols) buffer.
+// Head bh's block as its own (rows, cols) buffer.
 template <osprey::Tensor H>
-osprey::Result<Buf<H>> gather(H& h, const Buf<H>& src, osprey::Int base, osprey::Int rowStride,
-                              osprey::Int colStride, osprey::Index rows, osprey::Index cols) {
+osprey::Result<Buf<H>> gather(H& h, const Buf<H>& src, Blocks blocks, osprey::Index bh, osprey::Index rows,
+                              osprey::Index cols) {
   const auto sv = src.view();
-  const osprey::Int C = cols;
+  const osprey::Int C = cols, head = bh;
   return h.build(OSPREY_TRY(checkedProduct("attention head", {rows, cols})),
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, c] = divMod(osprey::Int(i), C);
-    return sv[base + r * rowStride + c * colStride];
+    return sv[blocks.at(head, r, c)];
   });
 }
 
@@ -75,7 +82,7 @@ osprey::Result<Buf<H>> gatherAll(H& h, const Buf<H>& src, Blocks blocks, osprey:
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [block, c] = divMod(osprey::Int(i), C);
     const auto [bh, r] = divMod(block, R);
-    return sv[blocks.base(bh) + r * blocks.rowStride + c * blocks.colStride];
+    return sv[blocks.at(bh, r, c)];
   });
 }
 
@@ -133,9 +140,8 @@ osprey::Result<Buf<H>> products(H& h, osprey::Index heads, osprey::Index rows, o
     std::vector<Buf<H>> parts;
     parts.reserve(static_cast<std::size_t>(heads));
     for (osprey::Index head = 0; head < heads; ++head) {
-      const osprey::Int bh = head;
-      auto l = OSPREY_TRY(gather(h, leftSrc, left.base(bh), left.rowStride, left.colStride, rows, inner));
-      auto r = OSPREY_TRY(gather(h, rightSrc, right.base(bh), right.rowStride, right.colStride, inner, cols));
+      auto l = OSPREY_TRY(gather(h, leftSrc, left, head, rows, inner));
+      auto r = OSPREY_TRY(gather(h, rightSrc, right, head, inner, cols));
       parts.push_back(OSPREY_TRY(h.matMul(l, r, rows, inner, cols)));
     }
     return join(h, std::move(parts));

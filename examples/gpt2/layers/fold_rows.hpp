@@ -53,7 +53,11 @@ osprey::Result<Buf<H>> foldRows(H& h, osprey::Index rows, Length length, osprey:
 }  // namespace reference
 
 namespace detail {
-inline osprey::Result<void> checkRowFold(osprey::Index rows, osprey::Index cols, bool fromFirst) {
+inline osprey::Result<void> checkRowCount(osprey::Index rows) {
+  if (rows < 0) return osprey::Error{fmt::format("row fold: negative row count {}", rows)};
+  return {};
+}
+inline osprey::Result<void> checkColumns(osprey::Index rows, osprey::Index cols, bool fromFirst) {
   if (rows < 0 || cols < 0)
     return osprey::Error{fmt::format("row fold: negative shape ({} rows, {} columns)", rows, cols)};
   if (fromFirst && cols < 1 && rows > 0)
@@ -64,40 +68,39 @@ inline osprey::Result<void> checkRowFold(osprey::Index rows, osprey::Index cols,
 template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
 osprey::Result<Buf<H>> foldRowsAnswered(H& h, osprey::Index rows, Length length, osprey::Scalar seed,
                                         bool fromFirst, Term term, Combine combine, Finish finish) {
+  OSPREY_CHECK(checkRowCount(rows));
   OSPREY_GPT2_DERIVED(foldRows, rows, length, seed, fromFirst, term, combine, finish)
   return reference::foldRows(h, rows, length, seed, fromFirst, term, combine, finish);
 }
 }  // namespace detail
 
+// Rows of different lengths: row r holds length(r) terms (an OSPREY_FN functor, e.g. a causal
+// prefix). For the fold from the first term, every length must be >= 1.
+template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
+osprey::Result<Buf<H>> foldRaggedRows(H& h, osprey::Index rows, Length length, osprey::Scalar seed, Term term,
+                                      Combine combine, Finish finish) {
+  return detail::foldRowsAnswered(h, rows, length, seed, false, term, combine, finish);
+}
+template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
+osprey::Result<Buf<H>> foldRaggedRowsFromFirst(H& h, osprey::Index rows, Length length, Term term,
+                                               Combine combine, Finish finish) {
+  return detail::foldRowsAnswered(h, rows, length, 0.0, true, term, combine, finish);
+}
+
 // finish(r, fold from `seed` of term(r, 0 .. cols)), for every row r.
 template <osprey::Tensor H, class Term, class Combine, class Finish>
 osprey::Result<Buf<H>> foldRows(H& h, osprey::Index rows, osprey::Index cols, osprey::Scalar seed, Term term,
                                 Combine combine, Finish finish) {
-  OSPREY_CHECK(detail::checkRowFold(rows, cols, false));
-  return detail::foldRowsAnswered(h, rows, EveryRow{cols}, seed, false, term, combine, finish);
+  OSPREY_CHECK(detail::checkColumns(rows, cols, false));
+  return foldRaggedRows(h, rows, EveryRow{cols}, seed, term, combine, finish);
 }
 
 // finish(r, fold from term(r, 0) of term(r, 1 .. cols)), for every row r; cols >= 1.
 template <osprey::Tensor H, class Term, class Combine, class Finish>
 osprey::Result<Buf<H>> foldRowsFromFirst(H& h, osprey::Index rows, osprey::Index cols, Term term,
                                          Combine combine, Finish finish) {
-  OSPREY_CHECK(detail::checkRowFold(rows, cols, true));
-  return detail::foldRowsAnswered(h, rows, EveryRow{cols}, 0.0, true, term, combine, finish);
-}
-
-// The same folds over rows of different lengths: row r holds length(r) terms (an OSPREY_FN
-// functor, e.g. a causal prefix). For the fold from the first term, every length must be >= 1.
-template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
-osprey::Result<Buf<H>> foldRaggedRows(H& h, osprey::Index rows, Length length, osprey::Scalar seed, Term term,
-                                      Combine combine, Finish finish) {
-  OSPREY_CHECK(detail::checkRowFold(rows, 0, false));
-  return detail::foldRowsAnswered(h, rows, length, seed, false, term, combine, finish);
-}
-template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
-osprey::Result<Buf<H>> foldRaggedRowsFromFirst(H& h, osprey::Index rows, Length length, Term term,
-                                               Combine combine, Finish finish) {
-  OSPREY_CHECK(detail::checkRowFold(rows, 0, false));
-  return detail::foldRowsAnswered(h, rows, length, 0.0, true, term, combine, finish);
+  OSPREY_CHECK(detail::checkColumns(rows, cols, true));
+  return foldRaggedRowsFromFirst(h, rows, EveryRow{cols}, term, combine, finish);
 }
 
 // The combine of a sum.

@@ -30,10 +30,7 @@ struct LayerNormGrads {
   Buf<H> db;  // (C)
 };
 
-// The terms: the value itself (the mean's sum), and its squared deviation from the mean.
-struct RowValue {
-  OSPREY_FN osprey::Scalar operator()(osprey::Scalar v) const { return v; }
-};
+// The variance's term: a value's squared deviation from the mean.
 struct SquaredDeviation {
   osprey::Scalar mean;
   OSPREY_FN osprey::Scalar operator()(osprey::Scalar v) const {
@@ -62,7 +59,7 @@ osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Bu
   // Rows [n·C, (n+1)·C) lie in x: its length N·C was checked above.
   auto mean = OSPREY_TRY(sumRows(h, N, C,
       [=] OSPREY_FN(osprey::Index n, osprey::Index c) -> osprey::Scalar {
-        return RowValue{}(xv[osprey::Int(n) * Ci + c]);
+        return xv[osprey::Int(n) * Ci + c];
       },
       [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar { return sum / Cs; }));
   const auto mv = mean.view();
