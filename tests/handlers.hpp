@@ -19,6 +19,7 @@
 #include "osprey/lists/lists.hpp"
 #if defined(__CUDACC__)
 #include "osprey/gpu/cuda_handler.hpp"
+#include "osprey/gpu/fast.hpp"
 #endif
 
 namespace osprey::testing {
@@ -58,6 +59,15 @@ std::vector<Scalar> readAll(Gpu<D>&, const GpuBuffer<D>& b) {
   if (!r.ok()) throw std::runtime_error(r.error().message);
   return std::move(r).value();
 }
+
+#if defined(__CUDACC__)
+// The fast handler's floats, widened to doubles on the host.
+inline std::vector<Scalar> readAll(Fast&, const Fast::Buffer& b) {
+  auto r = fromGpu(b);
+  if (!r.ok()) throw std::runtime_error(r.error().message);
+  return std::move(r).value();
+}
+#endif
 
 // What device() must answer: exactly `name`, or (for a real GPU, whose model varies) a name
 // starting with `name`.

@@ -15,7 +15,7 @@ void addModelOptions(CLI::App& sub, ModelRequest& request) {
 }
 
 void addBackendOptions(CLI::App& sub, BackendChoice& choice) {
-  sub.add_option("--backend", choice.backend, "handler: lists or gpu")->capture_default_str();
+  sub.add_option("--backend", choice.backend, "handler: lists, gpu or fast (float storage on the cuda device)")->capture_default_str();
   sub.add_option("--device", choice.device, "gpu device: host or cuda (default: $OSPREY_GPU, else host)");
 }
 

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   gpt2::HandlerEntries entries = gpt2::hostEntries();
 #if defined(OSPREY_GPT2_HAVE_CUDA)
   entries.gpuCuda = &gpt2::runJobOnGpuCuda;
+  entries.fast = &gpt2::runJobOnFast;
 #endif
   std::ios::sync_with_stdio(false);
   return gpt2::runCli(std::vector<std::string>(argv, argv + argc), entries, std::cout, std::cerr);

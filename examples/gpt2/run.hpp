@@ -8,6 +8,8 @@
 //   runJobOnGpuHost    (run_host.cpp,  g++)   the gpu handler on the host device
 //   runJobOnGpuCuda    (run_cuda.cu,   nvcc)  the gpu handler on the cuda device; exists only
 //                                             when nvcc built gpt2_cuda (OSPREY_GPT2_HAVE_CUDA)
+//   runJobOnFast       (run_fast.cu,   nvcc)  the fast handler (gpt2/fast/) on the cuda device;
+//                                             the same condition
 //
 // Each entry point instantiates the one templated body (run_job.hpp) for its handler, so the
 // model is compiled by the host compiler for lists and gpu/host, and by nvcc for cuda
@@ -58,20 +60,23 @@ using JobRunner = osprey::Result<void> (*)(ModelJob& job, const Streams& streams
 osprey::Result<void> runJobOnLists(ModelJob& job, const Streams& streams);
 osprey::Result<void> runJobOnGpuHost(ModelJob& job, const Streams& streams);
 osprey::Result<void> runJobOnGpuCuda(ModelJob& job, const Streams& streams);  // nvcc builds only
+osprey::Result<void> runJobOnFast(ModelJob& job, const Streams& streams);     // nvcc builds only
 
-// The entry points a program links. The cuda one is null when the program was built without
-// nvcc: choosing it is then an error that says so, never a run on another device.
+// The entry points a program links. The cuda ones are null when the program was built without
+// nvcc: choosing one is then an error that says so, never a run on another device.
 struct HandlerEntries {
   JobRunner lists = nullptr;
   JobRunner gpuHost = nullptr;
   JobRunner gpuCuda = nullptr;
+  JobRunner fast = nullptr;
 };
 
-// lists and gpu/host; gpuCuda left null (main.cpp adds it when gpt2_cuda is linked).
+// lists and gpu/host; gpuCuda and fast left null (main.cpp adds them when gpt2_cuda is linked).
 HandlerEntries hostEntries();
 
 // --backend / --device (or $OSPREY_GPU) -> the entry point, or the error naming the bad choice:
-//   "unknown backend `x`: choose gpu or lists", "unknown gpu device `x`: choose host or cuda".
+//   "unknown backend `x`: choose gpu, fast or lists", "unknown gpu device `x`: choose host or cuda".
+// The fast backend runs on the cuda device only.
 struct BackendChoice {
   std::string backend = "lists";
   std::string device;  // empty: $OSPREY_GPU, else host (gpu backend only)

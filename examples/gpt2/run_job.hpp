@@ -18,6 +18,7 @@
 #include "gpt2/generate.hpp"
 #include "gpt2/model.hpp"
 #include "gpt2/run.hpp"
+#include "gpt2/run_memory.hpp"
 #include "gpt2/train_loop.hpp"      // runJob for TrainJob
 #include "gpt2/train_step_job.hpp"  // runJob for TrainStepJob
 #include "gpt2/weights.hpp"
@@ -82,9 +83,9 @@ osprey::Result<void> runJob(H& h, GenerateJob& job, const Streams& s) {
                          h.device(), uploaded, job.prompt.size(), firstToken);
     if (produced > 1)
       s.err << fmt::format("timing: {} more tokens {:.3f} s ({:.2f} tokens/s); generation {:.3f} s "
-                           "({:.2f} tokens/s overall)\n",
+                           "({:.2f} tokens/s overall){}\n",
                            produced - 1, rest, static_cast<double>(produced - 1) / rest, total,
-                           static_cast<double>(produced) / total);
+                           static_cast<double>(produced) / total, peakMemoryNote(h));
     s.err.flush();
   }
   return {};

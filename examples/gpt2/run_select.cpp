@@ -15,8 +15,18 @@ osprey::Result<JobRunner> selectRunner(const BackendChoice& choice, const Handle
                                        "runs on the host", choice.device)};
     return entries.lists;
   }
+  if (choice.backend == "fast") {
+    if (!choice.device.empty() && choice.device != "cuda")
+      return osprey::Error{fmt::format("--device {}: the fast backend runs on the cuda device only (float "
+                                       "storage, tensor-core products); choose --device cuda or leave it out",
+                                       choice.device)};
+    if (!entries.fast)
+      return osprey::Error{"backend `fast` runs on a CUDA device: this osprey-gpt2 was built without nvcc "
+                           "(rebuild where nvcc is installed, or choose gpu or lists)"};
+    return entries.fast;
+  }
   if (choice.backend != "gpu")
-    return osprey::Error{fmt::format("unknown backend `{}`: choose gpu or lists", choice.backend)};
+    return osprey::Error{fmt::format("unknown backend `{}`: choose gpu, fast or lists", choice.backend)};
 
   std::string device = choice.device;
   if (device.empty()) device = OSPREY_TRY(osprey::gpuDeviceFromEnvironment());

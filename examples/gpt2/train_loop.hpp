@@ -30,6 +30,7 @@
 
 #include <fmt/format.h>
 
+#include "gpt2/run_memory.hpp"
 #include "gpt2/data_batches.hpp"
 #include "gpt2/run.hpp"
 #include "gpt2/train_adamw.hpp"
@@ -184,7 +185,8 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
     progress.note(fmt::format("interrupted: stopped cleanly after step {}{}", opt.step,
                               st.saveDir ? " (checkpoint saved)" : " (no --save directory: nothing saved)"));
   const double total = std::chrono::duration<double>(Clock::now() - runStart).count();
-  progress.note(fmt::format("trained {} steps in {}", opt.step - firstStep, train::formatDuration(total)));
+  progress.note(fmt::format("trained {} steps in {}{}", opt.step - firstStep, train::formatDuration(total),
+                            peakMemoryNote(h)));
   if (!s.out) return osprey::Error{"writing the output failed"};
   return {};
 }

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "gpt2/run.hpp"
+#include "gpt2/run_memory.hpp"
 #include "gpt2/train_adamw.hpp"
 #include "gpt2/train_job.hpp"
 #include "gpt2/train_step.hpp"
@@ -58,9 +59,9 @@ osprey::Result<void> runJob(H& h, TrainStepJob& job, const Streams& s) {
   const auto seconds = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
   };
-  s.err << fmt::format("timing: forward + backward {:.3f} s, AdamW {:.3f} s, step {:.3f} s on {}\n",
+  s.err << fmt::format("timing: forward + backward {:.3f} s, AdamW {:.3f} s, step {:.3f} s on {}{}\n",
                        seconds(start, backwardDone), seconds(updateStart, updateDone),
-                       seconds(start, backwardDone) + seconds(updateStart, updateDone), h.device());
+                       seconds(start, backwardDone) + seconds(updateStart, updateDone), h.device(), peakMemoryNote(h));
   s.err.flush();
   return {};
 }

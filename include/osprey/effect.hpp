@@ -46,6 +46,13 @@ template <class F>
 concept Combine = Closure<F> && std::invocable<const F&, Scalar, Scalar> &&
                   std::convertible_to<std::invoke_result_t<const F&, Scalar, Scalar>, Scalar>;
 
+// A combine that may be applied in any grouping and any order (+, max): it says so with a
+// `static constexpr bool regroupable = true` member. The exact handlers ignore the mark (they
+// fold in the order the contract fixes); the fast handler (gpu/fast.hpp) folds such a row as a
+// tree across a block, which changes the result only by rounding, within its documented tolerances.
+template <class C>
+concept Regroupable = requires { requires C::regroupable; };
+
 namespace archetype {
 // Stand-ins used only to ask "does the handler accept any kernel/combine?".
 struct Kernel {

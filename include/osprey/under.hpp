@@ -2,8 +2,9 @@
 //
 //   onLists(work)        runs work(Lists&)
 //   onGpu(work)          runs work(Gpu<D>&) on the device OSPREY_GPU names (host | cuda; default host)
-//   under(name, work)    "lists" | "gpu"; anything else runs nothing and returns
-//                        "unknown backend `x`: choose gpu or lists"
+//   onFast(work)         runs work(Fast&): the fast handler on the cuda device (gpu/fast.hpp)
+//   under(name, work)    "lists" | "gpu" | "fast"; anything else runs nothing and returns
+//                        "unknown backend `x`: choose gpu, fast or lists"
 //
 // `work` is generic over the handler and must return a Result<T> of one T for every handler.
 // The cuda device is only reachable from code nvcc compiled (a .cu translation unit); a host-
@@ -22,6 +23,7 @@
 #include "osprey/strict.hpp"
 #if defined(__CUDACC__)
 #include "osprey/gpu/cuda_handler.hpp"
+#include "osprey/gpu/fast.hpp"
 #endif
 
 namespace osprey {
@@ -78,12 +80,32 @@ auto onGpu(Work&& work) -> decltype(onLists(work)) {
   return onGpuDevice(*device, std::forward<Work>(work));
 }
 
+// The fast handler (float storage, tensor-core products) on the cuda device OSPREY_CUDA_DEVICE
+// names. Host-compiled code cannot reach it and says so.
+template <class Work>
+auto onFast(Work&& work) -> decltype(onLists(work)) {
+  using R = decltype(onLists(work));
+#if defined(__CUDACC__)
+  auto handler = Fast::open();
+  if (!handler.ok()) return R(handler.error());
+  R result = strictly([&] { return work(*handler); });
+  if (result.ok())
+    if (auto pending = handler->runtime()->flush(); !pending.ok()) return R(pending.error());
+  return result;
+#else
+  (void)work;
+  return R(Error{"backend `fast` runs on a CUDA device: this code was compiled without nvcc (build with "
+                 "nvcc present, or choose gpu or lists)"});
+#endif
+}
+
 template <class Work>
 auto under(std::string_view name, Work&& work) -> decltype(onLists(work)) {
   using R = decltype(onLists(work));
   if (name == "lists") return onLists(std::forward<Work>(work));
   if (name == "gpu") return onGpu(std::forward<Work>(work));
-  return R(Error{fmt::format("unknown backend `{}`: choose gpu or lists", name)});
+  if (name == "fast") return onFast(std::forward<Work>(work));
+  return R(Error{fmt::format("unknown backend `{}`: choose gpu, fast or lists", name)});
 }
 
 }  // namespace osprey

@@ -83,13 +83,37 @@ TEST(Gpt2Cli, TimingGoesToStderrOnlyWhenAsked) {
   EXPECT_EQ(r.out.find("timing"), std::string::npos);
 }
 
+// The fast backend lives on the cuda device only: asking for it on the host is an error naming
+// why, and on a machine without a GPU (CI) it is the cuda device's own error; nothing runs.
+TEST(Gpt2Cli, FastBackendNeedsTheCudaDevice) {
+  auto args = kTinyGenerate;
+  args.insert(args.end(), {"--backend", "fast", "--device", "host"});
+  auto r = run(args);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("--device host: the fast backend runs on the cuda device only"), std::string::npos) << r.err;
+
+  args = kTinyGenerate;
+  args.insert(args.end(), {"--backend", "fast"});
+  r = run(args);
+  if (r.status == 0) {
+    EXPECT_EQ(r.out.rfind("gpt2 (tiny) on fast cuda: ", 0), 0u) << r.out;  // a GPU is present
+  } else {
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.out, "");
+    const bool named = r.err.find("no CUDA device") != std::string::npos ||
+                       r.err.find("backend `fast` runs on a CUDA device") != std::string::npos;
+    EXPECT_TRUE(named) << r.err;
+  }
+}
+
 TEST(Gpt2Cli, UnknownBackendAndDeviceAreErrors) {
   auto args = kTinyGenerate;
   args.insert(args.end(), {"--backend", "tpu"});
   auto r = run(args);
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find("unknown backend `tpu`: choose gpu or lists"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown backend `tpu`: choose gpu, fast or lists"), std::string::npos) << r.err;
 
   args = kTinyGenerate;
   args.insert(args.end(), {"--backend", "gpu", "--device", "metal"});

@@ -50,7 +50,17 @@ TEST(Boundary, UnknownBackendRunsNothing) {
   int runs = 0;
   auto r = under("tpu", NameTheDevice{&runs});
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, "unknown backend `tpu`: choose gpu or lists");
+  EXPECT_EQ(r.error().message, "unknown backend `tpu`: choose gpu, fast or lists");
+  EXPECT_EQ(runs, 0);
+}
+
+// This binary is built by the host compiler: the fast handler lives on the cuda device, so asking
+// for it is an error that says why, and nothing runs elsewhere instead.
+TEST(Boundary, FastWithoutNvccRunsNothing) {
+  int runs = 0;
+  auto r = under("fast", NameTheDevice{&runs});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("backend `fast` runs on a CUDA device"), std::string::npos) << r.error().message;
   EXPECT_EQ(runs, 0);
 }
 
@@ -60,7 +70,7 @@ TEST(Boundary, NamesAreExact) {
     int runs = 0;
     auto r = under(name, NameTheDevice{&runs});
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.error().message, std::string("unknown backend `") + name + "`: choose gpu or lists");
+    EXPECT_EQ(r.error().message, std::string("unknown backend `") + name + "`: choose gpu, fast or lists");
     EXPECT_EQ(runs, 0);
   }
 }

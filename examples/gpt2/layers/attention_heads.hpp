@@ -128,10 +128,14 @@ osprey::Result<Buf<H>> join(H& h, std::vector<Buf<H>> parts) {
 // batch of same-shaped products in one go (h.matMulBatched, the cuda device) gets every head's
 // operands gathered once; otherwise each head is gathered and multiplied through h.matMul. Each
 // output is the same k-ordered sum of the same doubles either way.
+//
+// A derived operation: a handler that reads strided operands in place (the fast handler's cuBLAS)
+// answers it itself with a member headProducts of the same arguments.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> products(H& h, osprey::Index heads, osprey::Index rows, osprey::Index inner,
                                 osprey::Index cols, const Buf<H>& leftSrc, Blocks left, const Buf<H>& rightSrc,
                                 Blocks right) {
+  OSPREY_GPT2_DERIVED(headProducts, heads, rows, inner, cols, leftSrc, left, rightSrc, right)
   if constexpr (requires { h.matMulBatched(leftSrc, rightSrc, heads, rows, inner, cols); }) {
     auto l = OSPREY_TRY(gatherAll(h, leftSrc, left, heads, rows, inner));                 // (heads, rows, inner)
     auto r = OSPREY_TRY(gatherAll(h, rightSrc, right, heads, inner, cols));               // (heads, inner, cols)

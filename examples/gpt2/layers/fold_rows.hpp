@@ -103,12 +103,15 @@ osprey::Result<Buf<H>> foldRowsFromFirst(H& h, osprey::Index rows, osprey::Index
   return foldRaggedRowsFromFirst(h, rows, EveryRow{cols}, term, combine, finish);
 }
 
-// The combine of a sum.
+// The combine of a sum. Regroupable: a fast handler may add a row as a tree (effect.hpp).
 struct Plus {
+  static constexpr bool regroupable = true;
   OSPREY_FN osprey::Scalar operator()(osprey::Scalar a, osprey::Scalar b) const { return a + b; }
 };
 // The combine of a running maximum: the earlier value wins ties, and NaN never replaces it.
+// Regroupable: the maximum of any grouping is the same value (up to which NaN survives).
 struct Larger {
+  static constexpr bool regroupable = true;
   OSPREY_FN osprey::Scalar operator()(osprey::Scalar m, osprey::Scalar x) const { return x > m ? x : m; }
 };
 // The finish that keeps the fold as it is.

@@ -18,46 +18,57 @@
 
 namespace osprey {
 
-template <class D>
+// T is the element storage: Scalar (double) for the exact handlers, float for the fast handler
+// (gpu/fast.hpp). Kernels read every element as a Scalar through ViewOf<T>.
+template <class D, class T = Scalar>
 class GpuBuffer {
  public:
+  using Element = T;
+
   GpuBuffer() = default;
-  GpuBuffer(std::shared_ptr<D> device, Scalar* data, Index n)
+  GpuBuffer(std::shared_ptr<D> device, T* data, Index n)
       : m_device(device),
-        m_memory(data, [device](Scalar* p) { device->release(p); }),
+        m_memory(data, [device](T* p) { device->release(p); }),
         m_n(n) {}
 
-  View view() const { return View{m_memory.get(), m_n}; }
-  Scalar* data() const { return m_memory.get(); }
+  ViewOf<T> view() const { return ViewOf<T>{m_memory.get(), m_n}; }
+  T* data() const { return m_memory.get(); }
   Index size() const { return m_n; }
   const std::shared_ptr<D>& device() const { return m_device; }
+  // The first n elements (n <= size()), sharing this buffer's memory: a result computed into a
+  // larger, padded block and handed out at its own length.
+  GpuBuffer prefix(Index n) const {
+    GpuBuffer b(*this);
+    b.m_n = n < m_n ? n : m_n;
+    return b;
+  }
 
  private:
   std::shared_ptr<D> m_device;
-  std::shared_ptr<Scalar> m_memory;
+  std::shared_ptr<T> m_memory;
   Index m_n = 0;
 };
 
-// out[i] = kernel(i): what build launches on every device.
-template <class K>
+// out[i] = kernel(i), rounded once to the storage type: what build launches on every device.
+template <class K, class T = Scalar>
 struct BuildBody {
-  Scalar* out;
+  T* out;
   K kernel;
-  OSPREY_FN void operator()(Index i) const { out[i] = kernel(i); }
+  OSPREY_FN void operator()(Index i) const { out[i] = static_cast<T>(kernel(i)); }
 };
 
 // f(a[i])
-template <class F>
+template <class F, class V = View>
 struct MapKernel {
-  View a;
+  V a;
   F f;
   OSPREY_FN Scalar operator()(Index i) const { return f(a[i]); }
 };
 
 // f(a[i], b[i])
-template <class F>
+template <class F, class V = View>
 struct ZipKernel {
-  View a, b;
+  V a, b;
   F f;
   OSPREY_FN Scalar operator()(Index i) const { return f(a[i], b[i]); }
 };

@@ -62,6 +62,7 @@
 #include <cxxabi.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -158,20 +159,22 @@ __global__ void __launch_bounds__(kThreadsPerBlock) forEachKernel(Index n, Body 
 constexpr int kFoldThreads = 256;
 constexpr int kFoldChunk = 2048;  // elements per chunk; two chunks = 32 KiB of shared memory
 
-__device__ __forceinline__ void copyElementAsync(Scalar* dst, const Scalar* src) {
+template <class T>
+__device__ __forceinline__ void copyElementAsync(T* dst, const T* src) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "cp.async copies 4, 8 or 16 bytes");
   const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared), "l"(src) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(shared), "l"(src), "n"(sizeof(T)) : "memory");
 }
 
-template <class C>
+template <class T, class C>
 __global__ void __launch_bounds__(kFoldThreads)
-    foldKernel(View v, Scalar seed, C combine, Scalar* out, unsigned long long launch) {
+    foldKernel(ViewOf<T> v, Scalar seed, C combine, Scalar* out, unsigned long long launch) {
 #if OSPREY_DEVICE_PASS
   static_assert(std::is_trivially_copyable_v<C>,
                 "a combine closure must be trivially copyable: capture Views and scalars by value, "
                 "never owning handles (vectors, strings, buffers)");
 #endif
-  __shared__ Scalar chunk[2][kFoldChunk];
+  __shared__ T chunk[2][kFoldChunk];
   const int tid = static_cast<int>(threadIdx.x);
   const Index chunks = (v.n + kFoldChunk - 1) / kFoldChunk;
   // Queue the copies of chunk c into buffer c % 2 (one commit group per call, possibly empty).
@@ -190,11 +193,11 @@ __global__ void __launch_bounds__(kFoldThreads)
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // chunk c has landed (for this thread)
     __syncthreads();                                         // ... and for every thread
     if (tid == 0) {
-      const Scalar* values = chunk[c % 2];
+      const T* values = chunk[c % 2];
       const Index first = c * kFoldChunk;
       const int count = static_cast<int>(v.n - first < kFoldChunk ? v.n - first : kFoldChunk);
 #pragma unroll 8
-      for (int e = 0; e < count; ++e) acc = combine(acc, values[e]);
+      for (int e = 0; e < count; ++e) acc = combine(acc, static_cast<Scalar>(values[e]));
     }
     __syncthreads();  // thread 0 is done with buffer c % 2 before it is refilled
   }
@@ -212,9 +215,9 @@ constexpr int kRowFoldThreads = 256;
 constexpr int kRowFoldChunk = 1024;  // terms per chunk; two chunks = 16 KiB of shared memory
 constexpr int kRowFoldBlocksPerProcessor = 8;
 
-template <class L, class T, class C, class F>
+template <class Out, class L, class T, class C, class F>
 __global__ void __launch_bounds__(kRowFoldThreads)
-    rowFoldKernel(Scalar* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish,
+    rowFoldKernel(Out* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish,
                   unsigned long long launch) {
 #if OSPREY_DEVICE_PASS
   static_assert(std::is_trivially_copyable_v<L> && std::is_trivially_copyable_v<T> &&
@@ -255,17 +258,18 @@ __global__ void __launch_bounds__(kRowFoldThreads)
       }
       __syncthreads();  // chunk k is combined and chunk k + 1 is in place
     }
-    if (tid == 0) out[r] = finish(r, acc);
+    if (tid == 0) out[r] = static_cast<Out>(finish(r, acc));
   }
   stampFault(launch);
 }
 
 // Every thread walks its grid-stride indices in ascending order and stops at its first hit; the
 // smallest hit over all threads wins through atomicMin. *best starts at n ("not found").
-__global__ void __launch_bounds__(kThreadsPerBlock) indexOfKernel(View v, Scalar x, long long* best) {
+template <class T>
+__global__ void __launch_bounds__(kThreadsPerBlock) indexOfKernel(ViewOf<T> v, Scalar x, long long* best) {
   const Index stride = static_cast<Index>(blockDim.x) * gridDim.x;
   for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < v.n; i += stride) {
-    if (v.data[i] == x) {
+    if (static_cast<Scalar>(v.data[i]) == x) {
       atomicMin(best, static_cast<long long>(i));
       return;
     }
@@ -374,22 +378,78 @@ class CudaDevice {
   // allocates the same few sizes over and over). A released block is handed out again at once,
   // even if queued kernels still read it (stream order makes that safe: see the header comment).
   // When cudaMalloc runs out of memory, the cache is given back and the allocation tried once more.
-  Result<Scalar*> allocate(Index n) {
-    if (n == 0) return static_cast<Scalar*>(nullptr);
-    if (n < 0 || n > std::numeric_limits<Index>::max() / static_cast<Index>(sizeof(Scalar)))
-      return Error{fmt::format("{}: cannot allocate {} doubles: the byte count overflows", m_name, n)};
-    const std::size_t requested = static_cast<std::size_t>(n) * sizeof(Scalar);
+  // T is the element type (doubles unless a handler stores less).
+  template <class T = Scalar>
+  Result<T*> allocate(Index n) {
+    return OSPREY_TRY(allocateBytes(n, sizeof(T), elementName<T>())).template as<T>();
+  }
+  void release(const void* p) {
+    if (!p) return;
+    std::lock_guard lock(m_cacheLock);
+    auto live = m_live.find(p);
+    if (live == m_live.end()) return;  // not ours; never happens through GpuBuffer
+    m_idle[live->second].push_back(const_cast<void*>(p));
+    m_cachedBytes += live->second;
+    m_liveBytes -= live->second;
+    m_live.erase(live);
+  }
+
+  // From pageable host memory: cudaMemcpy queues the copy behind the launches on the stream (and
+  // returns once the source has been staged), so no check is needed here.
+  template <class T>
+  Result<void> upload(T* dst, const T* src, Index n) {
+    if (n == 0) return {};
+    OSPREY_CHECK(activate());
+    OSPREY_CUDA_CHECK(cudaMemcpy(dst, src, bytesOf<T>(n), cudaMemcpyHostToDevice),
+                      fmt::format("upload of {} {}", n, elementName<T>()));
+    return {};
+  }
+  // The host reads: everything queued first completes and is checked for faults.
+  template <class T>
+  Result<void> download(T* dst, const T* src, Index n) {
+    if (n == 0) return {};
+    OSPREY_CHECK(activate());
+    const auto what = [&] { return fmt::format("download of {} {}", n, elementName<T>()); };
+    OSPREY_CHECK(settle(what()));
+    OSPREY_CUDA_CHECK(cudaMemcpy(dst, src, bytesOf<T>(n), cudaMemcpyDeviceToHost), what());
+    return {};
+  }
+  template <class T>
+  Result<Scalar> readOne(const T* p) {
+    static_assert(sizeof(T) <= sizeof(Staging::bytes));
+    OSPREY_CHECK(activate());
+    std::lock_guard lock(m_stagingLock);
+    const std::string what = fmt::format("read-back of one {}", elementName<T>(1));
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(m_staging->bytes, p, sizeof(T), cudaMemcpyDeviceToHost), what);
+    OSPREY_CHECK(settle(what));
+    T value;
+    std::memcpy(&value, m_staging->bytes, sizeof(T));
+    return static_cast<Scalar>(value);
+  }
+
+ private:
+  // A raw block of n elements of `size` bytes each (see allocate).
+  struct Block {
+    void* p;
+    template <class T>
+    T* as() const { return static_cast<T*>(p); }
+  };
+  Result<Block> allocateBytes(Index n, std::size_t size, std::string_view elements) {
+    if (n == 0) return Block{nullptr};
+    if (n < 0 || n > std::numeric_limits<Index>::max() / static_cast<Index>(size))
+      return Error{fmt::format("{}: cannot allocate {} {}: the byte count overflows", m_name, n, elements)};
+    const std::size_t requested = static_cast<std::size_t>(n) * size;
     const std::size_t bytes = sizeClass(requested);  // cached blocks are reused by size class
     OSPREY_CHECK(activate());
     {
       std::lock_guard lock(m_cacheLock);
       auto cached = m_idle.find(bytes);
       if (cached != m_idle.end() && !cached->second.empty()) {
-        Scalar* p = cached->second.back();
+        void* p = cached->second.back();
         cached->second.pop_back();
         m_cachedBytes -= bytes;
-        m_live[p] = bytes;
-        return p;
+        noteLive(p, bytes);
+        return Block{p};
       }
     }
     void* p = nullptr;
@@ -403,51 +463,29 @@ class CudaDevice {
       (void)cudaGetLastError();
       std::size_t freeBytes = 0, totalBytes = 0;
       OSPREY_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes), "reading free memory after an out-of-memory");
-      return Error{fmt::format("{}: out of memory allocating {} bytes ({} doubles; {:.1f} GiB) with {:.1f} "
+      return Error{fmt::format("{}: out of memory allocating {} bytes ({} {}; {:.1f} GiB) with {:.1f} "
                                "GiB free of {:.1f} GiB — release buffers or use smaller sizes",
-                               m_name, requested, n, gib(requested), gib(freeBytes), gib(totalBytes))};
+                               m_name, requested, n, elements, gib(requested), gib(freeBytes), gib(totalBytes))};
     }
     OSPREY_CUDA_CHECK(status, fmt::format("cudaMalloc of {} bytes", bytes));
     std::lock_guard lock(m_cacheLock);
-    m_live[static_cast<Scalar*>(p)] = bytes;
-    return static_cast<Scalar*>(p);
+    noteLive(p, bytes);
+    return Block{p};
   }
-  void release(Scalar* p) {
-    if (!p) return;
-    std::lock_guard lock(m_cacheLock);
-    auto live = m_live.find(p);
-    if (live == m_live.end()) return;  // not ours; never happens through GpuBuffer
-    m_idle[live->second].push_back(p);
-    m_cachedBytes += live->second;
-    m_live.erase(live);
+  // m_cacheLock held.
+  void noteLive(void* p, std::size_t bytes) {
+    m_live[p] = bytes;
+    m_liveBytes += bytes;
+    if (m_liveBytes > m_peakLiveBytes) m_peakLiveBytes = m_liveBytes;
+  }
+  template <class T>
+  static std::string_view elementName(Index n = 2) {
+    if constexpr (std::is_same_v<T, double>) return n == 1 ? "double" : "doubles";
+    else if constexpr (std::is_same_v<T, float>) return n == 1 ? "float" : "floats";
+    else return n == 1 ? "element" : "elements";
   }
 
-  // From pageable host memory: cudaMemcpy queues the copy behind the launches on the stream (and
-  // returns once the source has been staged), so no check is needed here.
-  Result<void> upload(Scalar* dst, const Scalar* src, Index n) {
-    if (n == 0) return {};
-    OSPREY_CHECK(activate());
-    OSPREY_CUDA_CHECK(cudaMemcpy(dst, src, bytesOf(n), cudaMemcpyHostToDevice),
-                      fmt::format("upload of {} doubles", n));
-    return {};
-  }
-  // The host reads: everything queued first completes and is checked for faults.
-  Result<void> download(Scalar* dst, const Scalar* src, Index n) {
-    if (n == 0) return {};
-    OSPREY_CHECK(activate());
-    const auto what = [&] { return fmt::format("download of {} doubles", n); };
-    OSPREY_CHECK(settle(what()));
-    OSPREY_CUDA_CHECK(cudaMemcpy(dst, src, bytesOf(n), cudaMemcpyDeviceToHost), what());
-    return {};
-  }
-  Result<Scalar> readOne(const Scalar* p) {
-    OSPREY_CHECK(activate());
-    std::lock_guard lock(m_stagingLock);
-    OSPREY_CUDA_CHECK(cudaMemcpyAsync(&m_staging->value, p, sizeof(Scalar), cudaMemcpyDeviceToHost),
-                      "read-back of one double");
-    OSPREY_CHECK(settle("read-back of one double"));
-    return m_staging->value;
-  }
+ public:
 
   // body(i) for i in [0, n), one GPU thread per index (grid-stride). A strict fault in any thread
   // is recorded in the fault slot; the first one becomes the error of the next check.
@@ -465,8 +503,8 @@ class CudaDevice {
     return {};
   }
 
-  template <class C>
-  Result<Scalar> fold(View v, Scalar seed, C combine) {
+  template <class T, class C>
+  Result<Scalar> fold(ViewOf<T> v, Scalar seed, C combine) {
     OSPREY_CHECK(activate());
     const unsigned long long launch =
         OSPREY_TRY(beginLaunch(&cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses,
@@ -483,8 +521,8 @@ class CudaDevice {
 
   // out[r] = finish(r, fold of term(r, 0 .. length(r))) for r in [0, rows): see rowFoldKernel. The
   // fold starts from `seed`, or from term(r, 0) when `fromFirst` and the row is not empty.
-  template <class L, class T, class C, class F>
-  Result<void> foldRows(Scalar* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine,
+  template <class Out, class L, class T, class C, class F>
+  Result<void> foldRows(Out* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine,
                         F finish) {
     if (rows == 0) return {};
     OSPREY_CHECK(activate());
@@ -501,7 +539,8 @@ class CudaDevice {
   }
 
   // Each thread finds the first hit among its indices; the smallest wins (atomicMin).
-  Result<Index> indexOf(View v, Scalar x) {
+  template <class T>
+  Result<Index> indexOf(ViewOf<T> v, Scalar x) {
     if (v.n == 0) return Index{0};
     OSPREY_CHECK(activate());
     std::lock_guard lock(m_stagingLock);
@@ -545,6 +584,16 @@ class CudaDevice {
     std::lock_guard lock(m_cacheLock);
     return m_cachedBytes;
   }
+  // The most bytes handed out at once since the device was opened (or since resetPeak()): the
+  // peak memory a run's buffers needed, whatever the cache held besides.
+  std::size_t peakLiveBytes() const {
+    std::lock_guard lock(m_cacheLock);
+    return m_peakLiveBytes;
+  }
+  void resetPeak() {
+    std::lock_guard lock(m_cacheLock);
+    m_peakLiveBytes = m_liveBytes;
+  }
   int multiprocessors() const { return m_multiprocessors; }
   // How many launches that can fault have been queued so far (each has a number 1, 2, ...).
   unsigned long long launches() const {
@@ -578,7 +627,7 @@ class CudaDevice {
     // process).
     (void)cudaDeviceSynchronize();
     for (auto& [bytes, blocks] : m_idle)
-      for (Scalar* p : blocks) (void)cudaFree(p);
+      for (void* p : blocks) (void)cudaFree(p);
     for (const Unit& u : m_units) (void)cudaFreeHost(u.readback);
     (void)cudaFree(m_scratch);
     (void)cudaFreeHost(m_staging);
@@ -591,6 +640,7 @@ class CudaDevice {
   struct Staging {
     Scalar value;
     long long index;
+    alignas(8) unsigned char bytes[8];  // one element of any storage type, read back
   };
   struct Unit {
     const void* key;  // the unit's `thisUnit`
@@ -691,18 +741,19 @@ class CudaDevice {
     // Queued kernels may still read released blocks: let them finish before the driver gets the
     // memory back.
     OSPREY_CUDA_CHECK(cudaDeviceSynchronize(), "waiting for queued kernels before giving cached memory back");
-    std::map<std::size_t, std::vector<Scalar*>> idle;
+    std::map<std::size_t, std::vector<void*>> idle;
     {
       std::lock_guard lock(m_cacheLock);
       idle.swap(m_idle);
       m_cachedBytes = 0;
     }
     for (auto& [bytes, blocks] : idle)
-      for (Scalar* p : blocks) OSPREY_CUDA_CHECK(cudaFree(p), "giving cached memory back");
+      for (void* p : blocks) OSPREY_CUDA_CHECK(cudaFree(p), "giving cached memory back");
     return {};
   }
 
-  static std::size_t bytesOf(Index n) { return static_cast<std::size_t>(n) * sizeof(Scalar); }
+  template <class T>
+  static std::size_t bytesOf(Index n) { return static_cast<std::size_t>(n) * sizeof(T); }
   static double gib(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
   int m_index;
@@ -710,9 +761,10 @@ class CudaDevice {
   std::string m_name;
   bool m_checkEachLaunch;
   mutable std::mutex m_cacheLock;
-  std::map<Scalar*, std::size_t> m_live;                  // handed out: pointer -> bytes
-  std::map<std::size_t, std::vector<Scalar*>> m_idle;     // released: bytes -> blocks
+  std::map<const void*, std::size_t> m_live;            // handed out: pointer -> bytes
+  std::map<std::size_t, std::vector<void*>> m_idle;     // released: bytes -> blocks
   std::size_t m_cachedBytes = 0;
+  std::size_t m_liveBytes = 0, m_peakLiveBytes = 0;
 
   std::mutex m_stagingLock;        // one read-back at a time through m_staging / m_scratch
   Staging* m_staging;              // pinned host memory

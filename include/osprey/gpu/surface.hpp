@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -104,19 +105,25 @@ Result<GpuBuffer<D>> gpuMatMul(const GpuBuffer<D>& a, const GpuBuffer<D>& b, Ind
 }
 
 // Element i, read back to the host.
-template <class D>
-Result<Scalar> gpuGet(const GpuBuffer<D>& x, Index i) {
+template <class D, class T>
+Result<Scalar> gpuGet(const GpuBuffer<D, T>& x, Index i) {
   if (i < 0 || i >= x.size())
     return Error{fmt::format("get: index out of range: {} not below length {}", i, x.size())};
   return x.device()->readOne(x.data() + i);
 }
 
-// All elements, back on the host.
-template <class D>
-Result<std::vector<Scalar>> fromGpu(const GpuBuffer<D>& x) {
-  std::vector<Scalar> out(static_cast<std::size_t>(x.size()));
-  if (x.size() > 0) OSPREY_CHECK(x.device()->download(out.data(), x.data(), x.size()));
-  return out;
+// All elements, back on the host as Scalars (a buffer of narrower storage is widened there).
+template <class D, class T>
+Result<std::vector<Scalar>> fromGpu(const GpuBuffer<D, T>& x) {
+  if constexpr (std::is_same_v<T, Scalar>) {
+    std::vector<Scalar> out(static_cast<std::size_t>(x.size()));
+    if (x.size() > 0) OSPREY_CHECK(x.device()->download(out.data(), x.data(), x.size()));
+    return out;
+  } else {
+    std::vector<T> stored(static_cast<std::size_t>(x.size()));
+    if (x.size() > 0) OSPREY_CHECK(x.device()->download(stored.data(), x.data(), x.size()));
+    return std::vector<Scalar>(stored.begin(), stored.end());
+  }
 }
 
 // One named tensor of a checkpoint, placed on the device.

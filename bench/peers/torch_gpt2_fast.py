@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""PyTorch peers for Osprey's fast handler, measured in the same device run (issue: fast handler).
+
+  train: one GPT-2 124M training step (forward, backward, AdamW) at B x T (default 16 x 1024) in
+         three configurations: fp32 eager, bf16 autocast eager, bf16 autocast + torch.compile.
+         The median of --repeat timed steps after warm-up, torch.cuda.synchronize around each;
+         tokens/s and peak memory (torch.cuda.max_memory_allocated) for each.
+  decode: batch-1 greedy decoding with transformers' generate (KV cache on), fp32 and bf16:
+         tokens per second over --tokens new tokens after a warm-up.
+
+TF32 is left at PyTorch's default (off for matmuls) in fp32 eager: that is the "fp32 eager" bar the
+issue quotes. The model is GPT2LMHeadModel from a config (random weights: speed does not depend on
+the values), SDPA attention, dropout off. Prints `RESULT|name|unit|value` lines.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+def model_124m(dtype=torch.float32):
+    config = GPT2Config(n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=50257,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(config).to(device="cuda", dtype=dtype)
+
+
+def train(name, B, T, repeat, autocast, compile_it):
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    model = model_124m().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0, fused=True)
+    x = torch.randint(0, 50257, (B, T), device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            loss = model(x, labels=x).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    if compile_it:
+        step = torch.compile(step)
+    times = []
+    warmup = 3 if compile_it else 2
+    for i in range(repeat + warmup):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    ms = statistics.median(times) * 1e3
+    print(f"RESULT|torch {name} train step B{B} T{T}|ms|{ms:.2f}")
+    print(f"RESULT|torch {name} train tokens/s|tok/s|{B * T / (ms / 1e3):.0f}")
+    print(f"RESULT|torch {name} train peak memory|GiB|{torch.cuda.max_memory_allocated() / 2**30:.2f}")
+    del model, opt
+
+
+@torch.no_grad()
+def decode(name, dtype, tokens, prompt_len):
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    model = model_124m(dtype).eval()
+    ids = torch.randint(0, 50257, (1, prompt_len), device="cuda")
+    model.generate(ids, max_new_tokens=8, do_sample=False, min_new_tokens=8, pad_token_id=0)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    print(f"RESULT|torch {name} generate batch 1 ({tokens} tokens)|tok/s|{tokens / dt:.1f}")
+    print(f"RESULT|torch {name} generate peak memory|GiB|{torch.cuda.max_memory_allocated() / 2**30:.2f}")
+    del model
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--tokens", type=int, default=100)
+    p.add_argument("--prompt-len", type=int, default=5)
+    p.add_argument("--skip-compile", action="store_true")
+    a = p.parse_args()
+    train("fp32 eager", a.batch, a.seq, a.repeat, autocast=False, compile_it=False)
+    train("bf16 autocast", a.batch, a.seq, a.repeat, autocast=True, compile_it=False)
+    if not a.skip_compile:
+        try:
+            train("bf16 autocast + compile", a.batch, a.seq, a.repeat, autocast=True, compile_it=True)
+        except Exception as e:  # a compiler failure is reported, not hidden
+            print(f"RESULT|torch bf16 autocast + compile train step B{a.batch} T{a.seq}|FAIL|{type(e).__name__}: {e}"[:300])
+    decode("fp32", torch.float32, a.tokens, a.prompt_len)
+    decode("bf16", torch.bfloat16, a.tokens, a.prompt_len)

@@ -1,0 +1,188 @@
+// The fast handler's fused float kernels for GPT-2's row-wise layers: LayerNorm (forward and
+// backward), softmax cross-entropy (forward and backward) and GELU. Each is the reference
+// definition of its layer (layers/layernorm.hpp, cross_entropy.hpp, gelu.hpp: the formulas are
+// repeated beside each kernel) in one pass over the row instead of a row fold and a build per
+// statistic, in float with warp- or block-wide sums. nvcc units only.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "gpt2/fast/row_kernels.hpp is compiled by nvcc only"
+#endif
+
+#include <cuda_runtime.h>
+
+#include "gpt2/fast/causal_softmax.hpp"  // warpSum, warpMax
+#include "osprey/config.hpp"
+
+namespace gpt2::fast_kernels {
+namespace {  // internal linkage (osprey/gpu/cuda.hpp says why)
+
+constexpr int kRowWarps = 8;      // LayerNorm: one warp per row, 8 rows per block
+constexpr int kVocabThreads = 512;  // cross-entropy: one block per row
+
+inline unsigned rowBlocks(osprey::Index rows) { return static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps); }
+
+// mean = Σx / C;  var = Σ(x - mean)² / C;  rstd = 1 / sqrt(var + eps);  out = (x - mean)·rstd·w + b
+__global__ void __launch_bounds__(kRowWarps * 32)
+    layerNormForward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                     osprey::Index N, int C, float eps) {
+  const osprey::Index n = static_cast<osprey::Index>(blockIdx.x) * kRowWarps + threadIdx.x / 32;
+  if (n >= N) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const float* row = x + n * C;
+  float sum = 0.0f;
+  for (int c = lane; c < C; c += 32) sum += row[c];
+  const float m = warpSum(sum) / static_cast<float>(C);
+  float squares = 0.0f;
+  for (int c = lane; c < C; c += 32) {
+    const float d = row[c] - m;
+    squares += d * d;
+  }
+  const float s = rsqrtf(warpSum(squares) / static_cast<float>(C) + eps);
+  float* o = out + n * C;
+  for (int c = lane; c < C; c += 32) o[c] = ((row[c] - m) * s) * w[c] + b[c];
+  if (lane == 0) {
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+// norm = (x - mean)·rstd,  dnorm = w·dout
+// dx = ((dnorm - mean_c dnorm) - norm·mean_c(dnorm·norm))·rstd;  also dout·norm, whose column sums
+// are dw (taken by a product with ones, as db is from dout).
+__global__ void __launch_bounds__(kRowWarps * 32)
+    layerNormBackward(float* dx, float* doutNorm, const float* dout, const float* x, const float* w,
+                      const float* mean, const float* rstd, osprey::Index N, int C) {
+  const osprey::Index n = static_cast<osprey::Index>(blockIdx.x) * kRowWarps + threadIdx.x / 32;
+  if (n >= N) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const float* g = dout + n * C;
+  const float* row = x + n * C;
+  const float m = mean[n], s = rstd[n];
+  float sumDnorm = 0.0f, sumDnormNorm = 0.0f;
+  for (int c = lane; c < C; c += 32) {
+    const float norm = (row[c] - m) * s, dnorm = w[c] * g[c];
+    sumDnorm += dnorm;
+    sumDnormNorm += dnorm * norm;
+  }
+  const float meanDnorm = warpSum(sumDnorm) / static_cast<float>(C);
+  const float meanDnormNorm = warpSum(sumDnormNorm) / static_cast<float>(C);
+  for (int c = lane; c < C; c += 32) {
+    const float norm = (row[c] - m) * s, dnorm = w[c] * g[c];
+    dx[n * C + c] = ((dnorm - meanDnorm) - norm * meanDnormNorm) * s;
+    doutNorm[n * C + c] = g[c] * norm;
+  }
+}
+
+// A block-wide fold of one value per thread (kVocabThreads threads), by warps then across them.
+template <bool Max>
+__device__ float blockFold(float v, float* scratch) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  v = Max ? warpMax(v) : warpSum(v);
+  __syncthreads();  // scratch may still be read by the previous fold
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < kVocabThreads / 32 ? scratch[lane] : (Max ? -INFINITY : 0.0f);
+  return Max ? warpMax(v) : warpSum(v);
+}
+
+// A target id as an index. The ids were checked before the launch and a bad one recorded as a
+// fault (whose run never hands these results out); the clamp only keeps the read inside the row.
+__device__ __forceinline__ int targetOf(float id, int V) {
+  const int t = static_cast<int>(id);
+  return t >= 0 && t < V ? t : 0;
+}
+
+// m = max_v logits;  s = Σ exp(logits - m);  probs = exp(logits - m) / s;
+// loss = log(s) - (logits[target] - m). Targets were checked (ids in [0, V)) before the launch.
+__global__ void __launch_bounds__(kVocabThreads)
+    crossEntropyForward(float* probs, float* losses, const float* logits, const float* targets, osprey::Index N,
+                        int V) {
+  __shared__ float scratch[kVocabThreads / 32];
+  const osprey::Index n = blockIdx.x;
+  const float* row = logits + n * V;
+  float m = -INFINITY;
+  for (int v = threadIdx.x; v < V; v += kVocabThreads) m = fmaxf(m, row[v]);
+  m = blockFold<true>(m, scratch);
+  float s = 0.0f;
+  for (int v = threadIdx.x; v < V; v += kVocabThreads) s += __expf(row[v] - m);
+  s = blockFold<false>(s, scratch);
+  const float inverse = 1.0f / s;
+  float* p = probs + n * V;
+  for (int v = threadIdx.x; v < V; v += kVocabThreads) p[v] = __expf(row[v] - m) * inverse;
+  if (threadIdx.x == 0) losses[n] = logf(s) - (row[targetOf(targets[n], V)] - m);
+}
+
+// dlogits = (probs - [v == target])·dloss
+__global__ void __launch_bounds__(kVocabThreads)
+    crossEntropyBackward(float* dlogits, const float* probs, const float* targets, osprey::Index N, int V,
+                         float dloss) {
+  const osprey::Index n = blockIdx.x;
+  const int target = targetOf(targets[n], V);
+  const float* p = probs + n * V;
+  float* d = dlogits + n * V;
+  for (int v = threadIdx.x; v < V; v += kVocabThreads) d[v] = (p[v] - (v == target ? 1.0f : 0.0f)) * dloss;
+}
+
+// dst (rows, width) with rows ldDst apart: columns [0, cols) from src (rows ldSrc apart), columns
+// [cols, width) zero (the padding a product may read as its inner dimension).
+constexpr int kCopyThreads = 256;
+__global__ void __launch_bounds__(kCopyThreads)
+    copyRows(float* dst, osprey::Index ldDst, const float* src, osprey::Index ldSrc, osprey::Index rows, int cols,
+             int width) {
+  for (osprey::Index r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); c < width;
+         c += static_cast<int>(blockDim.x * gridDim.x))
+      dst[r * ldDst + c] = c < cols ? src[r * ldSrc + c] : 0.0f;
+}
+inline dim3 copyGrid(osprey::Index rows, int cols) {
+  const unsigned x = static_cast<unsigned>((cols + kCopyThreads - 1) / kCopyThreads);
+  const unsigned y = static_cast<unsigned>(rows < 65535 ? rows : 65535);
+  return dim3(x, y);
+}
+
+}  // namespace
+
+// GELU (tanh form), forward and backward, as forEach bodies (the device's grid-stride launch).
+//   u = sqrt(2/pi)·(x + 0.044715·x³);  gelu = 0.5·x·(1 + tanh u)
+//   gelu' = 0.5·(1 + tanh u) + 0.5·x·(1 - tanh² u)·sqrt(2/pi)·(1 + 3·0.044715·x²)
+constexpr float kGeluScaleF = 0.7978845608028654f, kGeluCubicF = 0.044715f;
+struct GeluForwardBody {
+  float* y;
+  const float* x;
+  OSPREY_FN void operator()(osprey::Index i) const {
+    const float v = x[i];
+    y[i] = (0.5f * v) * (1.0f + tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v)));
+  }
+};
+struct GeluBackwardBody {
+  float* dx;
+  const float* dout;
+  const float* x;
+  OSPREY_FN void operator()(osprey::Index i) const {
+    const float v = x[i];
+    const float th = tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v));
+    const float du = kGeluScaleF * (1.0f + (3.0f * kGeluCubicF) * (v * v));
+    dx[i] = dout[i] * (0.5f * (1.0f + th) + ((0.5f * v) * (1.0f - th * th)) * du);
+  }
+};
+
+// AdamW (layers/adamw.hpp), one pass over the tensor:
+//   m' = m + (1 - beta1)·(g - m);  v' = v·beta2 + ((1 - beta2)·g)·g
+//   p' = p·keep + (stepSize·m') / (sqrt(v') / sqrt(bc2) + eps)     (keep = 1 - lr·wd where decayed)
+// stepSize = -lr / bc1 and the bias corrections are computed once, on the host, as the reference does.
+struct AdamWBody {
+  float *param, *m, *v;
+  const float *oldParam, *grad, *oldM, *oldV;
+  float beta1, beta2, keep, stepSize, bc2Sqrt, eps;
+  OSPREY_FN void operator()(osprey::Index i) const {
+    const float g = grad[i];
+    const float m1 = oldM[i] + (1.0f - beta1) * (g - oldM[i]);
+    const float v1 = oldV[i] * beta2 + ((1.0f - beta2) * g) * g;
+    m[i] = m1;
+    v[i] = v1;
+    param[i] = oldParam[i] * keep + (stepSize * m1) / (sqrtf(v1) / bc2Sqrt + eps);
+  }
+};
+
+}  // namespace gpt2::fast_kernels

@@ -1,0 +1,21 @@
+// The run body instantiated for the fast handler (float storage, TF32 tensor-core products, the
+// fused layers of gpt2/fast/), compiled by nvcc from the same headers as every other handler's.
+#include "gpt2/fast/fast_handler.hpp"
+#include "gpt2/run_job.hpp"
+#include "osprey/strict.hpp"
+
+namespace gpt2 {
+
+template osprey::Result<void> runJob<FastHandler>(FastHandler&, ModelJob&, const Streams&);
+
+osprey::Result<void> runJobOnFast(ModelJob& job, const Streams& streams) {
+  auto base = osprey::Fast::open();
+  if (!base.ok()) return base.error();
+  FastHandler h(std::move(*base));
+  auto done = osprey::strictly([&] { return runJob(h, job, streams); });
+  // Launches are queued without waiting; a fault after the last read-back surfaces here.
+  if (done.ok()) OSPREY_CHECK(h.runtime()->flush());
+  return done;
+}
+
+}  // namespace gpt2

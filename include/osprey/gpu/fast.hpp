@@ -1,0 +1,326 @@
+// The fast handler: the effect answered on the cuda device in float storage, with tensor-core
+// products (DESIGN.md §4 "Fast"). nvcc translation units only, like cuda.hpp.
+//
+// What it changes against the exact gpu/cuda handler, and nothing else:
+//   * storage: every buffer holds floats (GpuBuffer<CudaDevice, float>). Kernels are the model's
+//     own kernels; they still read each element as a Scalar through ViewOf<float>, compute in
+//     double, and each stored result is rounded to float once.
+//   * matMul / matMulBatched: cuBLAS on the TF32 tensor cores with float accumulation
+//     (CUBLAS_COMPUTE_32F_FAST_TF32): inputs are rounded to TF32 (11 significant bits) inside the
+//     product; the sums are float sums in cuBLAS's order. (CUBLAS_COMPUTE_32F_FAST_16BF on float
+//     operands measured the same kernels, errors and times on the H200: bf16 products need bf16
+//     storage, which this handler does not have yet.)
+//   * row folds whose combine is Regroupable (effect.hpp: +, max): a tree over a block per row
+//     instead of one thread walking the row. Any other combine keeps the device's ordered fold.
+//   * reduce and indexOf keep their contract (in element order; first hit) on float elements.
+//
+// So fast differs from exact only by float rounding of what is stored, TF32 rounding inside
+// products, and the grouping of row sums. docs/FAST.md gives the tolerances that follow and the
+// tests that enforce them on the H200. The model's derived layers may be answered by fused
+// kernels on top of this handler (examples/gpt2/fast/); the library handler answers none.
+//
+// Streams: cuBLAS runs on the legacy default stream, the stream every other launch of the cuda
+// device uses, so products are ordered with the kernels around them without any synchronisation.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "osprey/gpu/fast.hpp is compiled by nvcc only (a .cu file)"
+#endif
+
+#include <cublas_v2.h>
+
+#include <climits>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "osprey/effect.hpp"
+#include "osprey/gpu/cublas_check.hpp"
+#include "osprey/gpu/cuda.hpp"
+#include "osprey/io/tensor_file.hpp"
+#include "osprey/shape_check.hpp"
+
+namespace osprey {
+
+namespace cuda_detail {
+namespace {  // internal linkage, as cuda.hpp's kernels (one fault slot per unit)
+
+constexpr int kTreeFoldThreads = 256;
+constexpr int kTreeFoldWarps = kTreeFoldThreads / 32;
+
+// out[r] = finish(r, the fold of term(r, 0 .. length(r))) with a Regroupable combine, folded as a
+// tree: thread t folds terms t, t + 256, ...; the warps fold their threads' partials by shuffles;
+// thread 0 folds the warps' partials and the seed. A thread with no term holds nothing (`has`
+// false), so no identity element is needed (max has none in the doubles that include NaN).
+template <class Out, class L, class T, class C, class F>
+__global__ void __launch_bounds__(kTreeFoldThreads)
+    treeRowFoldKernel(Out* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish,
+                      unsigned long long launch) {
+  __shared__ Scalar partial[kTreeFoldWarps];
+  __shared__ bool held[kTreeFoldWarps];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  for (Index r = blockIdx.x; r < rows; r += gridDim.x) {
+    const Index cols = length(r);
+    Scalar acc = 0.0;
+    bool has = false;
+    for (Index c = tid; c < cols; c += kTreeFoldThreads) {
+      const Scalar v = term(r, c);
+      acc = has ? combine(acc, v) : v;
+      has = true;
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const Scalar other = __shfl_down_sync(0xffffffffu, acc, offset);
+      const bool otherHas = __shfl_down_sync(0xffffffffu, has, offset);
+      if (otherHas) {
+        acc = has ? combine(acc, other) : other;
+        has = true;
+      }
+    }
+    if (lane == 0) {
+      partial[warp] = acc;
+      held[warp] = has;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      Scalar total = 0.0;
+      bool any = false;
+      for (int w = 0; w < kTreeFoldWarps; ++w) {
+        if (!held[w]) continue;
+        total = any ? combine(total, partial[w]) : partial[w];
+        any = true;
+      }
+      const Scalar folded = !any ? seed : fromFirst ? total : combine(seed, total);
+      out[r] = static_cast<Out>(finish(r, folded));
+    }
+    __syncthreads();  // partial[] is free for the next row
+  }
+  stampFault(launch);
+}
+
+template <class T>
+std::string treeFoldLabel() {
+  return kernelLabel<T>("foldRows (tree)");
+}
+
+}  // namespace
+}  // namespace cuda_detail
+
+// A cuBLAS handle, created once per Fast handler and destroyed with the last copy.
+class CublasHandle {
+ public:
+  static Result<std::shared_ptr<CublasHandle>> create() {
+    cublasHandle_t h = nullptr;
+    OSPREY_CUBLAS_CHECK(cublasCreate(&h), "creating the fast handler's cuBLAS handle");
+    auto owned = std::shared_ptr<CublasHandle>(new CublasHandle(h));
+    // Default math mode: each call's compute type alone decides TF32 or full float (Precision);
+    // the stream stays the legacy default stream.
+    OSPREY_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "choosing cuBLAS's default math mode");
+    return owned;
+  }
+  ~CublasHandle() { (void)cublasDestroy(m_handle); }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return m_handle; }
+
+ private:
+  explicit CublasHandle(cublasHandle_t h) : m_handle(h) {}
+  cublasHandle_t m_handle;
+};
+
+// What a product's multiplications see: TensorCores (inputs rounded to TF32, 11 significant
+// bits; the layers' products) or Float (full float inputs; sums that must not lose bits, such as a
+// bias gradient's column sums). Both add in float.
+enum class Precision { TensorCores, Float };
+
+// A row-major operand of a product: its elements, whether the product reads it transposed, and
+// where a strided operand's rows and batch members lie (0: packed one after another).
+struct Operand {
+  const float* data;
+  bool transposed = false;
+  Index ld = 0;      // elements from one stored row to the next
+  Index stride = 0;  // elements from one product's operand to the next product's
+};
+
+class Fast {
+ public:
+  using Element = float;
+  using Buffer = GpuBuffer<CudaDevice, float>;
+
+  // The cuda device OSPREY_CUDA_DEVICE names, with a cuBLAS handle; an Error when there is no GPU.
+  static Result<Fast> open() {
+    auto device = OSPREY_TRY(CudaDevice::open());
+    return Fast(device, OSPREY_TRY(CublasHandle::create()));
+  }
+  Fast(std::shared_ptr<CudaDevice> device, std::shared_ptr<CublasHandle> blas)
+      : m_device(std::move(device)), m_blas(std::move(blas)) {}
+
+  template <Kernel K>
+  Result<Buffer> build(Index n, K kernel) {
+    return buildChecked(n, kernel);
+  }
+  // build's body for a kernel its caller's concept already checked (see surface.hpp's).
+  template <class K>
+  Result<Buffer> buildChecked(Index n, K kernel) {
+    auto out = OSPREY_TRY(allocate(n));
+    OSPREY_CHECK(m_device->forEach(n, BuildBody<K, float>{out.data(), kernel}));
+    return out;
+  }
+  Scalar get(const Buffer& b, Index i) {
+    if (i < 0 || i >= b.size()) fault(FaultKind::Bounds, i, b.size());
+    auto r = m_device->readOne(b.data() + i);
+    if (!r.ok()) throw DeviceFailure(r.error().message);
+    return *r;
+  }
+  Index length(const Buffer& b) { return b.size(); }
+  template <Combine C>
+  Result<Buffer> zipWith(const Buffer& a, const Buffer& b, C combine) {
+    OSPREY_CHECK(checkSameLength("zipWith", a.size(), b.size()));
+    return buildChecked(a.size(), ZipKernel<C, ViewOf<float>>{a.view(), b.view(), combine});
+  }
+  template <Combine C>
+  Result<Scalar> reduce(const Buffer& b, Scalar seed, C combine) {
+    if (b.size() == 0) return seed;
+    return m_device->fold(b.view(), seed, combine);
+  }
+  Result<Index> indexOf(const Buffer& b, Scalar x) {
+    if (b.size() == 0) return Index{0};
+    return m_device->indexOf(b.view(), x);
+  }
+
+  // Row-major (rows x inner) * (inner x cols) on the tensor cores (TF32 inputs, float sums).
+  Result<Buffer> matMul(const Buffer& a, const Buffer& b, Index rows, Index inner, Index cols) {
+    OSPREY_CHECK(checkMatMulShapes(a.size(), b.size(), rows, inner, cols));
+    auto out = OSPREY_TRY(allocate(rows * cols));
+    OSPREY_CHECK(product(out.data(), Operand{a.data()}, Operand{b.data()}, rows, inner, cols));
+    return out;
+  }
+  // `batch` products of one shape stored one after another (gpt2/layers/attention_heads.hpp).
+  Result<Buffer> matMulBatched(const Buffer& a, const Buffer& b, Index batch, Index rows, Index inner, Index cols) {
+    const Index n = OSPREY_TRY(checkBatchedMatMulShapes(a.size(), b.size(), batch, rows, inner, cols));
+    auto out = OSPREY_TRY(allocate(n));
+    OSPREY_CHECK(product(out.data(), Operand{a.data()}, Operand{b.data()}, rows, inner, cols, 0.0f, batch));
+    return out;
+  }
+
+  // out (rows x cols) = op(a) (rows x inner) * op(b) (inner x cols) + beta * out, row-major, for
+  // `batch` such products, the outputs one after another: the one entry to cuBLAS, for this handler
+  // and for the fused layers built on it. op(x) is x, or x stored (cols x inner) / (inner x rows)
+  // and read transposed. The outputs may be strided too: row r of product p at out + p·strideOut +
+  // r·ldOut (0: packed). cuBLAS is column-major, and a row-major matrix read column-major is its
+  // transpose, so the call computes outᵀ = op(b)ᵀ · op(a)ᵀ.
+  Result<void> product(float* out, Operand a, Operand b, Index rows, Index inner, Index cols, float beta = 0.0f,
+                       Index batch = 1, Precision precision = Precision::TensorCores, Index ldOut = 0, Index strideOut = 0) {
+    const auto label = [&] {
+      return fmt::format("fast matMul of {} product{} ({} x {}){} * ({} x {}){}", batch, batch == 1 ? "" : "s", rows,
+                         inner, a.transposed ? "ᵀ-stored" : "", inner, cols, b.transposed ? "ᵀ-stored" : "");
+    };
+    if (rows == 0 || cols == 0 || batch == 0) return {};
+    for (Index d : {rows, inner, cols, batch})
+      if (d < 0 || d > INT_MAX) return Error{label() + ": a dimension is outside cuBLAS's int range"};
+    if (inner == 0) {  // an empty sum: zeros (cuBLAS would leave beta * out)
+      if (beta != 0.0f) return {};
+      if (ldOut || strideOut) return Error{label() + ": an empty sum into a strided output is not supported"};
+      OSPREY_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(batch * rows * cols) * sizeof(float)),
+                        label());
+      return {};
+    }
+    const float alpha = 1.0f;
+    const int m = static_cast<int>(cols), n = static_cast<int>(rows), k = static_cast<int>(inner);
+    const cublasOperation_t opB = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opA = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const Index ldb = b.ld ? b.ld : b.transposed ? inner : cols, lda = a.ld ? a.ld : a.transposed ? rows : inner;
+    if (ldb > INT_MAX || lda > INT_MAX) return Error{label() + ": a leading dimension is outside cuBLAS's int range"};
+    const Index strideB = b.stride ? b.stride : inner * cols, strideA = a.stride ? a.stride : rows * inner;
+    const Index ldc = ldOut ? ldOut : cols, strideC = strideOut ? strideOut : rows * cols;
+    if (ldc > INT_MAX) return Error{label() + ": the output's leading dimension is outside cuBLAS's int range"};
+    OSPREY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(m_blas->get(), opB, opA, m, n, k, &alpha, b.data, CUDA_R_32F,
+                                                   static_cast<int>(ldb), strideB, a.data, CUDA_R_32F,
+                                                   static_cast<int>(lda), strideA, &beta, out,
+                                                   CUDA_R_32F, static_cast<int>(ldc), strideC, static_cast<int>(batch),
+                                                   precision == Precision::TensorCores ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                       : CUBLAS_COMPUTE_32F,
+                                                   CUBLAS_GEMM_DEFAULT),
+                        label());
+    if (m_device->checksEachLaunch()) return m_device->flush();
+    return {};
+  }
+
+  // `batch` products of one shape whose operands and outputs lie anywhere: product p reads op(a)
+  // at as[p] and op(b) at bs[p] and writes out at outs[p] (device arrays of pointers), each matrix
+  // with rows ld elements apart. The one call for products that no single stride describes
+  // (attention's heads of a (B, T, 3C) activation).
+  Result<void> productsAt(float* const* outs, Index ldOut, const float* const* as, bool aTransposed, Index lda,
+                          const float* const* bs, bool bTransposed, Index ldb, Index rows, Index inner, Index cols,
+                          Index batch) {
+    const auto label = [&] {
+      return fmt::format("fast matMul of {} placed products ({} x {}) * ({} x {})", batch, rows, inner, inner, cols);
+    };
+    if (rows == 0 || cols == 0 || batch == 0) return {};
+    for (Index d : {rows, inner, cols, batch, lda, ldb, ldOut})
+      if (d < 1 || d > INT_MAX) return Error{label() + ": a dimension is outside cuBLAS's int range [1, 2^31)"};
+    const float alpha = 1.0f, beta = 0.0f;
+    OSPREY_CUBLAS_CHECK(
+        cublasGemmBatchedEx(m_blas->get(), bTransposed ? CUBLAS_OP_T : CUBLAS_OP_N, aTransposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            static_cast<int>(cols), static_cast<int>(rows), static_cast<int>(inner), &alpha,
+                            reinterpret_cast<const void* const*>(bs), CUDA_R_32F, static_cast<int>(ldb),
+                            reinterpret_cast<const void* const*>(as), CUDA_R_32F, static_cast<int>(lda), &beta,
+                            reinterpret_cast<void* const*>(outs), CUDA_R_32F, static_cast<int>(ldOut),
+                            static_cast<int>(batch), CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+        label());
+    if (m_device->checksEachLaunch()) return m_device->flush();
+    return {};
+  }
+
+  // Row folds (gpt2/layers/fold_rows.hpp): a tree per row for a Regroupable combine, else the
+  // device's ordered fold.
+  template <class L, class T, class C, class F>
+  Result<Buffer> foldRows(Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish) {
+    auto out = OSPREY_TRY(allocate(rows));
+    if constexpr (!Regroupable<C>) {
+      OSPREY_CHECK(m_device->foldRows(out.data(), rows, length, seed, fromFirst, term, combine, finish));
+    } else {
+      if (rows == 0) return out;
+      const unsigned long long launch = OSPREY_TRY(m_device->beginLaunch(
+          &cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses, &cuda_detail::treeFoldLabel<T>, rows));
+      const Index filling = static_cast<Index>(m_device->multiprocessors()) * 16;
+      const auto blocks = static_cast<unsigned>(rows < filling ? rows : filling);
+      cuda_detail::treeRowFoldKernel<<<blocks, cuda_detail::kTreeFoldThreads>>>(
+          out.data(), rows, length, seed, fromFirst, term, combine, finish, launch);
+      OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::treeFoldLabel<T>() + " launch");
+      if (m_device->checksEachLaunch()) OSPREY_CHECK(m_device->flush());
+    }
+    return out;
+  }
+
+  // Host values, each rounded once to float.
+  Result<Buffer> fromList(std::span<const Scalar> xs) {
+    std::vector<float> stored(xs.begin(), xs.end());
+    auto out = OSPREY_TRY(allocate(static_cast<Index>(stored.size())));
+    OSPREY_CHECK(m_device->upload(out.data(), stored.data(), out.size()));
+    return out;
+  }
+  Result<Buffer> load(const std::string& path, const std::string& name) {
+    auto t = OSPREY_TRY(io::readTensor(path, name));
+    return fromList(std::span<const Scalar>(t.values));
+  }
+  std::string device() const {
+    return fmt::format("fast {} (float storage, TF32 tensor-core products)", m_device->name());
+  }
+
+  Result<Buffer> allocate(Index n) {
+    if (n < 0) return Error{fmt::format("{}: negative length {}", device(), n)};
+    return Buffer(m_device, OSPREY_TRY(m_device->allocate<float>(n)), n);
+  }
+  const std::shared_ptr<CudaDevice>& runtime() const { return m_device; }
+
+ private:
+  std::shared_ptr<CudaDevice> m_device;
+  std::shared_ptr<CublasHandle> m_blas;
+};
+
+OSPREY_ASSERT_HANDLER(Fast, "fast");
+
+}  // namespace osprey

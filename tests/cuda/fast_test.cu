@@ -1,0 +1,475 @@
+// The fast handler (gpu/fast.hpp, gpt2/fast/) against the exact ones, on the GPU.
+//
+// Two kinds of checks:
+//   * where fast promises the exact arithmetic of float storage (build, zipWith, reduce, indexOf,
+//     row maxima), its results equal ListsOf<float>'s bit for bit: the lists handler rounding each
+//     stored result to float, the same single rounding;
+//   * where it does not (TF32 products, tree-folded sums, and through them the model), the gap to
+//     the exact handler stays inside the bound docs/FAST.md states for that quantity. Each test
+//     prints the gap it measured, so the table there can be re-derived from any run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "gpt2/fast/fast_handler.hpp"
+#include "gpt2/init.hpp"
+#include "gpt2/model_cases.hpp"
+#include "gpt2/train_step.hpp"
+#include "handlers.hpp"
+#include "train/train_helpers.hpp"
+
+namespace gpt2::testing {
+namespace {
+
+using osprey::Fast;
+using osprey::GpuCuda;
+using osprey::Index;
+using osprey::Scalar;
+using Narrow = osprey::ListsOf<float>;
+
+FastHandler makeFast() {
+  auto f = Fast::open();
+  if (!f.ok()) throw std::runtime_error(f.error().message);
+  return FastHandler(std::move(*f));
+}
+
+template <class T>
+T ok(osprey::Result<T> r) {
+  if (!r.ok()) throw std::runtime_error(r.error().message);
+  return std::move(r).value();
+}
+
+// ---- Tolerances (docs/FAST.md; each measured gap is printed) -------------------------------------
+// A product's element: TF32 rounds each input to 11 significant bits (relative 2^-11 each, so
+// 2^-10 a term), and float sums add up to `inner` roundings of 2^-24; relative to Σ|a||b|.
+double productBound(Index inner) { return std::ldexp(1.0, -10) + static_cast<double>(inner + 1) * std::ldexp(1.0, -24); }
+// Model quantities, relative to the largest exact magnitude (logits) or the tensor's norm (grads).
+constexpr double kLogitGap = 2e-3;       // largest |Δlogit| / largest |logit|
+constexpr double kLossGap = 1e-3;        // |Δloss| / loss
+constexpr double kGradientGap = 2e-2;    // ‖Δg‖ / ‖g‖ per tensor
+
+void report(const char* what, double measured, double bound) {
+  std::printf("[ measured ] %s: %.3g (bound %.3g)\n", what, measured, bound);
+}
+
+// ---- Elementwise work: the exact arithmetic of float storage ---------------------------------------
+struct Wave {
+  OSPREY_FN Scalar operator()(Index i) const { return static_cast<Scalar>(i % 97) / 7.0 - 6.5 + 1e-9 * static_cast<Scalar>(i); }
+};
+struct ProductPlusOne {
+  OSPREY_FN Scalar operator()(Scalar a, Scalar b) const { return a * b + 1.0; }
+};
+struct Sum {
+  OSPREY_FN Scalar operator()(Scalar acc, Scalar x) const { return acc + x; }
+};
+
+template <class H>
+std::vector<Scalar> elementwise(H& h, Index n, Scalar* total, Index* found, Scalar probe) {
+  auto a = ok(h.build(n, Wave{}));
+  auto b = ok(h.zipWith(a, a, ProductPlusOne{}));
+  *total = ok(h.reduce(b, 0.25, Sum{}));
+  *found = ok(h.indexOf(a, probe));
+  return osprey::testing::readAll(h, b);
+}
+
+TEST(Fast, NamesItself) {
+  auto h = makeFast();
+  EXPECT_EQ(h.device().rfind("fast cuda: ", 0), 0u) << h.device();
+}
+
+TEST(Fast, ElementwiseEqualsFloatLists) {
+  auto fast = makeFast();
+  Narrow lists;
+  for (Index n : {0, 1, 97, 2049, 100003}) {
+    SCOPED_TRACE(n);
+    Scalar totalFast = 0, totalLists = 0;
+    Index foundFast = -1, foundLists = -1;
+    const Scalar probe = static_cast<Scalar>(static_cast<float>(Wave{}(n / 2)));
+    const auto got = elementwise(fast, n, &totalFast, &foundFast, probe);
+    const auto want = elementwise(lists, n, &totalLists, &foundLists, probe);
+    EXPECT_TRUE(osprey::testing::train::sameBits(got, want));
+    EXPECT_EQ(std::memcmp(&totalFast, &totalLists, sizeof(Scalar)), 0) << totalFast << " vs " << totalLists;
+    EXPECT_EQ(foundFast, foundLists);
+  }
+}
+
+// ---- Products: within the TF32 bound of the exact product, every layout ------------------------
+struct Mixed {
+  Index salt;
+  OSPREY_FN Scalar operator()(Index i) const {
+    const Index k = (i * 7919 + salt * 104729) % 2003;
+    return static_cast<Scalar>(k) / 1001.0 - 1.0;
+  }
+};
+
+// out (rows x cols) = op(a) · op(b) on the host in doubles, from the same float values.
+std::vector<Scalar> hostProduct(const std::vector<Scalar>& a, bool aT, const std::vector<Scalar>& b, bool bT,
+                                Index rows, Index inner, Index cols, std::vector<Scalar>* scale) {
+  std::vector<Scalar> out(static_cast<std::size_t>(rows * cols));
+  scale->assign(out.size(), 0.0);
+  for (Index i = 0; i < rows; ++i)
+    for (Index j = 0; j < cols; ++j) {
+      Scalar acc = 0.0, mag = 0.0;
+      for (Index k = 0; k < inner; ++k) {
+        const Scalar x = aT ? a[k * rows + i] : a[i * inner + k];
+        const Scalar y = bT ? b[j * inner + k] : b[k * cols + j];
+        acc += x * y;
+        mag += std::abs(x * y);
+      }
+      out[i * cols + j] = acc;
+      (*scale)[i * cols + j] = mag;
+    }
+  return out;
+}
+
+TEST(Fast, ProductsWithinTheTf32Bound) {
+  auto h = makeFast();
+  struct Shape {
+    Index rows, inner, cols;
+  };
+  double worst = 0.0;
+  for (Shape s : {Shape{1, 1, 1}, Shape{3, 5, 7}, Shape{1, 768, 2304}, Shape{64, 768, 50}, Shape{17, 3072, 768},
+                  Shape{129, 0, 5}})
+    for (bool aT : {false, true})
+      for (bool bT : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.inner << "x" << s.cols << " aT " << aT << " bT " << bT);
+        auto a = ok(h.build(s.rows * s.inner, Mixed{1}));
+        auto b = ok(h.build(s.inner * s.cols, Mixed{2}));
+        auto out = ok(h.allocate(s.rows * s.cols));
+        ASSERT_TRUE(h.product(out.data(), {a.data(), aT}, {b.data(), bT}, s.rows, s.inner, s.cols).ok());
+        std::vector<Scalar> scale;
+        const auto want = hostProduct(osprey::testing::readAll(h, a), aT, osprey::testing::readAll(h, b), bT, s.rows,
+                                      s.inner, s.cols, &scale);
+        const auto got = osprey::testing::readAll(h, out);
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t e = 0; e < got.size(); ++e) {
+          const double gap = std::abs(got[e] - want[e]);
+          ASSERT_LE(gap, productBound(s.inner) * scale[e] + 1e-30) << "element " << e;
+          if (scale[e] > 0) worst = std::max(worst, gap / scale[e]);
+        }
+      }
+  report("product |Δ| / Σ|a·b|", worst, productBound(3072));
+}
+
+TEST(Fast, MatMulAndBatchedProductsAgree) {
+  auto h = makeFast();
+  const Index batch = 12, rows = 33, inner = 64, cols = 40;
+  auto a = ok(h.build(batch * rows * inner, Mixed{3}));
+  auto b = ok(h.build(batch * inner * cols, Mixed{4}));
+  const auto together = osprey::testing::readAll(h, ok(h.matMulBatched(a, b, batch, rows, inner, cols)));
+  const auto av = osprey::testing::readAll(h, a), bv = osprey::testing::readAll(h, b);
+  for (Index p = 0; p < batch; ++p) {
+    std::vector<Scalar> scale;
+    const std::vector<Scalar> ap(av.begin() + p * rows * inner, av.begin() + (p + 1) * rows * inner);
+    const std::vector<Scalar> bp(bv.begin() + p * inner * cols, bv.begin() + (p + 1) * inner * cols);
+    const auto want = hostProduct(ap, false, bp, false, rows, inner, cols, &scale);
+    for (Index e = 0; e < rows * cols; ++e)
+      ASSERT_LE(std::abs(together[p * rows * cols + e] - want[e]), productBound(inner) * scale[e]) << p << " " << e;
+  }
+  auto bad = h.matMulBatched(a, b, batch, rows + 1, inner, cols);
+  ASSERT_FALSE(bad.ok());
+}
+
+// Attention's per-head products read their operands in place (FastHandler::headProducts): every
+// layout attention uses, against the exact per-head products of the same float values.
+struct Magnitude {
+  osprey::View x;
+  OSPREY_FN Scalar operator()(Index i) const { return x[i] < 0 ? -x[i] : x[i]; }
+};
+TEST(Fast, HeadProductsReadEveryLayoutInPlace) {
+  auto fast = makeFast();
+  osprey::Lists exact;
+  const Index B = 2, T = 5, NH = 3, hs = 4, C = NH * hs, BH = B * NH;
+  const heads::Layout qkvHeads{T, 3 * C, NH, hs}, outHeads{T, C, NH, hs};
+  const osprey::Int NHi = NH, Ti = T;
+  auto qkvFast = ok(fast.build(B * T * 3 * C, Mixed{6}));
+  auto squareFast = ok(fast.build(BH * T * T, Mixed{7}));
+  auto doutFast = ok(fast.build(B * T * C, Mixed{8}));
+  auto onLists = [&](const FastHandler::Buffer& b) {
+    const auto values = osprey::testing::readAll(fast, b);
+    return ok(exact.fromList(std::span<const Scalar>(values)));
+  };
+  auto absOf = [&](const osprey::Lists::Buffer& b) { return ok(exact.build(exact.length(b), Magnitude{b.view()})); };
+  const auto qkv = onLists(qkvFast), square = onLists(squareFast), dout = onLists(doutFast);
+  const auto qkvAbs = absOf(qkv), squareAbs = absOf(square), doutAbs = absOf(dout);
+  struct Case {
+    const char* name;
+    Index rows, inner, cols;
+    const FastHandler::Buffer *leftFast, *rightFast;
+    const osprey::Lists::Buffer *left, *right, *leftAbs, *rightAbs;
+    heads::Blocks l, r;
+  };
+  const Case cases[] = {
+      {"scores q·kᵀ", T, hs, T, &qkvFast, &qkvFast, &qkv, &qkv, &qkvAbs, &qkvAbs, qkvHeads.rows(0), qkvHeads.transposed(C)},
+      {"out att·v", T, T, hs, &squareFast, &qkvFast, &square, &qkv, &squareAbs, &qkvAbs, heads::squareRows(NHi, Ti),
+       qkvHeads.rows(2 * C)},
+      {"datt dout·vᵀ", T, hs, T, &doutFast, &qkvFast, &dout, &qkv, &doutAbs, &qkvAbs, outHeads.rows(0),
+       qkvHeads.transposed(2 * C)},
+      {"dk dscoreᵀ·q", T, T, hs, &squareFast, &qkvFast, &square, &qkv, &squareAbs, &qkvAbs,
+       heads::squareColumns(NHi, Ti), qkvHeads.rows(0)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto got = osprey::testing::readAll(
+        fast, ok(heads::products(fast, BH, c.rows, c.inner, c.cols, *c.leftFast, c.l, *c.rightFast, c.r)));
+    const auto want = osprey::testing::readAll(
+        exact, ok(heads::products(exact, BH, c.rows, c.inner, c.cols, *c.left, c.l, *c.right, c.r)));
+    const auto scale = osprey::testing::readAll(
+        exact, ok(heads::products(exact, BH, c.rows, c.inner, c.cols, *c.leftAbs, c.l, *c.rightAbs, c.r)));
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t e = 0; e < got.size(); ++e)
+      ASSERT_LE(std::abs(got[e] - want[e]), productBound(c.inner) * scale[e] + 1e-30) << "element " << e;
+  }
+}
+
+// ---- Row folds: maxima exact, sums within float rounding of a tree -------------------------------
+struct RowTerm {
+  osprey::ViewOf<float> x;
+  Index cols;
+  OSPREY_FN Scalar operator()(Index r, Index c) const { return x[r * cols + c]; }
+};
+template <class H>
+std::pair<std::vector<Scalar>, std::vector<Scalar>> rowStats(H& h, Index rows, Index cols) {
+  auto x = ok(h.build(rows * cols, Mixed{5}));
+  const RowTerm term{x.view(), cols};
+  auto sums = ok(sumRows(h, rows, cols, term, AsIs{}));
+  auto maxima = ok(foldRowsFromFirst(h, rows, cols, term, Larger{}, AsIs{}));
+  return {osprey::testing::readAll(h, sums), osprey::testing::readAll(h, maxima)};
+}
+
+TEST(Fast, RowFoldsAsTrees) {
+  auto fast = makeFast();
+  Narrow lists;
+  double worst = 0.0;
+  for (Index cols : {1, 31, 768, 1025, 50257}) {
+    SCOPED_TRACE(cols);
+    const Index rows = cols > 1000 ? 9 : 300;
+    const auto [sumsFast, maxFast] = rowStats(fast, rows, cols);
+    const auto [sumsLists, maxLists] = rowStats(lists, rows, cols);
+    EXPECT_TRUE(osprey::testing::train::sameBits(maxFast, maxLists));
+    for (Index r = 0; r < rows; ++r) {
+      // Both are double sums of the same floats, then one rounding to float: the grouping moves
+      // the double sum by at most cols · 2^-53 · Σ|x| (Σ|x| <= cols), the rounding 2^-24 of it.
+      const double bound = std::ldexp(std::abs(sumsLists[r]), -23) + static_cast<double>(cols * cols) * std::ldexp(1.0, -52);
+      ASSERT_LE(std::abs(sumsFast[r] - sumsLists[r]), bound) << "row " << r;
+      worst = std::max(worst, std::abs(sumsFast[r] - sumsLists[r]));
+    }
+  }
+  report("row sum |Δ|", worst, 0.0);
+}
+
+// ---- The model: fast against exact within docs/FAST.md's tolerances ---------------------------------
+double largestAbs(const std::vector<Scalar>& v) {
+  double m = 0.0;
+  for (Scalar x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+double largestGap(const std::vector<Scalar>& a, const std::vector<Scalar>& b) {
+  double m = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+double relativeNormGap(const std::vector<Scalar>& got, const std::vector<Scalar>& want) {
+  double d = 0.0, n = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    d += (got[i] - want[i]) * (got[i] - want[i]);
+    n += want[i] * want[i];
+  }
+  return n > 0 ? std::sqrt(d / n) : std::sqrt(d);
+}
+
+// ---- Fused layers against their reference definitions, on the same handler and inputs -----------
+// The reference runs on the fast handler too (double arithmetic over the same floats), so the gap
+// is the fused kernel's own: float arithmetic and its grouping of sums (and TF32 in attention).
+double relativeGap(const std::vector<Scalar>& got, const std::vector<Scalar>& want) {
+  return largestGap(got, want) / std::max(largestAbs(want), 1e-30);
+}
+constexpr double kFusedFloatGap = 2e-5;      // float kernels: a few float roundings of the largest value
+constexpr double kFusedAttentionGap = 4e-3;  // plus TF32 products
+
+TEST(Fast, FusedLayersMatchTheirReferences) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  for (Index C : {1, 31, 768}) {
+    SCOPED_TRACE(::testing::Message() << "C " << C);
+    const Index N = 37;
+    auto x = ok(h.build(N * C, Mixed{11})), w = ok(h.build(C, Mixed{12})), b = ok(h.build(C, Mixed{13}));
+    auto dout = ok(h.build(N * C, Mixed{14}));
+    const auto fused = ok(h.layernormForward(x, w, b, N, C));
+    const auto ref = ok(reference::layernormForward(h, x, w, b, N, C));
+    EXPECT_LT(relativeGap(read(fused.out), read(ref.out)), kFusedFloatGap);
+    EXPECT_LT(relativeGap(read(fused.rstd), read(ref.rstd)), kFusedFloatGap);
+    const auto g = ok(h.layernormBackward(dout, x, w, fused.mean, fused.rstd, N, C));
+    const auto gr = ok(reference::layernormBackward(h, dout, x, w, ref.mean, ref.rstd, N, C));
+    // One channel normalises to 0 (its gradient dx is rounding noise on both sides).
+    if (C > 1) EXPECT_LT(relativeGap(read(g.dx), read(gr.dx)), kFusedFloatGap);
+    EXPECT_LT(relativeGap(read(g.dw), read(gr.dw)), kFusedFloatGap);
+    EXPECT_LT(relativeGap(read(g.db), read(gr.db)), kFusedFloatGap);
+    if (C > 1) report("layernorm dx fused vs reference", relativeGap(read(g.dx), read(gr.dx)), kFusedFloatGap);
+  }
+  {
+    auto x = ok(h.build(3 * 3072 + 5, Mixed{15})), dout = ok(h.build(3 * 3072 + 5, Mixed{16}));
+    EXPECT_LT(relativeGap(read(ok(h.geluForward(x))), read(ok(reference::geluForward(h, x)))), kFusedFloatGap);
+    EXPECT_LT(relativeGap(read(ok(h.geluBackward(dout, x))), read(ok(reference::geluBackward(h, dout, x)))),
+              kFusedFloatGap);
+  }
+  for (Index V : {1, 5, 50257}) {
+    SCOPED_TRACE(::testing::Message() << "V " << V);
+    const Index N = 9;
+    auto logits = ok(h.build(N * V, Mixed{17}));
+    std::vector<Scalar> ids;
+    for (Index n = 0; n < N; ++n) ids.push_back(static_cast<Scalar>((n * 7919) % V));
+    auto targets = ok(h.fromList(std::span<const Scalar>(ids)));
+    const auto fused = ok(h.crossEntropyForward(logits, targets, N, V));
+    const auto ref = ok(reference::crossEntropyForward(h, logits, targets, N, V));
+    EXPECT_LT(relativeGap(read(fused.probs), read(ref.probs)), kFusedFloatGap);
+    EXPECT_LT(largestGap(read(fused.losses), read(ref.losses)), 1e-5 * std::log(static_cast<double>(V) + 1.0) + 1e-6);
+    EXPECT_LT(relativeGap(read(ok(h.crossEntropyBackward(fused.probs, targets, N, V, 1.0 / N))),
+                          read(ok(reference::crossEntropyBackward(h, ref.probs, targets, N, V, 1.0 / N)))),
+              kFusedFloatGap);
+    // A target outside [0, V) is the reference's fault, not a read past the row.
+    std::vector<Scalar> bad(ids);
+    bad[N / 2] = static_cast<Scalar>(V);
+    auto badTargets = ok(h.fromList(std::span<const Scalar>(bad)));
+    auto refused = h.crossEntropyForward(logits, badTargets, N, V);
+    if (refused.ok()) {  // a deferred fault surfaces at the next read-back
+      auto flushed = h.runtime()->flush();
+      ASSERT_FALSE(flushed.ok());
+      EXPECT_NE(flushed.error().message.find("index out of range"), std::string::npos) << flushed.error().message;
+    } else {
+      EXPECT_NE(refused.error().message.find("index out of range"), std::string::npos) << refused.error().message;
+    }
+  }
+  // The linear layers, including the padded path of an output width that is not a multiple of 4
+  // (the lm head's V): against the reference products, within the TF32 bound.
+  for (Index OC : {48, 1027}) {
+    SCOPED_TRACE(::testing::Message() << "OC " << OC);
+    const Index N = 64, IC = 40;
+    auto x = ok(h.build(N * IC, Mixed{23})), wt = ok(h.build(OC * IC, Mixed{24})), dout = ok(h.build(N * OC, Mixed{25}));
+    auto bias = ok(h.build(OC, Mixed{26}));
+    const double bound = 4.0 * productBound(N) * IC;  // |values| <= 1: Σ|a·b| <= inner
+    EXPECT_LT(largestGap(read(ok(h.matmulForwardTransposed(x, wt, N, IC, OC))),
+                         read(ok(reference::matmulForwardTransposed(h, x, wt, N, IC, OC)))), bound);
+    const auto g = ok(h.matmulBackwardTransposed(dout, x, wt, N, IC, OC));
+    const auto gr = ok(reference::matmulBackwardTransposed(h, dout, x, wt, N, IC, OC));
+    ASSERT_EQ(h.length(g.dwt), OC * IC);
+    EXPECT_LT(largestGap(read(g.dx), read(gr.dx)), 4.0 * productBound(OC) * OC);
+    EXPECT_LT(largestGap(read(g.dwt), read(gr.dwt)), bound * N / IC);
+    // Conv1D layout: w (IC, OC) is wtᵀ's values read as (IC, OC).
+    EXPECT_LT(largestGap(read(ok(h.matmulForward(x, wt, bias, N, IC, OC))),
+                         read(ok(reference::matmulForward(h, x, wt, bias, N, IC, OC)))), bound);
+    const auto m = ok(h.matmulBackward(dout, x, wt, N, IC, OC));
+    const auto mr = ok(reference::matmulBackward(h, dout, x, wt, N, IC, OC));
+    EXPECT_LT(largestGap(read(m.dx), read(mr.dx)), 4.0 * productBound(OC) * OC);
+    EXPECT_LT(largestGap(read(m.dw), read(mr.dw)), bound * N / IC);
+    EXPECT_LT(largestGap(read(m.dbias), read(mr.dbias)), 1e-5 * N);
+  }
+  for (bool decay : {false, true}) {
+    const Index n = 4099;
+    auto p = ok(h.build(n, Mixed{20})), g = ok(h.build(n, Mixed{21})), m = ok(h.build(n, Mixed{22}));
+    auto v = ok(h.build(n, Wave{}));
+    auto vPositive = ok(h.zipWith(v, v, ProductPlusOne{}));  // second moments are >= 0
+    const auto fused = ok(h.adamwUpdate(p, g, m, vPositive, 3, 1e-3, 0.9, 0.95, 1e-8, 0.1, decay));
+    const auto ref = ok(reference::adamwUpdate(h, p, g, m, vPositive, 3, 1e-3, 0.9, 0.95, 1e-8, 0.1, decay));
+    EXPECT_LT(relativeGap(read(fused.param), read(ref.param)), kFusedFloatGap);
+    EXPECT_LT(relativeGap(read(fused.m), read(ref.m)), kFusedFloatGap);
+    EXPECT_LT(relativeGap(read(fused.v), read(ref.v)), kFusedFloatGap);
+  }
+  for (Index T : {1, 7, 64}) {
+    SCOPED_TRACE(::testing::Message() << "T " << T);
+    const Index B = 2, NH = 3, hs = 8, C = NH * hs;
+    auto qkv = ok(h.build(B * T * 3 * C, Mixed{18})), dout = ok(h.build(B * T * C, Mixed{19}));
+    const auto fused = ok(h.attentionForward(qkv, B, T, C, NH));
+    const auto ref = ok(reference::attentionForward(h, qkv, B, T, C, NH));
+    EXPECT_LT(relativeGap(read(fused.out), read(ref.out)), kFusedAttentionGap);
+    EXPECT_LT(relativeGap(read(fused.att), read(ref.att)), kFusedAttentionGap);
+    const auto dqkv = read(ok(h.attentionBackward(dout, qkv, fused.att, B, T, C, NH)));
+    const auto dqkvRef = read(ok(reference::attentionBackward(h, dout, qkv, ref.att, B, T, C, NH)));
+    EXPECT_LT(relativeGap(dqkv, dqkvRef), kFusedAttentionGap);
+    report("attention backward fused vs reference", relativeGap(dqkv, dqkvRef), kFusedAttentionGap);
+  }
+}
+
+TEST(Fast, TinyLogitsWithinTolerance) {
+  auto fast = makeFast();
+  auto exact = osprey::testing::makeHandler<GpuCuda>();
+  const auto got = fullLogits(fast, tinyOn(fast), kPrompt);
+  const auto want = fullLogits(exact, tinyOn(exact), kPrompt);
+  ASSERT_EQ(got.size(), want.size());
+  for (Scalar x : got) ASSERT_TRUE(std::isfinite(x));
+  const double gap = largestGap(got, want) / largestAbs(want);
+  report("tiny logits max|Δ| / max|logit|", gap, kLogitGap);
+  EXPECT_GT(gap, 0.0) << "fast gave the exact doubles: it is not the fast arithmetic";
+  EXPECT_LT(gap, kLogitGap);
+}
+
+// The cached step on fast stays as near the full pass as fast is to exact.
+TEST(Fast, CachedStepNearFullPass) {
+  auto h = makeFast();
+  const auto w = tinyOn(h);
+  const std::vector<int> prompt(kPrompt.begin(), kPrompt.end() - 1);
+  const int one[1] = {kPrompt.back()};
+  auto first = ok(prefill(h, w, tokensOn(h, prompt), static_cast<Index>(prompt.size())));
+  auto next = ok(decodeStep(h, w, first.cache, tokensOn(h, std::span<const int>(one))));
+  const auto cached = osprey::testing::readAll(h, next.logits);
+  const auto full = fullLogits(h, w, kPrompt);
+  const std::vector<Scalar> lastRow(full.end() - static_cast<std::ptrdiff_t>(cached.size()), full.end());
+  const double gap = largestGap(cached, lastRow) / largestAbs(lastRow);
+  report("tiny cached step vs full pass", gap, kLogitGap);
+  EXPECT_LT(gap, kLogitGap);
+}
+
+TEST(Fast, GreedyTokenIsTheFirstMaximum) {
+  auto h = makeFast();
+  greedyTokenIsTheFirstMaximum(h);
+}
+
+TEST(Fast, GenerationChecksTheContext) {
+  auto h = makeFast();
+  generationChecksTheContext(h);
+}
+
+// Loss and every gradient of one training step, fast against exact.
+template <class H>
+std::pair<Scalar, std::vector<std::vector<Scalar>>> gradientsOf(H& h, const HostWeights& host, const data::Batch& batch) {
+  auto w = ok(upload(h, host));
+  auto g = ok(train::batchGradients(h, w, batch, 0));
+  return {g.loss, osprey::testing::train::allValues(h, g.grads)};
+}
+
+void trainingStepWithinTolerance(const HostWeights& host, const data::Batch& batch, const char* label) {
+  auto fast = makeFast();
+  auto exact = osprey::testing::makeHandler<GpuCuda>();
+  const auto [lossFast, gradsFast] = gradientsOf(fast, host, batch);
+  const auto [lossExact, gradsExact] = gradientsOf(exact, host, batch);
+  const double lossGap = std::abs(lossFast - lossExact) / std::abs(lossExact);
+  std::printf("[ measured ] %s loss %.9g (exact %.9g)\n", label, lossFast, lossExact);
+  report("loss |Δ| / loss", lossGap, kLossGap);
+  EXPECT_LT(lossGap, kLossGap);
+  ASSERT_EQ(gradsFast.size(), gradsExact.size());
+  const auto specs = parameterSpecs(host.config);
+  double worst = 0.0;
+  for (std::size_t t = 0; t < gradsExact.size(); ++t) {
+    const double gap = relativeNormGap(gradsFast[t], gradsExact[t]);
+    worst = std::max(worst, gap);
+    EXPECT_LT(gap, kGradientGap) << specs[t].name;
+  }
+  report("gradient ‖Δg‖ / ‖g‖, worst tensor", worst, kGradientGap);
+}
+
+TEST(Fast, SmallTrainingStepWithinTolerance) {
+  using namespace osprey::testing::train;
+  trainingStepWithinTolerance(smallWeights(), smallBatch(3, 7, kSmall.V), "small model");
+}
+
+TEST(Fast, Gpt2TrainingStepWithinTolerance) {
+  using namespace osprey::testing::train;
+  static const HostWeights weights = initialWeights(kGpt2_124M, kDefaultSeed);
+  trainingStepWithinTolerance(weights, smallBatch(4, 64, kGpt2_124M.V), "124M B4 T64");
+}
+
+}  // namespace
+}  // namespace gpt2::testing
