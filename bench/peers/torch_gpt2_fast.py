@@ -17,20 +17,14 @@ import statistics
 import time
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
 
-
-def model_124m(dtype=torch.float32):
-    config = GPT2Config(n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=50257,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    torch.manual_seed(0)
-    return GPT2LMHeadModel(config).to(device="cuda", dtype=dtype)
+from gpt2_peer import decode, model_124m
 
 
 def train(name, B, T, repeat, autocast, compile_it):
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    model = model_124m().train()
+    model = model_124m(torch.float32).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0, fused=True)
     x = torch.randint(0, 50257, (B, T), device="cuda")
 
@@ -58,23 +52,6 @@ def train(name, B, T, repeat, autocast, compile_it):
     print(f"RESULT|torch {name} train tokens/s|tok/s|{B * T / (ms / 1e3):.0f}")
     print(f"RESULT|torch {name} train peak memory|GiB|{torch.cuda.max_memory_allocated() / 2**30:.2f}")
     del model, opt
-
-
-@torch.no_grad()
-def decode(name, dtype, tokens, prompt_len):
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    model = model_124m(dtype).eval()
-    ids = torch.randint(0, 50257, (1, prompt_len), device="cuda")
-    model.generate(ids, max_new_tokens=8, do_sample=False, min_new_tokens=8, pad_token_id=0)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
-    torch.cuda.synchronize()
-    dt = time.perf_counter() - t0
-    print(f"RESULT|torch {name} generate batch 1 ({tokens} tokens)|tok/s|{tokens / dt:.1f}")
-    print(f"RESULT|torch {name} generate peak memory|GiB|{torch.cuda.max_memory_allocated() / 2**30:.2f}")
-    del model
 
 
 if __name__ == "__main__":

@@ -15,19 +15,12 @@ import statistics
 import time
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
 
-
-def model_124m():
-    config = GPT2Config(n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=50257,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(config).to(device="cuda", dtype=torch.float64)
-    return model
+from gpt2_peer import decode, model_124m
 
 
 def train(B, T, repeat):
-    model = model_124m().train()
+    model = model_124m(torch.float64).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     x = torch.randint(0, 50257, (B, T + 1), device="cuda")
     times = []
@@ -46,19 +39,6 @@ def train(B, T, repeat):
     print(f"RESULT|torch fp64 train peak memory|GiB|{torch.cuda.max_memory_allocated() / 2**30:.2f}")
 
 
-@torch.no_grad()
-def decode(tokens, prompt_len):
-    model = model_124m().eval()
-    ids = torch.randint(0, 50257, (1, prompt_len), device="cuda")
-    model.generate(ids, max_new_tokens=8, do_sample=False, min_new_tokens=8, pad_token_id=0)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
-    torch.cuda.synchronize()
-    dt = time.perf_counter() - t0
-    print(f"RESULT|torch fp64 generate batch 1 ({tokens} tokens)|tok/s|{tokens / dt:.1f}")
-
-
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--batch", type=int, default=4)
@@ -70,4 +50,4 @@ if __name__ == "__main__":
     a = p.parse_args()
     if not a.skip_train:
         train(a.batch, a.seq, a.repeat)
-    decode(a.tokens, a.prompt_len)
+    decode("fp64", torch.float64, a.tokens, a.prompt_len)

@@ -52,6 +52,7 @@ osprey::Result<osprey::Scalar> largest(H& h, const Buf<H>& x) {
 // The greedy choice: the smallest index holding the largest logit. logits (V).
 template <osprey::Tensor H>
 osprey::Result<osprey::Index> greedyToken(H& h, const Buf<H>& logits) {
+  OSPREY_GPT2_DERIVED(greedyToken, logits)  // a device-side argmax (the fast handler)
   const osprey::Scalar best = OSPREY_TRY(largest(h, logits));
   const osprey::Index token = OSPREY_TRY(h.indexOf(logits, best));
   if (token == h.length(logits))

@@ -136,6 +136,10 @@ osprey::Result<Buf<H>> transposeAddBias(H& h, const Buf<H>& prodT, const Buf<H>&
   });
 }
 
+// linear, linearResidual and linearGelu are derived operations too: a handler may answer each
+// whole (its bias and element-wise work in the product's own kernel; the fast handler's one-row
+// decoding path) with a member of the same name and arguments.
+//
 // Whether the handler answers matmulForwardTransposed itself (a fused path): then linear() asks
 // it for the product, and the output kernel cannot take on the next layer's work.
 template <class H>
@@ -156,6 +160,7 @@ osprey::Result<Buf<H>> linearThen(H& h, const Buf<H>& x, const Buf<H>& wT, const
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf<H>& bias,
                               osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(linear, x, wT, bias, N, IC, OC)
   if constexpr (AnswersLinear<H>) {
     OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
     return addBias(h, OSPREY_TRY(matmulForwardTransposed(h, x, wT, N, IC, OC)), bias, OC);
@@ -170,6 +175,7 @@ osprey::Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> linearResidual(H& h, const Buf<H>& x, const Buf<H>& in, const Buf<H>& wT,
                                       const Buf<H>& bias, osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(linearResidual, x, in, wT, bias, N, IC, OC)
   if constexpr (AnswersLinear<H> || requires { h.residualForward(x, x); }) {
     return residualForward(h, x, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
   } else {
@@ -185,6 +191,7 @@ osprey::Result<Buf<H>> linearResidual(H& h, const Buf<H>& x, const Buf<H>& in, c
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> linearGelu(H& h, const Buf<H>& in, const Buf<H>& wT, const Buf<H>& bias, osprey::Index N,
                                   osprey::Index IC, osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(linearGelu, in, wT, bias, N, IC, OC)
   if constexpr (AnswersLinear<H> || requires { h.geluForward(in); }) {
     return geluForward(h, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
   } else {

@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1
 python3 bench/peers/torch_gpt2_fp64.py --batch 4 --seq 1024 --tokens 100 > "$logs/torch-peers.log" 2>&1
 grep '^RESULT|' "$logs/torch-peers.log"
 torch_ms=$(awk -F'|' '/train step/ {print $4}' "$logs/torch-peers.log")
-torch_tps=$(awk -F'|' '/generate/ {print $4}' "$logs/torch-peers.log")
+torch_tps=$(awk -F'|' '/generate batch 1/ {print $4}' "$logs/torch-peers.log")
 
 # Osprey: one exact step at the same shape (the step's own timer, so loading is not counted).
 if "$gpt2" train-step --preset 124M --data "$data" --batch 4 --seq 1024 --backend gpu --device cuda \

@@ -427,6 +427,22 @@ TEST(Fast, GreedyTokenIsTheFirstMaximum) {
   greedyTokenIsTheFirstMaximum(h);
 }
 
+// The device-side argmax: the first of equal maxima, NaN never the answer, and all NaN an error.
+TEST(Fast, DeviceArgmaxKeepsTheContract) {
+  auto h = makeFast();
+  const Scalar nan = std::nan("");
+  auto tokenOf = [&](std::vector<Scalar> values) { return greedyToken(h, ok(h.fromList(std::span<const Scalar>(values)))); };
+  EXPECT_EQ(ok(tokenOf({nan, 2.0, nan, 2.0, -1.0})), 1);
+  EXPECT_EQ(ok(tokenOf({-INFINITY, -INFINITY})), 0);
+  std::vector<Scalar> many(50257, -3.0);
+  many[50000] = 5.0;
+  many[40000] = 5.0;
+  EXPECT_EQ(ok(tokenOf(many)), 40000);
+  auto none = tokenOf({nan, nan, nan});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("no maximum"), std::string::npos) << none.error().message;
+}
+
 TEST(Fast, GenerationChecksTheContext) {
   auto h = makeFast();
   generationChecksTheContext(h);

@@ -31,6 +31,7 @@
 #include <optional>
 
 #include "gpt2/fast/causal_softmax.hpp"
+#include "gpt2/fast/decode_kernels.hpp"
 #include "gpt2/fast/row_kernels.hpp"
 #include "gpt2/layers/layers.hpp"
 #include "osprey/gpu/fast.hpp"
@@ -88,7 +89,24 @@ class FastHandler : public osprey::Fast {
   osprey::Result<Buffer> geluForward(const Buffer& x);
   osprey::Result<Buffer> geluBackward(const Buffer& dout, const Buffer& x);
 
+  // One-row decoding (fast/decode_kernels.hpp): a linear layer with its bias (and GELU, or the
+  // residual sum) in one kernel for a single row, the products with the bias written first for
+  // more rows; attention of one query against the cache; the greedy argmax on the device.
+  osprey::Result<Buffer> linear(const Buffer& x, const Buffer& wT, const Buffer& bias, osprey::Index N,
+                                osprey::Index IC, osprey::Index OC);
+  osprey::Result<Buffer> linearGelu(const Buffer& in, const Buffer& wT, const Buffer& bias, osprey::Index N,
+                                    osprey::Index IC, osprey::Index OC);
+  osprey::Result<Buffer> linearResidual(const Buffer& x, const Buffer& in, const Buffer& wT, const Buffer& bias,
+                                        osprey::Index N, osprey::Index IC, osprey::Index OC);
+  osprey::Result<Buffer> attentionDecode(const Buffer& qkvRow, const Buffer& kCache, const Buffer& vCache,
+                                         osprey::Index Tc, osprey::Index C, osprey::Index NH);
+  osprey::Result<osprey::Index> greedyToken(const Buffer& logits);
+
  private:
+  // out (N, OC) = then(x · wTᵀ + bias): one row by linearRow, more by a product onto the bias.
+  template <class Then>
+  osprey::Result<Buffer> linearThen(const Buffer& x, const Buffer& wT, const Buffer& bias, osprey::Index N,
+                                    osprey::Index IC, osprey::Index OC, Then then);
   // dst (rows, width), rows ldDst apart: src (rows, cols; rows ldSrc apart), then zeros to `width`
   // (width 0: cols).
   osprey::Result<void> copyRows(float* dst, osprey::Index ldDst, const float* src, osprey::Index ldSrc,
@@ -103,6 +121,16 @@ class FastHandler : public osprey::Fast {
 OSPREY_ASSERT_HANDLER(FastHandler, "fast (gpt2)");
 
 namespace fast_detail {
+// A raw launch's status, named.
+inline osprey::Result<void> launched(const char* kernel) {
+  OSPREY_CUDA_CHECK(cudaGetLastError(), kernel);
+  return {};
+}
+// A width a kernel takes as an int.
+inline osprey::Result<int> intWidth(const char* layer, osprey::Index width) {
+  if (width <= 0 || width > INT_MAX) return osprey::Error{fmt::format("{}: width {} is not in [1, 2^31)", layer, width)};
+  return static_cast<int>(width);
+}
 // Whether an (N, width) operand is worth re-laying with rows padded to 16 bytes for cuBLAS.
 inline bool padsRows(osprey::Index N, osprey::Index width) { return width % 4 != 0 && N >= 64 && width >= 1024; }
 inline osprey::Index paddedWidth(osprey::Index width) { return (width + 3) / 4 * 4; }
@@ -119,6 +147,9 @@ struct BiasOfColumn {
 };
 struct One {
   OSPREY_FN osprey::Scalar operator()(osprey::Index) const { return 1.0; }
+};
+struct Plus {
+  OSPREY_FN osprey::Scalar operator()(osprey::Scalar a, osprey::Scalar b) const { return a + b; }
 };
 }  // namespace fast_detail
 
@@ -140,6 +171,15 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForwardTransposed(
   const char* L = "matmul (transposed weight)";
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, wt, OC, IC, L, "weight"));
+  if (N == 1) {  // the lm head while decoding: a bandwidth kernel, no bias
+    const int ic = OSPREY_TRY(fast_detail::intWidth(L, IC)), oc = OSPREY_TRY(fast_detail::intWidth(L, OC));
+    auto y = OSPREY_TRY(allocate(OC));
+    const auto blocks = static_cast<unsigned>((OC + fast_kernels::kRowWarpsPerBlock - 1) / fast_kernels::kRowWarpsPerBlock);
+    fast_kernels::linearRow<<<blocks, fast_kernels::kRowWarpsPerBlock * 32>>>(y.data(), wt.data(), x.data(), nullptr, ic,
+                                                                             oc, fast_kernels::Biased{});
+    OSPREY_CHECK(fast_detail::launched("fast one-row product launch"));
+    return y;
+  }
   auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct(L, {N, OC}))));
   if (!fast_detail::padsRows(N, OC)) {
     OSPREY_CHECK(product(out.data(), {x.data()}, {wt.data(), true}, N, IC, OC));
@@ -347,14 +387,6 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
 }
 
 namespace fast_detail {
-inline osprey::Result<void> launched(const char* kernel) {
-  OSPREY_CUDA_CHECK(cudaGetLastError(), kernel);
-  return {};
-}
-inline osprey::Result<int> intWidth(const char* layer, osprey::Index width) {
-  if (width <= 0 || width > INT_MAX) return osprey::Error{fmt::format("{}: width {} is not in [1, 2^31)", layer, width)};
-  return static_cast<int>(width);
-}
 struct TargetIndex {
   osprey::ViewOf<float> targets;
   osprey::Index V;
@@ -493,6 +525,83 @@ inline osprey::Result<void> FastHandler::copyRows(float* dst, osprey::Index ldDs
   fast_kernels::copyRows<<<fast_kernels::copyGrid(rows, w), fast_kernels::kCopyThreads>>>(dst, ldDst, src, ldSrc, rows,
                                                                                          c, w);
   return fast_detail::launched("fast row copy launch");
+}
+
+template <class Then>
+osprey::Result<FastHandler::Buffer> FastHandler::linearThen(const Buffer& x, const Buffer& wT, const Buffer& bias,
+                                                            osprey::Index N, osprey::Index IC, osprey::Index OC,
+                                                            Then then) {
+  const char* L = "linear";
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, wT, OC, IC, L, "weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
+  const int ic = OSPREY_TRY(fast_detail::intWidth(L, IC)), oc = OSPREY_TRY(fast_detail::intWidth(L, OC));
+  if (N != 1) return osprey::Error{"linear: the fused one-row path takes one row"};
+  auto y = OSPREY_TRY(allocate(OC));
+  const auto blocks = static_cast<unsigned>((OC + fast_kernels::kRowWarpsPerBlock - 1) / fast_kernels::kRowWarpsPerBlock);
+  fast_kernels::linearRow<<<blocks, fast_kernels::kRowWarpsPerBlock * 32>>>(y.data(), wT.data(), x.data(), bias.data(),
+                                                                           ic, oc, then);
+  OSPREY_CHECK(fast_detail::launched("fast one-row linear launch"));
+  return y;
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::linear(const Buffer& x, const Buffer& wT, const Buffer& bias,
+                                                               osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  if (N == 1) return linearThen(x, wT, bias, N, IC, OC, fast_kernels::Biased{});
+  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, "linear", "bias"));
+  auto out = OSPREY_TRY(build(OSPREY_TRY(checkedProduct("linear", {N, OC})), fast_detail::BiasOfColumn{bias.view(), OC}));
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, "linear", "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, wT, OC, IC, "linear", "weight"));
+  OSPREY_CHECK(product(out.data(), {x.data()}, {wT.data(), true}, N, IC, OC, 1.0f));
+  return out;
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::linearGelu(const Buffer& in, const Buffer& wT,
+                                                                   const Buffer& bias, osprey::Index N,
+                                                                   osprey::Index IC, osprey::Index OC) {
+  if (N == 1) return linearThen(in, wT, bias, N, IC, OC, fast_kernels::GeluOf{});
+  return geluForward(OSPREY_TRY(linear(in, wT, bias, N, IC, OC)));
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::linearResidual(const Buffer& x, const Buffer& in,
+                                                                       const Buffer& wT, const Buffer& bias,
+                                                                       osprey::Index N, osprey::Index IC,
+                                                                       osprey::Index OC) {
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, OC, "residual", "a"));
+  if (N == 1) return linearThen(in, wT, bias, N, IC, OC, fast_kernels::PlusResidual{x.data()});
+  auto y = OSPREY_TRY(linear(in, wT, bias, N, IC, OC));
+  return zipWith(x, y, fast_detail::Plus{});
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::attentionDecode(const Buffer& qkvRow, const Buffer& kCache,
+                                                                        const Buffer& vCache, osprey::Index Tc,
+                                                                        osprey::Index C, osprey::Index NH) {
+  const char* L = "attention decode";
+  const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
+  if (Tc <= 0) return osprey::Error{fmt::format("{}: the cache must hold the new position", L)};
+  if (Tc > fast_kernels::kDecodeMaxPositions || hs > fast_kernels::kDecodeThreads)
+    return osprey::Error{fmt::format("{}: {} positions of {}-wide heads exceed the fused kernel's {} and {}", L, Tc, hs,
+                                     fast_kernels::kDecodeMaxPositions, fast_kernels::kDecodeThreads)};
+  OSPREY_CHECK(fast_detail::checkShape(*this, qkvRow, 3, C, L, "qkv row"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, kCache, Tc, C, L, "key cache"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, vCache, Tc, C, L, "value cache"));
+  auto out = OSPREY_TRY(allocate(C));
+  fast_kernels::attendOneRow<<<static_cast<unsigned>(NH), fast_kernels::kDecodeThreads>>>(
+      out.data(), qkvRow.data(), kCache.data(), vCache.data(), static_cast<int>(Tc), static_cast<int>(C),
+      static_cast<int>(hs), static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))));
+  OSPREY_CHECK(fast_detail::launched("fast attention decode launch"));
+  return out;
+}
+
+inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logits) {
+  const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
+  if (n >= (1 << 24)) return osprey::Error{"generate: more than 2^24 logits"};
+  auto best = OSPREY_TRY(allocate(1));
+  fast_kernels::argmaxKernel<<<1, fast_kernels::kArgmaxThreads>>>(best.data(), logits.data(), n);
+  OSPREY_CHECK(fast_detail::launched("fast argmax launch"));
+  const osprey::Scalar at = get(best, 0);
+  if (at < 0) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
+  return static_cast<osprey::Index>(at);
 }
 
 inline osprey::Result<const float*> FastHandler::ones(osprey::Index n) {

@@ -74,15 +74,16 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   }
 }
 
-// A block-wide fold of one value per thread (kVocabThreads threads), by warps then across them.
-template <bool Max>
+// A block-wide fold of one value per thread (Threads threads; scratch holds Threads / 32), by
+// warps then across them; every thread gets the result.
+template <bool Max, int Threads = kVocabThreads>
 __device__ float blockFold(float v, float* scratch) {
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   v = Max ? warpMax(v) : warpSum(v);
   __syncthreads();  // scratch may still be read by the previous fold
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < kVocabThreads / 32 ? scratch[lane] : (Max ? -INFINITY : 0.0f);
+  v = lane < Threads / 32 ? scratch[lane] : (Max ? -INFINITY : 0.0f);
   return Max ? warpMax(v) : warpSum(v);
 }
 
