@@ -5,7 +5,7 @@
 // every product is a plain row-major matMul; cuBLAS reads an operand transposed for free, so each
 // layer here is one product per output with no transposes:
 //
-//   matmulForward            out = x · w + bias       bias written first, the product added (beta 1)
+//   matmulForward            out = x · w + bias       the bias in cuBLASLt's epilogue
 //   matmulForwardTransposed  out = x · wtᵀ            (the tied lm head, and linear() in inference)
 //   matmulBackward           dx = dout · wᵀ, dw = xᵀ · dout, dbias = 1ᵀ · dout (float sums, no TF32)
 //   matmulBackwardTransposed dx = dout · wt, dwt = doutᵀ · x
@@ -103,6 +103,10 @@ class FastHandler : public osprey::Fast {
   osprey::Result<osprey::Index> greedyToken(const Buffer& logits);
 
  private:
+  // out (N, OC) = x · op(w) + bias: the bias in cuBLASLt's epilogue, or (where it has no algorithm)
+  // written first and the product added onto it.
+  osprey::Result<Buffer> linearProduct(osprey::Operand x, osprey::Operand w, const Buffer& bias, osprey::Index N,
+                                       osprey::Index IC, osprey::Index OC);
   // out (N, OC) = then(x · wTᵀ + bias): one row by linearRow, more by a product onto the bias.
   template <class Then>
   osprey::Result<Buffer> linearThen(const Buffer& x, const Buffer& wT, const Buffer& bias, osprey::Index N,
@@ -160,9 +164,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForward(const Buff
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
   OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
-  auto out = OSPREY_TRY(build(OSPREY_TRY(checkedProduct(L, {N, OC})), fast_detail::BiasOfColumn{bias.view(), OC}));
-  OSPREY_CHECK(product(out.data(), {x.data()}, {w.data()}, N, IC, OC, 1.0f));
-  return out;
+  return linearProduct({x.data()}, {w.data()}, bias, N, IC, OC);
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForwardTransposed(const Buffer& x, const Buffer& wt,
@@ -527,6 +529,17 @@ inline osprey::Result<void> FastHandler::copyRows(float* dst, osprey::Index ldDs
   return fast_detail::launched("fast row copy launch");
 }
 
+inline osprey::Result<FastHandler::Buffer> FastHandler::linearProduct(osprey::Operand x, osprey::Operand w,
+                                                                      const Buffer& bias, osprey::Index N,
+                                                                      osprey::Index IC, osprey::Index OC) {
+  auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct("linear", {N, OC}))));
+  if (N == 0 || OC == 0) return out;
+  if (IC > 0 && OSPREY_TRY(productPlusBias(out.data(), x, w, N, IC, OC, bias.data()))) return out;
+  out = OSPREY_TRY(build(N * OC, fast_detail::BiasOfColumn{bias.view(), OC}));
+  OSPREY_CHECK(product(out.data(), x, w, N, IC, OC, 1.0f));
+  return out;
+}
+
 template <class Then>
 osprey::Result<FastHandler::Buffer> FastHandler::linearThen(const Buffer& x, const Buffer& wT, const Buffer& bias,
                                                             osprey::Index N, osprey::Index IC, osprey::Index OC,
@@ -549,11 +562,9 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::linear(const Buffer& x, 
                                                                osprey::Index N, osprey::Index IC, osprey::Index OC) {
   if (N == 1) return linearThen(x, wT, bias, N, IC, OC, fast_kernels::Biased{});
   OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, "linear", "bias"));
-  auto out = OSPREY_TRY(build(OSPREY_TRY(checkedProduct("linear", {N, OC})), fast_detail::BiasOfColumn{bias.view(), OC}));
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, "linear", "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, wT, OC, IC, "linear", "weight"));
-  OSPREY_CHECK(product(out.data(), {x.data()}, {wT.data(), true}, N, IC, OC, 1.0f));
-  return out;
+  return linearProduct({x.data()}, {wT.data(), true}, bias, N, IC, OC);
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::linearGelu(const Buffer& in, const Buffer& wT,

@@ -94,7 +94,7 @@ __device__ __forceinline__ int targetOf(float id, int V) {
   return t >= 0 && t < V ? t : 0;
 }
 
-// m = max_v logits;  s = Σ exp(logits - m);  probs = exp(logits - m) / s;
+// m = max_v logits;  s = Σ exp(logits - m);  probs = exp(logits - m) / s;  (two passes over the row)
 // loss = log(s) - (logits[target] - m). Targets were checked (ids in [0, V)) before the launch.
 __global__ void __launch_bounds__(kVocabThreads)
     crossEntropyForward(float* probs, float* losses, const float* logits, const float* targets, osprey::Index N,
@@ -102,12 +102,21 @@ __global__ void __launch_bounds__(kVocabThreads)
   __shared__ float scratch[kVocabThreads / 32];
   const osprey::Index n = blockIdx.x;
   const float* row = logits + n * V;
-  float m = -INFINITY;
-  for (int v = threadIdx.x; v < V; v += kVocabThreads) m = fmaxf(m, row[v]);
-  m = blockFold<true>(m, scratch);
-  float s = 0.0f;
-  for (int v = threadIdx.x; v < V; v += kVocabThreads) s += __expf(row[v] - m);
-  s = blockFold<false>(s, scratch);
+  // One pass for both statistics: each thread keeps its running max and the sum of exp(x - max),
+  // rescaled when the max grows; then the block's maximum, and every thread's sum moved onto it.
+  float m = -INFINITY, s = 0.0f;
+  for (int v = threadIdx.x; v < V; v += kVocabThreads) {
+    const float x = row[v];
+    if (x > m) {
+      s = s * __expf(m - x) + 1.0f;  // exp(-inf) = 0 for the first term
+      m = x;
+    } else {
+      s += __expf(x - m);
+    }
+  }
+  const float rowMax = blockFold<true>(m, scratch);
+  s = blockFold<false>(m == -INFINITY ? 0.0f : s * __expf(m - rowMax), scratch);
+  m = rowMax;
   const float inverse = 1.0f / s;
   float* p = probs + n * V;
   for (int v = threadIdx.x; v < V; v += kVocabThreads) p[v] = __expf(row[v] - m) * inverse;

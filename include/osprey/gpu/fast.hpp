@@ -27,9 +27,11 @@
 #error "osprey/gpu/fast.hpp is compiled by nvcc only (a .cu file)"
 #endif
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <climits>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -108,26 +110,48 @@ std::string treeFoldLabel() {
 }  // namespace
 }  // namespace cuda_detail
 
-// A cuBLAS handle, created once per Fast handler and destroyed with the last copy.
+// cuBLAS and cuBLASLt handles, created once per Fast handler and destroyed with the last copy.
 class CublasHandle {
  public:
   static Result<std::shared_ptr<CublasHandle>> create() {
     cublasHandle_t h = nullptr;
     OSPREY_CUBLAS_CHECK(cublasCreate(&h), "creating the fast handler's cuBLAS handle");
-    auto owned = std::shared_ptr<CublasHandle>(new CublasHandle(h));
+    cublasLtHandle_t lt = nullptr;
+    if (const cublasStatus_t made = cublasLtCreate(&lt); made != CUBLAS_STATUS_SUCCESS) {
+      (void)cublasDestroy(h);
+      return cublas::failure(made, "cublasLtCreate(&lt)", __FILE__, __LINE__, "creating the fast handler's cuBLASLt handle");
+    }
+    auto owned = std::shared_ptr<CublasHandle>(new CublasHandle(h, lt));
     // Default math mode: each call's compute type alone decides TF32 or full float (Precision);
     // the stream stays the legacy default stream.
     OSPREY_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "choosing cuBLAS's default math mode");
     return owned;
   }
-  ~CublasHandle() { (void)cublasDestroy(m_handle); }
+  ~CublasHandle() {
+    (void)cublasLtDestroy(m_lt);
+    (void)cublasDestroy(m_handle);
+  }
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
   cublasHandle_t get() const { return m_handle; }
+  cublasLtHandle_t lt() const { return m_lt; }
 
  private:
-  explicit CublasHandle(cublasHandle_t h) : m_handle(h) {}
+  CublasHandle(cublasHandle_t h, cublasLtHandle_t lt) : m_handle(h), m_lt(lt) {}
   cublasHandle_t m_handle;
+  cublasLtHandle_t m_lt;
+};
+
+// A cuBLASLt descriptor, destroyed with its owner (Destroy is its cublasLt…Destroy function).
+template <class T, cublasStatus_t (*Destroy)(T)>
+struct LtOwned {
+  T value = nullptr;
+  LtOwned() = default;
+  LtOwned(const LtOwned&) = delete;
+  LtOwned& operator=(const LtOwned&) = delete;
+  ~LtOwned() {
+    if (value) (void)Destroy(value);
+  }
 };
 
 // What a product's multiplications see: TensorCores (inputs rounded to TF32, 11 significant
@@ -248,6 +272,58 @@ class Fast {
     return {};
   }
 
+  // out (rows x cols) = op(a) · op(b) + bias (cols) on every row, the bias added in the product's
+  // own epilogue (cuBLASLt, CUBLASLT_EPILOGUE_BIAS): no pass that writes the bias first and no read
+  // of it back. Packed output; a and b as in product(). False when cuBLASLt has no algorithm for the
+  // shape (the caller then writes the bias and uses product() with beta 1); an Error when a call fails.
+  Result<bool> productPlusBias(float* out, Operand a, Operand b, Index rows, Index inner, Index cols,
+                               const float* bias) {
+    const auto label = [&] { return fmt::format("fast linear ({} x {}) * ({} x {}) + bias", rows, inner, inner, cols); };
+    for (Index d : {rows, inner, cols})
+      if (d < 1 || d > INT_MAX) return Error{label() + ": a dimension is outside [1, 2^31)"};
+    const Index ldb = b.ld ? b.ld : b.transposed ? inner : cols, lda = a.ld ? a.ld : a.transposed ? rows : inner;
+    const cublasOperation_t opB = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, opA = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const auto m = static_cast<std::uint64_t>(cols), n = static_cast<std::uint64_t>(rows), k = static_cast<std::uint64_t>(inner);
+    LtOwned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.value, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F), label());
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof(opB)), label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)), label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+                        label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+                        label());
+    // Column-major, as product(): outᵀ (cols x rows) = op(b)ᵀ · op(a)ᵀ.
+    LtOwned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> layoutB, layoutA, layoutOut;
+    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutB.value, CUDA_R_32F, b.transposed ? k : m, b.transposed ? m : k,
+                                                   static_cast<std::int64_t>(ldb)), label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutA.value, CUDA_R_32F, a.transposed ? n : k, a.transposed ? k : n,
+                                                   static_cast<std::int64_t>(lda)), label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutOut.value, CUDA_R_32F, m, n, static_cast<std::int64_t>(cols)),
+                        label());
+    float* workspace = OSPREY_TRY(ltWorkspace());
+    LtOwned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.value), label());
+    const std::size_t workspaceBytes = kLtWorkspaceBytes;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                             &workspaceBytes, sizeof(workspaceBytes)),
+                        label());
+    cublasLtMatmulHeuristicResult_t chosen{};
+    int found = 0;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(m_blas->lt(), desc.value, layoutB.value, layoutA.value,
+                                                       layoutOut.value, layoutOut.value, preference.value, 1, &chosen,
+                                                       &found),
+                        label());
+    if (found < 1) return false;
+    const float alpha = 1.0f, beta = 0.0f;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmul(m_blas->lt(), desc.value, &alpha, b.data, layoutB.value, a.data, layoutA.value,
+                                       &beta, out, layoutOut.value, out, layoutOut.value, &chosen.algo, workspace,
+                                       workspaceBytes, nullptr),
+                        label());
+    if (m_device->checksEachLaunch()) OSPREY_CHECK(m_device->flush());
+    return true;
+  }
+
   // `batch` products of one shape whose operands and outputs lie anywhere: product p reads op(a)
   // at as[p] and op(b) at bs[p] and writes out at outs[p] (device arrays of pointers), each matrix
   // with rows ld elements apart. The one call for products that no single stride describes
@@ -318,7 +394,19 @@ class Fast {
 
  private:
   std::shared_ptr<CudaDevice> m_device;
+  // cuBLASLt's workspace, allocated on first use and kept with the handler's copies.
+  static constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
+  Result<float*> ltWorkspace() {
+    if (!m_ltWorkspace) {
+      float* p = OSPREY_TRY(m_device->allocate<float>(static_cast<Index>(kLtWorkspaceBytes / sizeof(float))));
+      auto device = m_device;
+      m_ltWorkspace = std::shared_ptr<float>(p, [device](float* q) { device->release(q); });
+    }
+    return m_ltWorkspace.get();
+  }
+
   std::shared_ptr<CublasHandle> m_blas;
+  std::shared_ptr<float> m_ltWorkspace;
 };
 
 OSPREY_ASSERT_HANDLER(Fast, "fast");
