@@ -48,7 +48,7 @@ T ok(osprey::Result<T> r) {
 double productBound(Index inner) { return std::ldexp(1.0, -10) + static_cast<double>(inner + 1) * std::ldexp(1.0, -24); }
 // Model quantities, relative to the largest exact magnitude (logits) or the tensor's norm (grads).
 constexpr double kLogitGap = 2e-3;       // largest |Δlogit| / largest |logit|
-constexpr double kLossGap = 1e-3;        // |Δloss| / loss
+constexpr double kLossGap = 2e-5;        // |Δloss| / loss
 constexpr double kGradientGap = 2e-2;    // ‖Δg‖ / ‖g‖ per tensor
 
 void report(const char* what, double measured, double bound) {
