@@ -1,0 +1,157 @@
+// The fast handler's attention: per-head products read in place (strided, or over an address
+// table), around the fused float causal softmax of fast/causal_softmax.hpp.
+// A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
+#pragma once
+
+#if !defined(OSPREY_GPT2_FAST_HANDLER_PARTS)
+#error "gpt2/fast/attention_layers.hpp is a part of gpt2/fast/fast_handler.hpp: include that header"
+#endif
+
+namespace gpt2 {
+
+namespace fast_detail {
+// How cuBLAS reads the (rows, cols) blocks of a strided source in place: one of the two strides
+// must be 1 (the block, or its transpose, has contiguous rows), and every address must lie in the
+// source. `batch` is where the next batch's heads start; heads of one batch are headStride apart.
+struct PlacedOperand {
+  osprey::Operand operand;
+  osprey::Index batch;
+};
+inline std::optional<PlacedOperand> inPlace(const FastHandler::Buffer& src, const heads::Blocks& b,
+                                            osprey::Index heads, osprey::Index rows, osprey::Index cols) {
+  const osprey::Index rs = b.rowStride.raw(), cs = b.colStride.raw(), NH = b.NH.raw();
+  const osprey::Index batches = NH > 0 ? heads / NH : 0;
+  if (NH <= 0 || heads % NH != 0 || rows < 1 || cols < 1 || (cs != 1 && rs != 1)) return std::nullopt;
+  for (osprey::Index v : {rs, cs, b.headStride.raw(), b.batchStride.raw(), b.offset.raw()})
+    if (v < 0) return std::nullopt;
+  // The last element of the last head, computed without overflow: every term is below 2^62.
+  const long double last = static_cast<long double>(batches - 1) * b.batchStride.raw() +
+                           static_cast<long double>(NH - 1) * b.headStride.raw() + b.offset.raw() +
+                           static_cast<long double>(rows - 1) * rs + static_cast<long double>(cols - 1) * cs;
+  if (last >= static_cast<long double>(src.size())) return std::nullopt;
+  const bool transposed = cs != 1;
+  return PlacedOperand{{src.data() + b.offset.raw(), transposed, transposed ? cs : rs, b.headStride.raw()},
+                       b.batchStride.raw()};
+}
+}  // namespace fast_detail
+
+namespace fast_detail {
+// Where head bh = b·NH + hh of one operand starts: base + b·batch + hh·head.
+struct HeadPlaces {
+  const float* base;
+  osprey::Index batch, head;
+  OSPREY_FN const float* at(osprey::Index bh, osprey::Index NH) const { return base + (bh / NH) * batch + (bh % NH) * head; }
+};
+// The address table of headProductsInto: `count` left operands, then as many right operands,
+// then as many outputs.
+struct HeadAddresses {
+  const float** table;
+  osprey::Index count, NH;
+  HeadPlaces left, right, out;
+  OSPREY_FN void operator()(osprey::Index bh) const {
+    table[bh] = left.at(bh, NH);
+    table[count + bh] = right.at(bh, NH);
+    table[2 * count + bh] = out.at(bh, NH);
+  }
+};
+}  // namespace fast_detail
+
+inline osprey::Result<void> FastHandler::headProductsInto(HeadOutput out, osprey::Index heads, osprey::Index rows,
+                                                         osprey::Index inner, osprey::Index cols, const Buffer& leftSrc,
+                                                         heads::Blocks left, const Buffer& rightSrc,
+                                                         heads::Blocks right) {
+  if (heads == 0 || rows == 0 || cols == 0) return {};
+  // Heads come in batches of NH, (b, hh) order. Operands cuBLAS cannot read in place are gathered
+  // as the reference gathers them, (heads, r, c).
+  const osprey::Index NH = left.NH.raw() > 0 && left.NH.raw() == right.NH.raw() && heads % left.NH.raw() == 0
+                               ? left.NH.raw()
+                               : heads;
+  Buffer gatheredLeft, gatheredRight;
+  auto placed = [&](const Buffer& src, const heads::Blocks& b, osprey::Index r, osprey::Index c,
+                    Buffer& gathered) -> osprey::Result<fast_detail::PlacedOperand> {
+    if (NH == b.NH.raw())
+      if (auto p = fast_detail::inPlace(src, b, heads, r, c)) return *p;
+    gathered = OSPREY_TRY(heads::gatherAll(*this, src, b, heads, r, c));
+    return fast_detail::PlacedOperand{{gathered.data(), false, 0, r * c}, NH * r * c};
+  };
+  const auto a = OSPREY_TRY(placed(leftSrc, left, rows, inner, gatheredLeft));
+  const auto b = OSPREY_TRY(placed(rightSrc, right, inner, cols, gatheredRight));
+  // One strided batched product when every operand and the output are evenly spaced across the
+  // batches; otherwise one batched product over arrays of each head's addresses.
+  const bool even = a.batch == NH * a.operand.stride && b.batch == NH * b.operand.stride &&
+                    out.batchStride == NH * out.headStride;
+  if (even)
+    return product(out.data, a.operand, b.operand, rows, inner, cols, 0.0f, heads, osprey::Precision::TensorCores, out.ld,
+                   out.headStride);
+  auto* device = runtime().get();
+  const float** table = OSPREY_TRY(device->allocate<const float*>(3 * heads));
+  const std::shared_ptr<void> held(table, [device](void* p) { device->release(p); });
+  OSPREY_CHECK(device->forEach(heads, fast_detail::HeadAddresses{table, heads, NH,
+                                                                 {a.operand.data, a.batch, a.operand.stride},
+                                                                 {b.operand.data, b.batch, b.operand.stride},
+                                                                 {out.data, out.batchStride, out.headStride}}));
+  const auto ld = [](const osprey::Operand& o, osprey::Index packedRows, osprey::Index packedCols) {
+    return o.ld ? o.ld : o.transposed ? packedRows : packedCols;
+  };
+  return productsAt(const_cast<float* const*>(table + 2 * heads), out.ld, table, a.operand.transposed,
+                    ld(a.operand, rows, inner), table + heads, b.operand.transposed, ld(b.operand, inner, cols), rows,
+                    inner, cols, heads);
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::headProducts(osprey::Index heads, osprey::Index rows,
+                                                                     osprey::Index inner, osprey::Index cols,
+                                                                     const Buffer& leftSrc, heads::Blocks left,
+                                                                     const Buffer& rightSrc, heads::Blocks right) {
+  const osprey::Index block = OSPREY_TRY(checkedProduct("attention heads", {rows, cols}));
+  auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct("attention heads", {heads, block}))));
+  const osprey::Index NH = left.NH.raw() > 0 ? left.NH.raw() : 1;
+  OSPREY_CHECK(headProductsInto({out.data(), cols, block, NH * block}, heads, rows, inner, cols, leftSrc, left,
+                                rightSrc, right));
+  return out;
+}
+
+inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(const Buffer& qkv, osprey::Index B,
+                                                                               osprey::Index T, osprey::Index C,
+                                                                               osprey::Index NH) {
+  const char* L = "attention";
+  const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
+  OSPREY_CHECK(checkLength(*this, qkv, OSPREY_TRY(checkedProduct(L, {B, T, 3, C})), L, "qkv"));
+  const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH})), R = OSPREY_TRY(checkedProduct(L, {BH, T}));
+  const heads::Layout qkvHeads{T, 3 * C, NH, hs};
+  // scores (B, NH, T, T) = q · kᵀ per head, then att in place.
+  auto att = OSPREY_TRY(headProducts(BH, T, hs, T, qkv, qkvHeads.rows(0), qkv, qkvHeads.transposed(C)));
+  OSPREY_CHECK(fast_kernels::causalSoftmax(att.data(), R, T, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))));
+  // out (B, T, C): head hh of batch b writes columns [hh·hs, (hh+1)·hs) of rows b·T ...
+  auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct(L, {B, T, C}))));
+  OSPREY_CHECK(headProductsInto({out.data(), C, hs, T * C}, BH, T, T, hs, att, heads::squareRows(NH, T), qkv,
+                                qkvHeads.rows(2 * C)));
+  return AttentionOut<FastHandler>{std::move(out), std::move(att)};
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const Buffer& dout, const Buffer& qkv,
+                                                                          const Buffer& att, osprey::Index B,
+                                                                          osprey::Index T, osprey::Index C,
+                                                                          osprey::Index NH) {
+  const char* L = "attention backward";
+  const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
+  OSPREY_CHECK(checkLength(*this, dout, OSPREY_TRY(checkedProduct(L, {B, T, C})), L, "dout"));
+  const osprey::Index n3 = OSPREY_TRY(checkedProduct(L, {B, T, 3, C}));
+  OSPREY_CHECK(checkLength(*this, qkv, n3, L, "qkv"));
+  const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH})), R = OSPREY_TRY(checkedProduct(L, {BH, T}));
+  OSPREY_CHECK(checkLength(*this, att, OSPREY_TRY(checkedProduct(L, {R, T})), L, "att"));
+  const heads::Layout qkvHeads{T, 3 * C, NH, hs}, doutHeads{T, C, NH, hs};
+  const heads::Blocks rows = heads::squareRows(NH, T), columns = heads::squareColumns(NH, T);
+  // datt = dout · vᵀ, then in place the gradient of the unscaled scores.
+  auto dscore = OSPREY_TRY(headProducts(BH, T, hs, T, dout, doutHeads.rows(0), qkv, qkvHeads.transposed(2 * C)));
+  OSPREY_CHECK(fast_kernels::causalSoftmaxGradient(dscore.data(), att.data(), R, T,
+                                                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))));
+  // dqkv (B, T, 3C): dq = dscore · k, dk = dscoreᵀ · q, dv = attᵀ · dout, each into its section.
+  auto dqkv = OSPREY_TRY(allocate(n3));
+  const auto section = [&](osprey::Index s) { return HeadOutput{dqkv.data() + s * C, 3 * C, hs, T * 3 * C}; };
+  OSPREY_CHECK(headProductsInto(section(0), BH, T, T, hs, dscore, rows, qkv, qkvHeads.rows(C)));
+  OSPREY_CHECK(headProductsInto(section(1), BH, T, T, hs, dscore, columns, qkv, qkvHeads.rows(0)));
+  OSPREY_CHECK(headProductsInto(section(2), BH, T, T, hs, att, columns, dout, doutHeads.rows(0)));
+  return dqkv;
+}
+
+}  // namespace gpt2

@@ -1,0 +1,88 @@
+// The fast handler's one-row decoding: linear layers with their bias and GELU or residual in one
+// bandwidth kernel, attention of one query against the cache, the greedy argmax on the device
+// (fast/decode_kernels.hpp).
+// A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
+#pragma once
+
+#if !defined(OSPREY_GPT2_FAST_HANDLER_PARTS)
+#error "gpt2/fast/decode_layers.hpp is a part of gpt2/fast/fast_handler.hpp: include that header"
+#endif
+
+namespace gpt2 {
+
+template <class Then>
+osprey::Result<FastHandler::Buffer> FastHandler::linearThen(const Buffer& x, const Buffer& wT, const Buffer& bias,
+                                                            osprey::Index N, osprey::Index IC, osprey::Index OC,
+                                                            Then then) {
+  const char* L = "linear";
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, wT, OC, IC, L, "weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
+  const int ic = OSPREY_TRY(fast_detail::intWidth(L, IC)), oc = OSPREY_TRY(fast_detail::intWidth(L, OC));
+  if (N != 1) return osprey::Error{"linear: the fused one-row path takes one row"};
+  auto y = OSPREY_TRY(allocate(OC));
+  const auto blocks = static_cast<unsigned>((OC + fast_kernels::kRowWarpsPerBlock - 1) / fast_kernels::kRowWarpsPerBlock);
+  fast_kernels::linearRow<<<blocks, fast_kernels::kRowWarpsPerBlock * 32>>>(y.data(), wT.data(), x.data(), bias.data(),
+                                                                           ic, oc, then);
+  OSPREY_CHECK(fast_detail::launched("fast one-row linear launch"));
+  return y;
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::linear(const Buffer& x, const Buffer& wT, const Buffer& bias,
+                                                               osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  if (N == 1) return linearThen(x, wT, bias, N, IC, OC, fast_kernels::Biased{});
+  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, "linear", "bias"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, "linear", "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, wT, OC, IC, "linear", "weight"));
+  return linearProduct({x.data()}, {wT.data(), true}, bias, N, IC, OC);
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::linearGelu(const Buffer& in, const Buffer& wT,
+                                                                   const Buffer& bias, osprey::Index N,
+                                                                   osprey::Index IC, osprey::Index OC) {
+  if (N == 1) return linearThen(in, wT, bias, N, IC, OC, fast_kernels::GeluOf{});
+  return geluForward(OSPREY_TRY(linear(in, wT, bias, N, IC, OC)));
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::linearResidual(const Buffer& x, const Buffer& in,
+                                                                       const Buffer& wT, const Buffer& bias,
+                                                                       osprey::Index N, osprey::Index IC,
+                                                                       osprey::Index OC) {
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, OC, "residual", "a"));
+  if (N == 1) return linearThen(in, wT, bias, N, IC, OC, fast_kernels::PlusResidual{x.data()});
+  auto y = OSPREY_TRY(linear(in, wT, bias, N, IC, OC));
+  return zipWith(x, y, fast_detail::Plus{});
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::attentionDecode(const Buffer& qkvRow, const Buffer& kCache,
+                                                                        const Buffer& vCache, osprey::Index Tc,
+                                                                        osprey::Index C, osprey::Index NH) {
+  const char* L = "attention decode";
+  const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
+  if (Tc <= 0) return osprey::Error{fmt::format("{}: the cache must hold the new position", L)};
+  if (Tc > fast_kernels::kDecodeMaxPositions || hs > fast_kernels::kDecodeThreads)
+    return osprey::Error{fmt::format("{}: {} positions of {}-wide heads exceed the fused kernel's {} and {}", L, Tc, hs,
+                                     fast_kernels::kDecodeMaxPositions, fast_kernels::kDecodeThreads)};
+  OSPREY_CHECK(fast_detail::checkShape(*this, qkvRow, 3, C, L, "qkv row"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, kCache, Tc, C, L, "key cache"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, vCache, Tc, C, L, "value cache"));
+  auto out = OSPREY_TRY(allocate(C));
+  fast_kernels::attendOneRow<<<static_cast<unsigned>(NH), fast_kernels::kDecodeThreads>>>(
+      out.data(), qkvRow.data(), kCache.data(), vCache.data(), static_cast<int>(Tc), static_cast<int>(C),
+      static_cast<int>(hs), static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))));
+  OSPREY_CHECK(fast_detail::launched("fast attention decode launch"));
+  return out;
+}
+
+inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logits) {
+  const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
+  if (n >= (1 << 24)) return osprey::Error{"generate: more than 2^24 logits"};
+  auto best = OSPREY_TRY(allocate(1));
+  fast_kernels::argmaxKernel<<<1, fast_kernels::kArgmaxThreads>>>(best.data(), logits.data(), n);
+  OSPREY_CHECK(fast_detail::launched("fast argmax launch"));
+  const osprey::Scalar at = get(best, 0);
+  if (at < 0) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
+  return static_cast<osprey::Index>(at);
+}
+
+}  // namespace gpt2

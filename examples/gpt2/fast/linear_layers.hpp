@@ -1,0 +1,128 @@
+// The fast handler's linear layers: cuBLAS products that read their operands transposed in place,
+// the bias in cuBLASLt's epilogue, and the lm head's V = 50257 padded to aligned rows.
+// A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
+#pragma once
+
+#if !defined(OSPREY_GPT2_FAST_HANDLER_PARTS)
+#error "gpt2/fast/linear_layers.hpp is a part of gpt2/fast/fast_handler.hpp: include that header"
+#endif
+
+namespace gpt2 {
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForward(const Buffer& x, const Buffer& w,
+                                                                      const Buffer& bias, osprey::Index N,
+                                                                      osprey::Index IC, osprey::Index OC) {
+  const char* L = "matmul";
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
+  return linearProduct({x.data()}, {w.data()}, bias, N, IC, OC);
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForwardTransposed(const Buffer& x, const Buffer& wt,
+                                                                                osprey::Index N, osprey::Index IC,
+                                                                                osprey::Index OC) {
+  const char* L = "matmul (transposed weight)";
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, wt, OC, IC, L, "weight"));
+  if (N == 1) {  // the lm head while decoding: a bandwidth kernel, no bias
+    const int ic = OSPREY_TRY(fast_detail::intWidth(L, IC)), oc = OSPREY_TRY(fast_detail::intWidth(L, OC));
+    auto y = OSPREY_TRY(allocate(OC));
+    const auto blocks = static_cast<unsigned>((OC + fast_kernels::kRowWarpsPerBlock - 1) / fast_kernels::kRowWarpsPerBlock);
+    fast_kernels::linearRow<<<blocks, fast_kernels::kRowWarpsPerBlock * 32>>>(y.data(), wt.data(), x.data(), nullptr, ic,
+                                                                             oc, fast_kernels::Biased{});
+    OSPREY_CHECK(fast_detail::launched("fast one-row product launch"));
+    return y;
+  }
+  auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct(L, {N, OC}))));
+  if (!fast_detail::padsRows(N, OC)) {
+    OSPREY_CHECK(product(out.data(), {x.data()}, {wt.data(), true}, N, IC, OC));
+    return out;
+  }
+  // (N, OC) rows that do not start on 16 bytes (the lm head's V = 50257) keep cuBLAS on its slow
+  // unaligned kernels: the product goes to rows padded to a multiple of 4, then is packed.
+  const osprey::Index padded = fast_detail::paddedWidth(OC);
+  auto wide = OSPREY_TRY(allocate(N * padded));
+  OSPREY_CHECK(product(wide.data(), {x.data()}, {wt.data(), true}, N, IC, OC, 0.0f, 1, osprey::Precision::TensorCores, padded));
+  OSPREY_CHECK(copyRows(out.data(), OC, wide.data(), padded, N, OC));
+  return out;
+}
+
+inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulBackward(const Buffer& dout, const Buffer& x,
+                                                                            const Buffer& w, osprey::Index N,
+                                                                            osprey::Index IC, osprey::Index OC) {
+  const char* L = "matmul backward";
+  OSPREY_CHECK(fast_detail::checkShape(*this, dout, N, OC, L, "dout"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
+  auto dx = OSPREY_TRY(allocate(N * IC));
+  OSPREY_CHECK(product(dx.data(), {dout.data()}, {w.data(), true}, N, OC, IC));     // (N, OC) · wᵀ
+  auto dw = OSPREY_TRY(allocate(IC * OC));
+  OSPREY_CHECK(product(dw.data(), {x.data(), true}, {dout.data()}, IC, N, OC));     // xᵀ · (N, OC)
+  auto dbias = OSPREY_TRY(allocate(OC));
+  OSPREY_CHECK(product(dbias.data(), {OSPREY_TRY(ones(N))}, {dout.data()}, 1, N, OC, 0.0f, 1,
+                       osprey::Precision::Float));
+  return MatmulGrads<FastHandler>{std::move(dx), std::move(dw), std::move(dbias)};
+}
+
+inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::matmulBackwardTransposed(
+    const Buffer& dout, const Buffer& x, const Buffer& wt, osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  const char* L = "matmul (transposed weight) backward";
+  OSPREY_CHECK(fast_detail::checkShape(*this, dout, N, OC, L, "dout"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, wt, OC, IC, L, "weight"));
+  auto dx = OSPREY_TRY(allocate(N * IC));
+  if (!fast_detail::padsRows(N, OC)) {
+    OSPREY_CHECK(product(dx.data(), {dout.data()}, {wt.data()}, N, OC, IC));          // (N, OC) · wt
+    auto dwt = OSPREY_TRY(allocate(OC * IC));
+    OSPREY_CHECK(product(dwt.data(), {dout.data(), true}, {x.data()}, OC, N, IC));    // doutᵀ · x
+    return MatmulTransposedGrads<FastHandler>{std::move(dx), std::move(dwt)};
+  }
+  // OC not a multiple of 4 (the lm head's V) keeps cuBLAS on unaligned kernels, whether OC is the
+  // inner dimension (dx) or the output's rows (dwt): both products run over OC padded to Vp with
+  // zeros (dout's extra columns, wt's extra rows), which adds nothing, and dwt is the first OC rows.
+  const osprey::Index Vp = fast_detail::paddedWidth(OC);
+  auto doutWide = OSPREY_TRY(allocate(N * Vp));
+  OSPREY_CHECK(copyRows(doutWide.data(), Vp, dout.data(), OC, N, OC, Vp));
+  auto wtWide = OSPREY_TRY(allocate(Vp * IC));
+  OSPREY_CHECK(copyRows(wtWide.data(), IC, wt.data(), IC, OC, IC));
+  OSPREY_CUDA_CHECK(cudaMemsetAsync(wtWide.data() + OC * IC, 0, static_cast<std::size_t>((Vp - OC) * IC) * sizeof(float)),
+                    "zeroing the padded weight rows");
+  OSPREY_CHECK(product(dx.data(), {doutWide.data()}, {wtWide.data()}, N, Vp, IC));       // (N, Vp) · wt (Vp, IC)
+  auto dwtWide = OSPREY_TRY(allocate(Vp * IC));
+  OSPREY_CHECK(product(dwtWide.data(), {doutWide.data(), true}, {x.data()}, Vp, N, IC));  // doutᵀ · x, (Vp, IC)
+  auto dwt = dwtWide.prefix(OC * IC);
+  return MatmulTransposedGrads<FastHandler>{std::move(dx), std::move(dwt)};
+}
+
+
+inline osprey::Result<void> FastHandler::copyRows(float* dst, osprey::Index ldDst, const float* src,
+                                                 osprey::Index ldSrc, osprey::Index rows, osprey::Index cols,
+                                                 osprey::Index width) {
+  if (rows == 0 || cols == 0) return {};
+  const int c = OSPREY_TRY(fast_detail::intWidth("copy rows", cols));
+  const int w = width > cols ? OSPREY_TRY(fast_detail::intWidth("copy rows", width)) : c;
+  fast_kernels::copyRows<<<fast_kernels::copyGrid(rows, w), fast_kernels::kCopyThreads>>>(dst, ldDst, src, ldSrc, rows,
+                                                                                         c, w);
+  return fast_detail::launched("fast row copy launch");
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::linearProduct(osprey::Operand x, osprey::Operand w,
+                                                                      const Buffer& bias, osprey::Index N,
+                                                                      osprey::Index IC, osprey::Index OC) {
+  auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct("linear", {N, OC}))));
+  if (N == 0 || OC == 0) return out;
+  if (IC > 0 && OSPREY_TRY(productPlusBias(out.data(), x, w, N, IC, OC, bias.data()))) return out;
+  out = OSPREY_TRY(build(N * OC, fast_detail::BiasOfColumn{bias.view(), OC}));
+  OSPREY_CHECK(product(out.data(), x, w, N, IC, OC, 1.0f));
+  return out;
+}
+
+
+inline osprey::Result<const float*> FastHandler::ones(osprey::Index n) {
+  if (m_ones.size() < n)
+    m_ones = OSPREY_TRY(build(n, fast_detail::One{}));
+  return static_cast<const float*>(m_ones.data());
+}
+
+}  // namespace gpt2

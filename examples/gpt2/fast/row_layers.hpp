@@ -1,0 +1,142 @@
+// The fast handler's row-wise layers: LayerNorm, cross-entropy, AdamW and GELU as the fused float
+// kernels of fast/row_kernels.hpp.
+// A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
+#pragma once
+
+#if !defined(OSPREY_GPT2_FAST_HANDLER_PARTS)
+#error "gpt2/fast/row_layers.hpp is a part of gpt2/fast/fast_handler.hpp: include that header"
+#endif
+
+namespace gpt2 {
+
+namespace fast_detail {
+struct TargetIndex {
+  osprey::ViewOf<float> targets;
+  osprey::Index V;
+  OSPREY_FN osprey::Scalar operator()(osprey::Index n) const { return static_cast<osprey::Scalar>(tokenIndex(targets[n], V).raw()); }
+};
+}  // namespace fast_detail
+
+inline osprey::Result<LayerNormOut<FastHandler>> FastHandler::layernormForward(const Buffer& x, const Buffer& w,
+                                                                               const Buffer& b, osprey::Index N,
+                                                                               osprey::Index C) {
+  const char* L = "layernorm";
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, C, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, w, 1, C, L, "weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, b, 1, C, L, "bias"));
+  const int Ci = OSPREY_TRY(fast_detail::intWidth(L, C));
+  auto out = OSPREY_TRY(allocate(N * C));
+  auto mean = OSPREY_TRY(allocate(N));
+  auto rstd = OSPREY_TRY(allocate(N));
+  if (N > 0) {
+    fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32>>>(
+        out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, Ci, static_cast<float>(kLayerNormEps));
+    OSPREY_CHECK(fast_detail::launched("fast layernorm launch"));
+  }
+  return LayerNormOut<FastHandler>{std::move(out), std::move(mean), std::move(rstd)};
+}
+
+inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormBackward(
+    const Buffer& dout, const Buffer& x, const Buffer& w, const Buffer& mean, const Buffer& rstd, osprey::Index N,
+    osprey::Index C) {
+  const char* L = "layernorm backward";
+  OSPREY_CHECK(fast_detail::checkShape(*this, dout, N, C, L, "dout"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, C, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, w, 1, C, L, "weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, mean, N, 1, L, "mean"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, rstd, N, 1, L, "rstd"));
+  const int Ci = OSPREY_TRY(fast_detail::intWidth(L, C));
+  auto dx = OSPREY_TRY(allocate(N * C));
+  auto doutNorm = OSPREY_TRY(allocate(N * C));
+  if (N > 0) {
+    fast_kernels::layerNormBackward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32>>>(
+        dx.data(), doutNorm.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, Ci);
+    OSPREY_CHECK(fast_detail::launched("fast layernorm backward launch"));
+  }
+  // dw = 1ᵀ · (dout ⊙ norm), db = 1ᵀ · dout: column sums over the N rows, in full float.
+  auto dw = OSPREY_TRY(allocate(C));
+  auto db = OSPREY_TRY(allocate(C));
+  const float* one = OSPREY_TRY(ones(N));
+  OSPREY_CHECK(product(dw.data(), {one}, {doutNorm.data()}, 1, N, C, 0.0f, 1, osprey::Precision::Float));
+  OSPREY_CHECK(product(db.data(), {one}, {dout.data()}, 1, N, C, 0.0f, 1, osprey::Precision::Float));
+  return LayerNormGrads<FastHandler>{std::move(dx), std::move(dw), std::move(db)};
+}
+
+inline osprey::Result<void> FastHandler::checkTargets(const Buffer& targets, osprey::Index V) {
+  (void)OSPREY_TRY(build(targets.size(), fast_detail::TargetIndex{targets.view(), V}));
+  return {};
+}
+
+inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::crossEntropyForward(const Buffer& logits,
+                                                                                     const Buffer& targets,
+                                                                                     osprey::Index N,
+                                                                                     osprey::Index V) {
+  const char* L = "cross-entropy";
+  OSPREY_CHECK(fast_detail::checkShape(*this, logits, N, V, L, "logits"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, L, "targets"));
+  const int Vi = OSPREY_TRY(fast_detail::intWidth(L, V));
+  OSPREY_CHECK(checkTargets(targets, V));
+  auto probs = OSPREY_TRY(allocate(N * V));
+  auto losses = OSPREY_TRY(allocate(N));
+  if (N > 0) {
+    fast_kernels::crossEntropyForward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads>>>(
+        probs.data(), losses.data(), logits.data(), targets.data(), N, Vi);
+    OSPREY_CHECK(fast_detail::launched("fast cross-entropy launch"));
+  }
+  return CrossEntropyOut<FastHandler>{std::move(losses), std::move(probs)};
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::crossEntropyBackward(const Buffer& probs,
+                                                                             const Buffer& targets, osprey::Index N,
+                                                                             osprey::Index V, osprey::Scalar dloss) {
+  const char* L = "cross-entropy backward";
+  OSPREY_CHECK(fast_detail::checkShape(*this, probs, N, V, L, "probs"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, L, "targets"));
+  const int Vi = OSPREY_TRY(fast_detail::intWidth(L, V));
+  OSPREY_CHECK(checkTargets(targets, V));
+  auto dlogits = OSPREY_TRY(allocate(N * V));
+  if (N > 0) {
+    fast_kernels::crossEntropyBackward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads>>>(
+        dlogits.data(), probs.data(), targets.data(), N, Vi, static_cast<float>(dloss));
+    OSPREY_CHECK(fast_detail::launched("fast cross-entropy backward launch"));
+  }
+  return dlogits;
+}
+
+inline osprey::Result<AdamWOut<FastHandler>> FastHandler::adamwUpdate(const Buffer& param, const Buffer& grad,
+                                                                      const Buffer& m, const Buffer& v,
+                                                                      osprey::Index t, osprey::Scalar lr,
+                                                                      osprey::Scalar beta1, osprey::Scalar beta2,
+                                                                      osprey::Scalar eps, osprey::Scalar weightDecay,
+                                                                      bool decay) {
+  const char* L = "adamw";
+  const osprey::Index n = param.size();
+  OSPREY_CHECK(checkLength(*this, grad, n, L, "grad"));
+  OSPREY_CHECK(checkLength(*this, m, n, L, "first moment"));
+  OSPREY_CHECK(checkLength(*this, v, n, L, "second moment"));
+  if (t < 1) return osprey::Error{fmt::format("{}: step must be 1 or more, got {}", L, t)};
+  const osprey::Scalar bc1 = 1.0 - osprey::math::powi(beta1, t), bc2 = 1.0 - osprey::math::powi(beta2, t);
+  auto p2 = OSPREY_TRY(allocate(n)), m2 = OSPREY_TRY(allocate(n)), v2 = OSPREY_TRY(allocate(n));
+  OSPREY_CHECK(runtime()->forEach(
+      n, fast_kernels::AdamWBody{p2.data(), m2.data(), v2.data(), param.data(), grad.data(), m.data(), v.data(),
+                                 static_cast<float>(beta1), static_cast<float>(beta2),
+                                 static_cast<float>(decay ? 1.0 - lr * weightDecay : 1.0),
+                                 static_cast<float>(-(lr / bc1)), static_cast<float>(osprey::math::sqrt(bc2)),
+                                 static_cast<float>(eps)}));
+  return AdamWOut<FastHandler>{std::move(p2), std::move(m2), std::move(v2)};
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer& x) {
+  auto y = OSPREY_TRY(allocate(x.size()));
+  OSPREY_CHECK(runtime()->forEach(x.size(), fast_kernels::GeluForwardBody{y.data(), x.data()}));
+  return y;
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffer& dout, const Buffer& x) {
+  OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
+  auto dx = OSPREY_TRY(allocate(x.size()));
+  OSPREY_CHECK(runtime()->forEach(x.size(), fast_kernels::GeluBackwardBody{dx.data(), dout.data(), x.data()}));
+  return dx;
+}
+
+}  // namespace gpt2
