@@ -51,7 +51,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::linearResidual(const Buf
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, OC, "residual", "a"));
   if (N == 1) return linearThen(in, wT, bias, N, IC, OC, fast_kernels::PlusResidual{x.data()});
   auto y = OSPREY_TRY(linear(in, wT, bias, N, IC, OC));
-  return zipWith(x, y, fast_detail::Plus{});
+  return zipWith(x, y, Plus{});  // fold_rows.hpp's sum combine
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::attentionDecode(const Buffer& qkvRow, const Buffer& kCache,

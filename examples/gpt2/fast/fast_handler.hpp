@@ -90,8 +90,8 @@ class FastHandler : public osprey::Fast {
   osprey::Result<Buffer> geluBackward(const Buffer& dout, const Buffer& x);
 
   // One-row decoding (fast/decode_kernels.hpp): a linear layer with its bias (and GELU, or the
-  // residual sum) in one kernel for a single row, the products with the bias written first for
-  // more rows; attention of one query against the cache; the greedy argmax on the device.
+  // residual sum) in one kernel for a single row, a product with the bias in its epilogue for more
+  // rows; attention of one query against the cache; the greedy argmax on the device.
   osprey::Result<Buffer> linear(const Buffer& x, const Buffer& wT, const Buffer& bias, osprey::Index N,
                                 osprey::Index IC, osprey::Index OC);
   osprey::Result<Buffer> linearGelu(const Buffer& in, const Buffer& wT, const Buffer& bias, osprey::Index N,
@@ -107,7 +107,7 @@ class FastHandler : public osprey::Fast {
   // written first and the product added onto it.
   osprey::Result<Buffer> linearProduct(osprey::Operand x, osprey::Operand w, const Buffer& bias, osprey::Index N,
                                        osprey::Index IC, osprey::Index OC);
-  // out (N, OC) = then(x · wTᵀ + bias): one row by linearRow, more by a product onto the bias.
+  // out (1, OC) = then(x · wTᵀ + bias) for one row, by linearRow.
   template <class Then>
   osprey::Result<Buffer> linearThen(const Buffer& x, const Buffer& wT, const Buffer& bias, osprey::Index N,
                                     osprey::Index IC, osprey::Index OC, Then then);
@@ -151,9 +151,6 @@ struct BiasOfColumn {
 };
 struct One {
   OSPREY_FN osprey::Scalar operator()(osprey::Index) const { return 1.0; }
-};
-struct Plus {
-  OSPREY_FN osprey::Scalar operator()(osprey::Scalar a, osprey::Scalar b) const { return a + b; }
 };
 }  // namespace fast_detail
 
