@@ -13,10 +13,7 @@ osprey::Result<void> runJobOnGpuCuda(ModelJob& job, const Streams& streams) {
   auto device = osprey::CudaDevice::open();
   if (!device.ok()) return device.error();
   osprey::GpuCuda h(*device);
-  auto done = osprey::strictly([&] { return runJob(h, job, streams); });
-  // Launches are queued without waiting; a fault after the last read-back surfaces here.
-  if (done.ok()) OSPREY_CHECK((*device)->flush());
-  return done;
+  return osprey::afterFlush(**device, osprey::strictly([&] { return runJob(h, job, streams); }));
 }
 
 }  // namespace gpt2

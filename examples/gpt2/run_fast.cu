@@ -12,10 +12,7 @@ osprey::Result<void> runJobOnFast(ModelJob& job, const Streams& streams) {
   auto base = osprey::Fast::open();
   if (!base.ok()) return base.error();
   FastHandler h(std::move(*base));
-  auto done = osprey::strictly([&] { return runJob(h, job, streams); });
-  // Launches are queued without waiting; a fault after the last read-back surfaces here.
-  if (done.ok()) OSPREY_CHECK(h.runtime()->flush());
-  return done;
+  return osprey::afterFlush(*h.runtime(), osprey::strictly([&] { return runJob(h, job, streams); }));
 }
 
 }  // namespace gpt2

@@ -58,12 +58,7 @@ auto onGpuDevice(std::string_view device, Work&& work) -> decltype(onLists(work)
     auto dev = CudaDevice::open();
     if (!dev.ok()) return R(dev.error());
     GpuCuda handler(*dev);
-    R result = strictly([&] { return work(handler); });
-    // Launches are queued without waiting: a kernel fault after the work's last read-back would
-    // otherwise go unreported.
-    if (result.ok())
-      if (auto pending = (*dev)->flush(); !pending.ok()) return R(pending.error());
-    return result;
+    return afterFlush(**dev, R(strictly([&] { return work(handler); })));
 #else
     return R(Error{"gpu device `cuda`: this code was compiled without nvcc, so it cannot run on "
                    "a CUDA device (build with nvcc present, or choose OSPREY_GPU=host)"});
@@ -88,10 +83,7 @@ auto onFast(Work&& work) -> decltype(onLists(work)) {
 #if defined(__CUDACC__)
   auto handler = Fast::open();
   if (!handler.ok()) return R(handler.error());
-  R result = strictly([&] { return work(*handler); });
-  if (result.ok())
-    if (auto pending = handler->runtime()->flush(); !pending.ok()) return R(pending.error());
-  return result;
+  return afterFlush(*handler->runtime(), R(strictly([&] { return work(*handler); })));
 #else
   (void)work;
   return R(Error{"backend `fast` runs on a CUDA device: this code was compiled without nvcc (build with "

@@ -90,11 +90,8 @@ inline osprey::Result<void> FastHandler::headProductsInto(HeadOutput out, osprey
                                                                  {a.operand.data, a.batch, a.operand.stride},
                                                                  {b.operand.data, b.batch, b.operand.stride},
                                                                  {out.data, out.batchStride, out.headStride}}));
-  const auto ld = [](const osprey::Operand& o, osprey::Index packedRows, osprey::Index packedCols) {
-    return o.ld ? o.ld : o.transposed ? packedRows : packedCols;
-  };
   return productsAt(const_cast<float* const*>(table + 2 * heads), out.ld, table, a.operand.transposed,
-                    ld(a.operand, rows, inner), table + heads, b.operand.transposed, ld(b.operand, inner, cols), rows,
+                    a.operand.leading(rows, inner), table + heads, b.operand.transposed, b.operand.leading(inner, cols), rows,
                     inner, cols, heads);
 }
 

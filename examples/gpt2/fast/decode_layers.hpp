@@ -10,38 +10,27 @@
 
 namespace gpt2 {
 
-template <class Then>
-osprey::Result<FastHandler::Buffer> FastHandler::linearThen(const Buffer& x, const Buffer& wT, const Buffer& bias,
-                                                            osprey::Index N, osprey::Index IC, osprey::Index OC,
-                                                            Then then) {
+inline osprey::Result<void> FastHandler::checkLinear(const Buffer& x, const Buffer& wT, const Buffer& bias,
+                                                    osprey::Index N, osprey::Index IC, osprey::Index OC) {
   const char* L = "linear";
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, wT, OC, IC, L, "weight"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
-  const int ic = OSPREY_TRY(fast_detail::intWidth(L, IC)), oc = OSPREY_TRY(fast_detail::intWidth(L, OC));
-  if (N != 1) return osprey::Error{"linear: the fused one-row path takes one row"};
-  auto y = OSPREY_TRY(allocate(OC));
-  const auto blocks = static_cast<unsigned>((OC + fast_kernels::kRowWarpsPerBlock - 1) / fast_kernels::kRowWarpsPerBlock);
-  fast_kernels::linearRow<<<blocks, fast_kernels::kRowWarpsPerBlock * 32>>>(y.data(), wT.data(), x.data(), bias.data(),
-                                                                           ic, oc, then);
-  OSPREY_CHECK(fast_detail::launched("fast one-row linear launch"));
-  return y;
+  return fast_detail::checkShape(*this, bias, 1, OC, L, "bias");
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::linear(const Buffer& x, const Buffer& wT, const Buffer& bias,
                                                                osprey::Index N, osprey::Index IC, osprey::Index OC) {
-  if (N == 1) return linearThen(x, wT, bias, N, IC, OC, fast_kernels::Biased{});
-  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, "linear", "bias"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, "linear", "x"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, wT, OC, IC, "linear", "weight"));
+  OSPREY_CHECK(checkLinear(x, wT, bias, N, IC, OC));
+  if (N == 1) return oneRow(x, wT, bias.data(), IC, OC, fast_kernels::Biased{});
   return linearProduct({x.data()}, {wT.data(), true}, bias, N, IC, OC);
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::linearGelu(const Buffer& in, const Buffer& wT,
                                                                    const Buffer& bias, osprey::Index N,
                                                                    osprey::Index IC, osprey::Index OC) {
-  if (N == 1) return linearThen(in, wT, bias, N, IC, OC, fast_kernels::GeluOf{});
-  return geluForward(OSPREY_TRY(linear(in, wT, bias, N, IC, OC)));
+  if (N != 1) return geluForward(OSPREY_TRY(linear(in, wT, bias, N, IC, OC)));
+  OSPREY_CHECK(checkLinear(in, wT, bias, N, IC, OC));
+  return oneRow(in, wT, bias.data(), IC, OC, fast_kernels::GeluOf{});
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::linearResidual(const Buffer& x, const Buffer& in,
@@ -49,9 +38,9 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::linearResidual(const Buf
                                                                        osprey::Index N, osprey::Index IC,
                                                                        osprey::Index OC) {
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, OC, "residual", "a"));
-  if (N == 1) return linearThen(in, wT, bias, N, IC, OC, fast_kernels::PlusResidual{x.data()});
-  auto y = OSPREY_TRY(linear(in, wT, bias, N, IC, OC));
-  return zipWith(x, y, Plus{});  // fold_rows.hpp's sum combine
+  if (N != 1) return zipWith(x, OSPREY_TRY(linear(in, wT, bias, N, IC, OC)), Plus{});  // fold_rows.hpp's sum
+  OSPREY_CHECK(checkLinear(in, wT, bias, N, IC, OC));
+  return oneRow(in, wT, bias.data(), IC, OC, fast_kernels::PlusResidual{x.data()});
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::attentionDecode(const Buffer& qkvRow, const Buffer& kCache,

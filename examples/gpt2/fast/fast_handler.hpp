@@ -107,16 +107,22 @@ class FastHandler : public osprey::Fast {
   // written first and the product added onto it.
   osprey::Result<Buffer> linearProduct(osprey::Operand x, osprey::Operand w, const Buffer& bias, osprey::Index N,
                                        osprey::Index IC, osprey::Index OC);
-  // out (1, OC) = then(x · wTᵀ + bias) for one row, by linearRow.
+  // y (OC) = then(o, x · wTᵀ[o] + bias[o]) for one row x (IC), by linearRow; bias may be null.
+  // The caller has checked the shapes.
   template <class Then>
-  osprey::Result<Buffer> linearThen(const Buffer& x, const Buffer& wT, const Buffer& bias, osprey::Index N,
-                                    osprey::Index IC, osprey::Index OC, Then then);
+  osprey::Result<Buffer> oneRow(const Buffer& x, const Buffer& wT, const float* bias, osprey::Index IC,
+                                osprey::Index OC, Then then);
+  // x (N, IC), wT (OC, IC) and bias (OC), as a linear layer reads them.
+  osprey::Result<void> checkLinear(const Buffer& x, const Buffer& wT, const Buffer& bias, osprey::Index N,
+                                   osprey::Index IC, osprey::Index OC);
   // dst (rows, width), rows ldDst apart: src (rows, cols; rows ldSrc apart), then zeros to `width`
   // (width 0: cols).
   osprey::Result<void> copyRows(float* dst, osprey::Index ldDst, const float* src, osprey::Index ldSrc,
                                 osprey::Index rows, osprey::Index cols, osprey::Index width = 0);
-  // Every target an index in [0, V): a bad one is the reference's "index out of range" fault.
-  osprey::Result<void> checkTargets(const Buffer& targets, osprey::Index V);
+  // table (N, V) and targets (N) as a cross-entropy layer reads them, every target an index in
+  // [0, V) (a bad one is the reference's "index out of range" fault); V as the kernels take it.
+  osprey::Result<int> checkCrossEntropy(const char* layer, const Buffer& table, const char* name,
+                                        const Buffer& targets, osprey::Index N, osprey::Index V);
   // n ones, kept for the bias gradients' column sums (grown when a larger n is asked for).
   osprey::Result<const float*> ones(osprey::Index n);
   Buffer m_ones;

@@ -19,21 +19,25 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForward(const Buff
   return linearProduct({x.data()}, {w.data()}, bias, N, IC, OC);
 }
 
+template <class Then>
+osprey::Result<FastHandler::Buffer> FastHandler::oneRow(const Buffer& x, const Buffer& wT, const float* bias,
+                                                        osprey::Index IC, osprey::Index OC, Then then) {
+  const int ic = OSPREY_TRY(fast_detail::intWidth("linear", IC)), oc = OSPREY_TRY(fast_detail::intWidth("linear", OC));
+  auto y = OSPREY_TRY(allocate(OC));
+  const auto blocks = static_cast<unsigned>((OC + fast_kernels::kRowWarpsPerBlock - 1) / fast_kernels::kRowWarpsPerBlock);
+  fast_kernels::linearRow<<<blocks, fast_kernels::kRowWarpsPerBlock * 32>>>(y.data(), wT.data(), x.data(), bias, ic, oc,
+                                                                           then);
+  OSPREY_CHECK(fast_detail::launched("fast one-row linear launch"));
+  return y;
+}
+
 inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForwardTransposed(const Buffer& x, const Buffer& wt,
                                                                                 osprey::Index N, osprey::Index IC,
                                                                                 osprey::Index OC) {
   const char* L = "matmul (transposed weight)";
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, wt, OC, IC, L, "weight"));
-  if (N == 1) {  // the lm head while decoding: a bandwidth kernel, no bias
-    const int ic = OSPREY_TRY(fast_detail::intWidth(L, IC)), oc = OSPREY_TRY(fast_detail::intWidth(L, OC));
-    auto y = OSPREY_TRY(allocate(OC));
-    const auto blocks = static_cast<unsigned>((OC + fast_kernels::kRowWarpsPerBlock - 1) / fast_kernels::kRowWarpsPerBlock);
-    fast_kernels::linearRow<<<blocks, fast_kernels::kRowWarpsPerBlock * 32>>>(y.data(), wt.data(), x.data(), nullptr, ic,
-                                                                             oc, fast_kernels::Biased{});
-    OSPREY_CHECK(fast_detail::launched("fast one-row product launch"));
-    return y;
-  }
+  if (N == 1) return oneRow(x, wt, nullptr, IC, OC, fast_kernels::Biased{});  // the lm head while decoding
   auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct(L, {N, OC}))));
   if (!fast_detail::padsRows(N, OC)) {
     OSPREY_CHECK(product(out.data(), {x.data()}, {wt.data(), true}, N, IC, OC));

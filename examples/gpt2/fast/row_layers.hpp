@@ -62,20 +62,20 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormBackwar
   return LayerNormGrads<FastHandler>{std::move(dx), std::move(dw), std::move(db)};
 }
 
-inline osprey::Result<void> FastHandler::checkTargets(const Buffer& targets, osprey::Index V) {
+inline osprey::Result<int> FastHandler::checkCrossEntropy(const char* layer, const Buffer& table, const char* name,
+                                                          const Buffer& targets, osprey::Index N, osprey::Index V) {
+  OSPREY_CHECK(fast_detail::checkShape(*this, table, N, V, layer, name));
+  OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, layer, "targets"));
+  const int width = OSPREY_TRY(fast_detail::intWidth(layer, V));
   (void)OSPREY_TRY(build(targets.size(), fast_detail::TargetIndex{targets.view(), V}));
-  return {};
+  return width;
 }
 
 inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::crossEntropyForward(const Buffer& logits,
                                                                                      const Buffer& targets,
                                                                                      osprey::Index N,
                                                                                      osprey::Index V) {
-  const char* L = "cross-entropy";
-  OSPREY_CHECK(fast_detail::checkShape(*this, logits, N, V, L, "logits"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, L, "targets"));
-  const int Vi = OSPREY_TRY(fast_detail::intWidth(L, V));
-  OSPREY_CHECK(checkTargets(targets, V));
+  const int Vi = OSPREY_TRY(checkCrossEntropy("cross-entropy", logits, "logits", targets, N, V));
   auto probs = OSPREY_TRY(allocate(N * V));
   auto losses = OSPREY_TRY(allocate(N));
   if (N > 0) {
@@ -89,11 +89,7 @@ inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::crossEntropyFor
 inline osprey::Result<FastHandler::Buffer> FastHandler::crossEntropyBackward(const Buffer& probs,
                                                                              const Buffer& targets, osprey::Index N,
                                                                              osprey::Index V, osprey::Scalar dloss) {
-  const char* L = "cross-entropy backward";
-  OSPREY_CHECK(fast_detail::checkShape(*this, probs, N, V, L, "probs"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, L, "targets"));
-  const int Vi = OSPREY_TRY(fast_detail::intWidth(L, V));
-  OSPREY_CHECK(checkTargets(targets, V));
+  const int Vi = OSPREY_TRY(checkCrossEntropy("cross-entropy backward", probs, "probs", targets, N, V));
   auto dlogits = OSPREY_TRY(allocate(N * V));
   if (N > 0) {
     fast_kernels::crossEntropyBackward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads>>>(

@@ -1,9 +1,10 @@
 // The `cuda` device runtime: GPU-surface kernels run on an NVIDIA GPU (compiled by nvcc only).
 //
 // Mirrors host.hpp member for member (open, name, allocate/release, upload/download/readOne,
-// forEach, fold, indexOf, matMul), so the two can be diffed; foldRows (row folds) and
-// matMulBatched (products of one shape in one launch) are its additions, which the host answers
-// with the reference definitions instead. The kernels are the
+// forEach, fold, indexOf, matMul), so the two can be diffed; foldRows (row folds, ordered;
+// or as trees for the fast handler's regroupable sums and maxima) and matMulBatched (products of
+// one shape in one launch) are its additions, which the host answers with the reference
+// definitions instead. The kernels are the
 // model's own kernels, compiled for the device from the same source: forEach launches body(i)
 // over a grid.
 //
@@ -75,6 +76,7 @@
 #include <fmt/format.h>
 
 #include "osprey/config.hpp"
+#include "osprey/effect.hpp"
 #include "osprey/gpu/buffer.hpp"
 #include "osprey/gpu/size_class.hpp"
 #include "osprey/gpu/cuda_check.hpp"
@@ -263,6 +265,59 @@ __global__ void __launch_bounds__(kRowFoldThreads)
   stampFault(launch);
 }
 
+constexpr int kTreeFoldThreads = 256;
+constexpr int kTreeFoldWarps = kTreeFoldThreads / 32;
+constexpr int kTreeFoldBlocksPerProcessor = 16;
+
+// The same row folds for a Regroupable combine (effect.hpp; the fast handler asks for it), folded
+// as a tree: thread t folds terms t, t + 256, ...; the warps fold their threads' partials by shuffles;
+// thread 0 folds the warps' partials and the seed. A thread with no term holds nothing (`has`
+// false), so no identity element is needed (max has none in the doubles that include NaN).
+template <class Out, class L, class T, class C, class F>
+__global__ void __launch_bounds__(kTreeFoldThreads)
+    treeRowFoldKernel(Out* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish,
+                      unsigned long long launch) {
+  __shared__ Scalar partial[kTreeFoldWarps];
+  __shared__ bool held[kTreeFoldWarps];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  for (Index r = blockIdx.x; r < rows; r += gridDim.x) {
+    const Index cols = length(r);
+    Scalar acc = 0.0;
+    bool has = false;
+    for (Index c = tid; c < cols; c += kTreeFoldThreads) {
+      const Scalar v = term(r, c);
+      acc = has ? combine(acc, v) : v;
+      has = true;
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const Scalar other = __shfl_down_sync(0xffffffffu, acc, offset);
+      const bool otherHas = __shfl_down_sync(0xffffffffu, has, offset);
+      if (otherHas) {
+        acc = has ? combine(acc, other) : other;
+        has = true;
+      }
+    }
+    if (lane == 0) {
+      partial[warp] = acc;
+      held[warp] = has;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      Scalar total = 0.0;
+      bool any = false;
+      for (int w = 0; w < kTreeFoldWarps; ++w) {
+        if (!held[w]) continue;
+        total = any ? combine(total, partial[w]) : partial[w];
+        any = true;
+      }
+      const Scalar folded = !any ? seed : fromFirst ? total : combine(seed, total);
+      out[r] = static_cast<Out>(finish(r, folded));
+    }
+    __syncthreads();  // partial[] is free for the next row
+  }
+  stampFault(launch);
+}
+
 // Every thread walks its grid-stride indices in ascending order and stops at its first hit; the
 // smallest hit over all threads wins through atomicMin. *best starts at n ("not found").
 template <class T>
@@ -298,6 +353,10 @@ std::string foldLabel() {
 template <class T>
 std::string rowFoldLabel() {
   return kernelLabel<T>("foldRows");
+}
+template <class T>
+std::string treeFoldLabel() {
+  return kernelLabel<T>("foldRows (tree)");
 }
 
 // This unit's slot and stamp on the current device (each device loads its own copy of the module).
@@ -381,7 +440,7 @@ class CudaDevice {
   // T is the element type (doubles unless a handler stores less).
   template <class T = Scalar>
   Result<T*> allocate(Index n) {
-    return OSPREY_TRY(allocateBytes(n, sizeof(T), elementName<T>())).template as<T>();
+    return static_cast<T*>(OSPREY_TRY(allocateBytes(n, sizeof(T), elementName<T>())));
   }
   void release(const void* p) {
     if (!p) return;
@@ -429,13 +488,8 @@ class CudaDevice {
 
  private:
   // A raw block of n elements of `size` bytes each (see allocate).
-  struct Block {
-    void* p;
-    template <class T>
-    T* as() const { return static_cast<T*>(p); }
-  };
-  Result<Block> allocateBytes(Index n, std::size_t size, std::string_view elements) {
-    if (n == 0) return Block{nullptr};
+  Result<void*> allocateBytes(Index n, std::size_t size, std::string_view elements) {
+    if (n == 0) return static_cast<void*>(nullptr);
     if (n < 0 || n > std::numeric_limits<Index>::max() / static_cast<Index>(size))
       return Error{fmt::format("{}: cannot allocate {} {}: the byte count overflows", m_name, n, elements)};
     const std::size_t requested = static_cast<std::size_t>(n) * size;
@@ -449,7 +503,7 @@ class CudaDevice {
         cached->second.pop_back();
         m_cachedBytes -= bytes;
         noteLive(p, bytes);
-        return Block{p};
+        return p;
       }
     }
     void* p = nullptr;
@@ -470,7 +524,7 @@ class CudaDevice {
     OSPREY_CUDA_CHECK(status, fmt::format("cudaMalloc of {} bytes", bytes));
     std::lock_guard lock(m_cacheLock);
     noteLive(p, bytes);
-    return Block{p};
+    return p;
   }
   // m_cacheLock held.
   void noteLive(void* p, std::size_t bytes) {
@@ -520,20 +574,29 @@ class CudaDevice {
   }
 
   // out[r] = finish(r, fold of term(r, 0 .. length(r))) for r in [0, rows): see rowFoldKernel. The
-  // fold starts from `seed`, or from term(r, 0) when `fromFirst` and the row is not empty.
-  template <class Out, class L, class T, class C, class F>
+  // fold starts from `seed`, or from term(r, 0) when `fromFirst` and the row is not empty. With
+  // Tree (a Regroupable combine only: the fast handler's row sums and maxima) the row is folded as
+  // a tree across the block instead (treeRowFoldKernel), which groups the combines differently.
+  template <bool Tree = false, class Out, class L, class T, class C, class F>
   Result<void> foldRows(Out* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine,
                         F finish) {
+    static_assert(!Tree || Regroupable<C>, "a row fold is regrouped only for a Regroupable combine");
     if (rows == 0) return {};
     OSPREY_CHECK(activate());
+    const cuda_detail::LabelFunction label = Tree ? &cuda_detail::treeFoldLabel<T> : &cuda_detail::rowFoldLabel<T>;
     const unsigned long long launch =
-        OSPREY_TRY(beginLaunch(&cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses,
-                               &cuda_detail::rowFoldLabel<T>, rows));
-    const Index filling = static_cast<Index>(m_multiprocessors) * cuda_detail::kRowFoldBlocksPerProcessor;
+        OSPREY_TRY(beginLaunch(&cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses, label, rows));
+    const Index filling = static_cast<Index>(m_multiprocessors) *
+                          (Tree ? cuda_detail::kTreeFoldBlocksPerProcessor : cuda_detail::kRowFoldBlocksPerProcessor);
     const auto blocks = static_cast<unsigned>(rows < filling ? rows : filling);
-    cuda_detail::rowFoldKernel<<<blocks, cuda_detail::kRowFoldThreads>>>(out, rows, length, seed, fromFirst,
-                                                                        term, combine, finish, launch);
-    OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::rowFoldLabel<T>() + " launch");
+    if constexpr (Tree) {
+      cuda_detail::treeRowFoldKernel<<<blocks, cuda_detail::kTreeFoldThreads>>>(out, rows, length, seed, fromFirst,
+                                                                               term, combine, finish, launch);
+    } else {
+      cuda_detail::rowFoldKernel<<<blocks, cuda_detail::kRowFoldThreads>>>(out, rows, length, seed, fromFirst, term,
+                                                                          combine, finish, launch);
+    }
+    OSPREY_CUDA_CHECK(cudaGetLastError(), label() + " launch");
     if (m_checkEachLaunch) return settle("the launch");
     return {};
   }
@@ -775,5 +838,14 @@ class CudaDevice {
   std::vector<LaunchRecord> m_launchRecords;  // ring: launch number % kLaunchRecords
   unsigned long long m_launchCount = 0;
 };
+
+// A run's result, unless work it queued faulted after its last read-back: launches are queued
+// without waiting, so a run on this device ends with one wait, whose fault replaces its result.
+template <class R>
+R afterFlush(CudaDevice& device, R result) {
+  if (result.ok())
+    if (auto pending = device.flush(); !pending.ok()) return R(pending.error());
+  return result;
+}
 
 }  // namespace osprey

@@ -42,73 +42,10 @@
 #include "osprey/effect.hpp"
 #include "osprey/gpu/cublas_check.hpp"
 #include "osprey/gpu/cuda.hpp"
-#include "osprey/io/tensor_file.hpp"
+#include "osprey/gpu/surface.hpp"
 #include "osprey/shape_check.hpp"
 
 namespace osprey {
-
-namespace cuda_detail {
-namespace {  // internal linkage, as cuda.hpp's kernels (one fault slot per unit)
-
-constexpr int kTreeFoldThreads = 256;
-constexpr int kTreeFoldWarps = kTreeFoldThreads / 32;
-
-// out[r] = finish(r, the fold of term(r, 0 .. length(r))) with a Regroupable combine, folded as a
-// tree: thread t folds terms t, t + 256, ...; the warps fold their threads' partials by shuffles;
-// thread 0 folds the warps' partials and the seed. A thread with no term holds nothing (`has`
-// false), so no identity element is needed (max has none in the doubles that include NaN).
-template <class Out, class L, class T, class C, class F>
-__global__ void __launch_bounds__(kTreeFoldThreads)
-    treeRowFoldKernel(Out* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish,
-                      unsigned long long launch) {
-  __shared__ Scalar partial[kTreeFoldWarps];
-  __shared__ bool held[kTreeFoldWarps];
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  for (Index r = blockIdx.x; r < rows; r += gridDim.x) {
-    const Index cols = length(r);
-    Scalar acc = 0.0;
-    bool has = false;
-    for (Index c = tid; c < cols; c += kTreeFoldThreads) {
-      const Scalar v = term(r, c);
-      acc = has ? combine(acc, v) : v;
-      has = true;
-    }
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const Scalar other = __shfl_down_sync(0xffffffffu, acc, offset);
-      const bool otherHas = __shfl_down_sync(0xffffffffu, has, offset);
-      if (otherHas) {
-        acc = has ? combine(acc, other) : other;
-        has = true;
-      }
-    }
-    if (lane == 0) {
-      partial[warp] = acc;
-      held[warp] = has;
-    }
-    __syncthreads();
-    if (tid == 0) {
-      Scalar total = 0.0;
-      bool any = false;
-      for (int w = 0; w < kTreeFoldWarps; ++w) {
-        if (!held[w]) continue;
-        total = any ? combine(total, partial[w]) : partial[w];
-        any = true;
-      }
-      const Scalar folded = !any ? seed : fromFirst ? total : combine(seed, total);
-      out[r] = static_cast<Out>(finish(r, folded));
-    }
-    __syncthreads();  // partial[] is free for the next row
-  }
-  stampFault(launch);
-}
-
-template <class T>
-std::string treeFoldLabel() {
-  return kernelLabel<T>("foldRows (tree)");
-}
-
-}  // namespace
-}  // namespace cuda_detail
 
 // cuBLAS and cuBLASLt handles, created once per Fast handler and destroyed with the last copy.
 class CublasHandle {
@@ -166,6 +103,10 @@ struct Operand {
   bool transposed = false;
   Index ld = 0;      // elements from one stored row to the next
   Index stride = 0;  // elements from one product's operand to the next product's
+
+  // The leading dimension of a (rows x cols) operand of the product: ld, or its packed stored
+  // width (cols, or rows where it is stored transposed).
+  Index leading(Index rows, Index cols) const { return ld ? ld : transposed ? rows : cols; }
 };
 
 class Fast {
@@ -183,36 +124,19 @@ class Fast {
 
   template <Kernel K>
   Result<Buffer> build(Index n, K kernel) {
-    return buildChecked(n, kernel);
+    return detail::buildChecked<float>(m_device, n, kernel);
   }
-  // build's body for a kernel its caller's concept already checked (see surface.hpp's).
-  template <class K>
-  Result<Buffer> buildChecked(Index n, K kernel) {
-    auto out = OSPREY_TRY(allocate(n));
-    OSPREY_CHECK(m_device->forEach(n, BuildBody<K, float>{out.data(), kernel}));
-    return out;
-  }
-  Scalar get(const Buffer& b, Index i) {
-    if (i < 0 || i >= b.size()) fault(FaultKind::Bounds, i, b.size());
-    auto r = m_device->readOne(b.data() + i);
-    if (!r.ok()) throw DeviceFailure(r.error().message);
-    return *r;
-  }
+  Scalar get(const Buffer& b, Index i) { return gpuElementOrFault(b, i); }
   Index length(const Buffer& b) { return b.size(); }
   template <Combine C>
   Result<Buffer> zipWith(const Buffer& a, const Buffer& b, C combine) {
-    OSPREY_CHECK(checkSameLength("zipWith", a.size(), b.size()));
-    return buildChecked(a.size(), ZipKernel<C, ViewOf<float>>{a.view(), b.view(), combine});
+    return gpuZipWith(a, b, combine);
   }
   template <Combine C>
   Result<Scalar> reduce(const Buffer& b, Scalar seed, C combine) {
-    if (b.size() == 0) return seed;
-    return m_device->fold(b.view(), seed, combine);
+    return gpuFold(b, seed, combine);
   }
-  Result<Index> indexOf(const Buffer& b, Scalar x) {
-    if (b.size() == 0) return Index{0};
-    return m_device->indexOf(b.view(), x);
-  }
+  Result<Index> indexOf(const Buffer& b, Scalar x) { return gpuIndexOf(b, x); }
 
   // Row-major (rows x inner) * (inner x cols) on the tensor cores (TF32 inputs, float sums).
   Result<Buffer> matMul(const Buffer& a, const Buffer& b, Index rows, Index inner, Index cols) {
@@ -255,7 +179,7 @@ class Fast {
     const int m = static_cast<int>(cols), n = static_cast<int>(rows), k = static_cast<int>(inner);
     const cublasOperation_t opB = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t opA = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const Index ldb = b.ld ? b.ld : b.transposed ? inner : cols, lda = a.ld ? a.ld : a.transposed ? rows : inner;
+    const Index ldb = b.leading(inner, cols), lda = a.leading(rows, inner);
     if (ldb > INT_MAX || lda > INT_MAX) return Error{label() + ": a leading dimension is outside cuBLAS's int range"};
     const Index strideB = b.stride ? b.stride : inner * cols, strideA = a.stride ? a.stride : rows * inner;
     const Index ldc = ldOut ? ldOut : cols, strideC = strideOut ? strideOut : rows * cols;
@@ -281,7 +205,7 @@ class Fast {
     const auto label = [&] { return fmt::format("fast linear ({} x {}) * ({} x {}) + bias", rows, inner, inner, cols); };
     for (Index d : {rows, inner, cols})
       if (d < 1 || d > INT_MAX) return Error{label() + ": a dimension is outside [1, 2^31)"};
-    const Index ldb = b.ld ? b.ld : b.transposed ? inner : cols, lda = a.ld ? a.ld : a.transposed ? rows : inner;
+    const Index ldb = b.leading(inner, cols), lda = a.leading(rows, inner);
     const cublasOperation_t opB = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, opA = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     const auto m = static_cast<std::uint64_t>(cols), n = static_cast<std::uint64_t>(rows), k = static_cast<std::uint64_t>(inner);
     LtOwned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
@@ -350,46 +274,27 @@ class Fast {
     return {};
   }
 
-  // Row folds (gpt2/layers/fold_rows.hpp): a tree per row for a Regroupable combine, else the
-  // device's ordered fold.
+  // Row folds (gpt2/layers/fold_rows.hpp): a tree per row for a Regroupable combine (the fast
+  // interpretation's grouping), else the device's ordered fold.
   template <class L, class T, class C, class F>
   Result<Buffer> foldRows(Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish) {
     auto out = OSPREY_TRY(allocate(rows));
-    if constexpr (!Regroupable<C>) {
-      OSPREY_CHECK(m_device->foldRows(out.data(), rows, length, seed, fromFirst, term, combine, finish));
-    } else {
-      if (rows == 0) return out;
-      const unsigned long long launch = OSPREY_TRY(m_device->beginLaunch(
-          &cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses, &cuda_detail::treeFoldLabel<T>, rows));
-      const Index filling = static_cast<Index>(m_device->multiprocessors()) * 16;
-      const auto blocks = static_cast<unsigned>(rows < filling ? rows : filling);
-      cuda_detail::treeRowFoldKernel<<<blocks, cuda_detail::kTreeFoldThreads>>>(
-          out.data(), rows, length, seed, fromFirst, term, combine, finish, launch);
-      OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::treeFoldLabel<T>() + " launch");
-      if (m_device->checksEachLaunch()) OSPREY_CHECK(m_device->flush());
-    }
+    OSPREY_CHECK(m_device->template foldRows<Regroupable<C>>(out.data(), rows, length, seed, fromFirst, term, combine,
+                                                              finish));
     return out;
   }
 
   // Host values, each rounded once to float.
-  Result<Buffer> fromList(std::span<const Scalar> xs) {
-    std::vector<float> stored(xs.begin(), xs.end());
-    auto out = OSPREY_TRY(allocate(static_cast<Index>(stored.size())));
-    OSPREY_CHECK(m_device->upload(out.data(), stored.data(), out.size()));
-    return out;
-  }
+  Result<Buffer> fromList(std::span<const Scalar> xs) { return toGpu<float>(m_device, xs); }
   Result<Buffer> load(const std::string& path, const std::string& name) {
-    auto t = OSPREY_TRY(io::readTensor(path, name));
-    return fromList(std::span<const Scalar>(t.values));
+    return gpuLoadTensor<float>(m_device, path, name);
   }
   std::string device() const {
     return fmt::format("fast {} (float storage, TF32 tensor-core products)", m_device->name());
   }
 
-  Result<Buffer> allocate(Index n) {
-    if (n < 0) return Error{fmt::format("{}: negative length {}", device(), n)};
-    return Buffer(m_device, OSPREY_TRY(m_device->allocate<float>(n)), n);
-  }
+  // n floats, uninitialised: the output of a product or a fused kernel.
+  Result<Buffer> allocate(Index n) { return gpuAllocate<float>(m_device, n); }
   const std::shared_ptr<CudaDevice>& runtime() const { return m_device; }
 
  private:

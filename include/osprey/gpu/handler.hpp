@@ -22,14 +22,7 @@ class Gpu {
   Result<Buffer> build(Index n, K kernel) {
     return gpuBuild(m_device, n, kernel);
   }
-  Scalar get(const Buffer& b, Index i) {
-    if (i < 0 || i >= b.size()) fault(FaultKind::Bounds, i, b.size());
-    // get() returns a plain Scalar (DESIGN.md §2): a failed read-back throws DeviceFailure,
-    // which `strictly` and the boundary turn into an Error.
-    auto r = gpuGet(b, i);
-    if (!r.ok()) throw DeviceFailure(r.error().message);
-    return *r;
-  }
+  Scalar get(const Buffer& b, Index i) { return gpuElementOrFault(b, i); }
   Index length(const Buffer& b) { return b.size(); }
   template <Combine C>
   Result<Buffer> zipWith(const Buffer& a, const Buffer& b, C combine) {

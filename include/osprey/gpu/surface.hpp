@@ -5,8 +5,9 @@
 //   auto y   = OSPREY_TRY(gpuMatMul(x, x, 2, 2, 2));         // [[7, 10], [15, 22]]
 //   double first = OSPREY_TRY(gpuGet(y, 0));                 // 7
 //
-// Every function is generic over the device runtime D; the Gpu<D> handler (handler.hpp) answers
-// the effect with exactly these calls.
+// Every function is generic over the device runtime D and over the element storage T of its
+// buffers (double unless a handler stores less: the fast handler's float, gpu/fast.hpp); the
+// Gpu<D> handler (handler.hpp) and the fast handler answer the effect with exactly these calls.
 #pragma once
 
 #include <memory>
@@ -24,18 +25,28 @@
 
 namespace osprey {
 
-template <class D>
-Result<GpuBuffer<D>> gpuAllocate(const std::shared_ptr<D>& dev, Index n) {
+template <class T = Scalar, class D>
+Result<GpuBuffer<D, T>> gpuAllocate(const std::shared_ptr<D>& dev, Index n) {
   if (n < 0) return Error{fmt::format("{}: negative length {}", dev->name(), n)};
-  Scalar* p = OSPREY_TRY(dev->allocate(n));
-  return GpuBuffer<D>(dev, p, n);
+  T* p = nullptr;
+  if constexpr (std::is_same_v<T, Scalar>) {
+    p = OSPREY_TRY(dev->allocate(n));
+  } else {
+    p = OSPREY_TRY(dev->template allocate<T>(n));
+  }
+  return GpuBuffer<D, T>(dev, p, n);
 }
 
-// Lift host values onto the device.
-template <class D>
-Result<GpuBuffer<D>> toGpu(const std::shared_ptr<D>& dev, std::span<const Scalar> xs) {
-  auto out = OSPREY_TRY(gpuAllocate(dev, static_cast<Index>(xs.size())));
-  OSPREY_CHECK(dev->upload(out.data(), xs.data(), out.size()));
+// Lift host values onto the device, each rounded once to the storage type T.
+template <class T = Scalar, class D>
+Result<GpuBuffer<D, T>> toGpu(const std::shared_ptr<D>& dev, std::span<const Scalar> xs) {
+  auto out = OSPREY_TRY(gpuAllocate<T>(dev, static_cast<Index>(xs.size())));
+  if constexpr (std::is_same_v<T, Scalar>) {
+    OSPREY_CHECK(dev->upload(out.data(), xs.data(), out.size()));
+  } else {
+    const std::vector<T> stored(xs.begin(), xs.end());
+    OSPREY_CHECK(dev->upload(out.data(), stored.data(), out.size()));
+  }
   return out;
 }
 
@@ -44,10 +55,10 @@ namespace detail {
 // here: their ZipKernel/MapKernel wrappers hold a checked closure, but under nvcc's host pass an
 // extended lambda's wrapper type is not trivially copyable, so the wrapper itself would not pass
 // Kernel (only the lambda does, by its trait).
-template <class D, class K>
-Result<GpuBuffer<D>> buildChecked(const std::shared_ptr<D>& dev, Index n, K kernel) {
-  auto out = OSPREY_TRY(gpuAllocate(dev, n));
-  OSPREY_CHECK(dev->forEach(n, BuildBody<K>{out.data(), kernel}));
+template <class T = Scalar, class D, class K>
+Result<GpuBuffer<D, T>> buildChecked(const std::shared_ptr<D>& dev, Index n, K kernel) {
+  auto out = OSPREY_TRY(gpuAllocate<T>(dev, n));
+  OSPREY_CHECK(dev->forEach(n, BuildBody<K, T>{out.data(), kernel}));
   return out;
 }
 }  // namespace detail
@@ -71,23 +82,23 @@ Result<GpuBuffer<D>> gpuMap(const GpuBuffer<D>& x, F f) {
   return detail::buildChecked(x.device(), x.size(), MapKernel<F>{x.view(), f});
 }
 
-// f(a[i], b[i])
-template <class D, Combine F>
-Result<GpuBuffer<D>> gpuZipWith(const GpuBuffer<D>& a, const GpuBuffer<D>& b, F f) {
+// f(a[i], b[i]), stored as the operands are
+template <class D, class T, Combine F>
+Result<GpuBuffer<D, T>> gpuZipWith(const GpuBuffer<D, T>& a, const GpuBuffer<D, T>& b, F f) {
   OSPREY_CHECK(checkSameLength("zipWith", a.size(), b.size()));
-  return detail::buildChecked(a.device(), a.size(), ZipKernel<F>{a.view(), b.view(), f});
+  return detail::buildChecked<T>(a.device(), a.size(), ZipKernel<F, ViewOf<T>>{a.view(), b.view(), f});
 }
 
 // Left fold in element order: f(...f(seed, x[0])..., x[n-1]).
-template <class D, Combine F>
-Result<Scalar> gpuFold(const GpuBuffer<D>& x, Scalar seed, F f) {
+template <class D, class T, Combine F>
+Result<Scalar> gpuFold(const GpuBuffer<D, T>& x, Scalar seed, F f) {
   if (!x.device()) return seed;  // an empty default-constructed buffer
   return x.device()->fold(x.view(), seed, f);
 }
 
 // Smallest i with x[i] == value, else x.size().
-template <class D>
-Result<Index> gpuIndexOf(const GpuBuffer<D>& x, Scalar value) {
+template <class D, class T>
+Result<Index> gpuIndexOf(const GpuBuffer<D, T>& x, Scalar value) {
   if (!x.device()) return Index{0};
   return x.device()->indexOf(x.view(), value);
 }
@@ -126,12 +137,23 @@ Result<std::vector<Scalar>> fromGpu(const GpuBuffer<D, T>& x) {
   }
 }
 
-// One named tensor of a checkpoint, placed on the device.
-template <class D>
-Result<GpuBuffer<D>> gpuLoadTensor(const std::shared_ptr<D>& dev, const std::string& path,
-                                   const std::string& name) {
+// One named tensor of a checkpoint, placed on the device as T.
+template <class T = Scalar, class D>
+Result<GpuBuffer<D, T>> gpuLoadTensor(const std::shared_ptr<D>& dev, const std::string& path,
+                                      const std::string& name) {
   auto t = OSPREY_TRY(io::readTensor(path, name));
-  return toGpu(dev, std::span<const Scalar>(t.values));
+  return toGpu<T>(dev, std::span<const Scalar>(t.values));
+}
+
+// Element i read back as a Scalar, for a handler's get (DESIGN.md §2: it returns a plain Scalar):
+// an index outside the buffer is the strict Bounds fault, and a failed read-back throws
+// DeviceFailure, which `strictly` and the boundary turn into an Error.
+template <class D, class T>
+Scalar gpuElementOrFault(const GpuBuffer<D, T>& b, Index i) {
+  if (i < 0 || i >= b.size()) fault(FaultKind::Bounds, i, b.size());
+  auto r = gpuGet(b, i);
+  if (!r.ok()) throw DeviceFailure(r.error().message);
+  return *r;
 }
 
 // Who answers: "host", "cuda: NVIDIA H200".
