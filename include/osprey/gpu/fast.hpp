@@ -2,7 +2,8 @@
 // products (DESIGN.md §4 "Fast"). nvcc translation units only, like cuda.hpp.
 //
 // What it changes against the exact gpu/cuda handler, and nothing else:
-//   * storage: every buffer holds floats (GpuBuffer<CudaDevice, float>). Kernels are the model's
+//   * storage: every buffer holds floats: Fast is Gpu<CudaDevice, float> (handler.hpp), whose
+//     build, get, zipWith, reduce, indexOf, fromList and load it keeps. Kernels are the model's
 //     own kernels; they still read each element as a Scalar through ViewOf<float>, compute in
 //     double, and each stored result is rounded to float once.
 //   * matMul / matMulBatched: cuBLAS on the TF32 tensor cores with float accumulation
@@ -42,6 +43,7 @@
 #include "osprey/effect.hpp"
 #include "osprey/gpu/cublas_check.hpp"
 #include "osprey/gpu/cuda.hpp"
+#include "osprey/gpu/handler.hpp"
 #include "osprey/gpu/surface.hpp"
 #include "osprey/shape_check.hpp"
 
@@ -109,34 +111,17 @@ struct Operand {
   Index leading(Index rows, Index cols) const { return ld ? ld : transposed ? rows : cols; }
 };
 
-class Fast {
+class Fast : public Gpu<CudaDevice, float> {
  public:
-  using Element = float;
-  using Buffer = GpuBuffer<CudaDevice, float>;
-
   // The cuda device OSPREY_CUDA_DEVICE names, with a cuBLAS handle; an Error when there is no GPU.
   static Result<Fast> open() {
     auto device = OSPREY_TRY(CudaDevice::open());
     return Fast(device, OSPREY_TRY(CublasHandle::create()));
   }
   Fast(std::shared_ptr<CudaDevice> device, std::shared_ptr<CublasHandle> blas)
-      : m_device(std::move(device)), m_blas(std::move(blas)) {}
+      : Gpu(std::move(device)), m_blas(std::move(blas)) {}
 
-  template <Kernel K>
-  Result<Buffer> build(Index n, K kernel) {
-    return detail::buildChecked<float>(m_device, n, kernel);
-  }
-  Scalar get(const Buffer& b, Index i) { return gpuElementOrFault(b, i); }
-  Index length(const Buffer& b) { return b.size(); }
-  template <Combine C>
-  Result<Buffer> zipWith(const Buffer& a, const Buffer& b, C combine) {
-    return gpuZipWith(a, b, combine);
-  }
-  template <Combine C>
-  Result<Scalar> reduce(const Buffer& b, Scalar seed, C combine) {
-    return gpuFold(b, seed, combine);
-  }
-  Result<Index> indexOf(const Buffer& b, Scalar x) { return gpuIndexOf(b, x); }
+  // build, get, length, zipWith, reduce, indexOf, fromList and load: Gpu's own, on float storage.
 
   // Row-major (rows x inner) * (inner x cols) on the tensor cores (TF32 inputs, float sums).
   Result<Buffer> matMul(const Buffer& a, const Buffer& b, Index rows, Index inner, Index cols) {
@@ -284,21 +269,13 @@ class Fast {
     return out;
   }
 
-  // Host values, each rounded once to float.
-  Result<Buffer> fromList(std::span<const Scalar> xs) { return toGpu<float>(m_device, xs); }
-  Result<Buffer> load(const std::string& path, const std::string& name) {
-    return gpuLoadTensor<float>(m_device, path, name);
-  }
   std::string device() const {
     return fmt::format("fast {} (float storage, TF32 tensor-core products)", m_device->name());
   }
 
   // n floats, uninitialised: the output of a product or a fused kernel.
   Result<Buffer> allocate(Index n) { return gpuAllocate<float>(m_device, n); }
-  const std::shared_ptr<CudaDevice>& runtime() const { return m_device; }
-
  private:
-  std::shared_ptr<CudaDevice> m_device;
   // cuBLASLt's workspace, allocated on first use and kept with the handler's copies.
   static constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
   Result<float*> ltWorkspace() {

@@ -1,4 +1,8 @@
 // Gpu<D>: the gpu handler, answering the effect with the GPU surface on device runtime D.
+//
+// Gpu<D, E> stores its elements as E (double for the exact handlers); the fast handler
+// (gpu/fast.hpp) is Gpu<CudaDevice, float> with its own products and row folds in place of the
+// exact ones.
 #pragma once
 
 #include <memory>
@@ -11,16 +15,16 @@
 
 namespace osprey {
 
-template <class D>
+template <class D, class E = Scalar>
 class Gpu {
  public:
-  using Buffer = GpuBuffer<D>;
+  using Buffer = GpuBuffer<D, E>;
 
   explicit Gpu(std::shared_ptr<D> device) : m_device(std::move(device)) {}
 
   template <Kernel K>
   Result<Buffer> build(Index n, K kernel) {
-    return gpuBuild(m_device, n, kernel);
+    return detail::buildChecked<E>(m_device, n, kernel);
   }
   Scalar get(const Buffer& b, Index i) { return gpuElementOrFault(b, i); }
   Index length(const Buffer& b) { return b.size(); }
@@ -36,7 +40,7 @@ class Gpu {
   Result<Buffer> matMul(const Buffer& a, const Buffer& b, Index rows, Index inner, Index cols) {
     return gpuMatMul(a, b, rows, inner, cols);
   }
-  Result<Buffer> fromList(std::span<const Scalar> xs) { return toGpu(m_device, xs); }
+  Result<Buffer> fromList(std::span<const Scalar> xs) { return toGpu<E>(m_device, xs); }
 
   // `batch` products of one shape stored one after another (gpt2/layers/attention_heads.hpp),
   // answered by the device where it launches them together (cuda).
@@ -44,7 +48,7 @@ class Gpu {
     requires requires(D& d, Scalar* out, View v, Index n) { d.matMulBatched(out, v, v, n, n, n, n); }
   {
     const Index n = OSPREY_TRY(checkBatchedMatMulShapes(a.size(), b.size(), batch, rows, inner, cols));
-    auto out = OSPREY_TRY(gpuAllocate(m_device, n));
+    auto out = OSPREY_TRY(gpuAllocate<E>(m_device, n));
     OSPREY_CHECK(m_device->matMulBatched(out.data(), a.view(), b.view(), batch, rows, inner, cols));
     return out;
   }
@@ -56,18 +60,18 @@ class Gpu {
       d.foldRows(out, n, l, s, b, t, c, f);
     }
   Result<Buffer> foldRows(Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish) {
-    auto out = OSPREY_TRY(gpuAllocate(m_device, rows));
+    auto out = OSPREY_TRY(gpuAllocate<E>(m_device, rows));
     OSPREY_CHECK(m_device->foldRows(out.data(), rows, length, seed, fromFirst, term, combine, finish));
     return out;
   }
   Result<Buffer> load(const std::string& path, const std::string& name) {
-    return gpuLoadTensor(m_device, path, name);
+    return gpuLoadTensor<E>(m_device, path, name);
   }
   std::string device() const { return gpuDevice(m_device); }
 
   const std::shared_ptr<D>& runtime() const { return m_device; }
 
- private:
+ protected:
   std::shared_ptr<D> m_device;
 };
 
