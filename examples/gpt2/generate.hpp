@@ -83,6 +83,38 @@ inline osprey::Result<void> checkFitsContext(const Config& c, osprey::Index prom
   return {};
 }
 
+namespace reference {
+// `count` greedy tokens after the prompt's pass (`step`): the next token from the logits, then
+// one cached step for it, and so on. onToken(int id) is called for each new token in order; it
+// returns Result<void> (a failed write stops generation).
+template <osprey::Tensor H, class OnToken>
+osprey::Result<std::vector<int>> continueGreedy(H& h, const ForwardWeights<H>& w, StepOut<H>& step,
+                                                osprey::Index count, OnToken& onToken) {
+  std::vector<int> out;
+  for (osprey::Index i = 0; i < count; ++i) {
+    if (i > 0) {
+      const int one[1] = {out.back()};
+      auto token = OSPREY_TRY(tokenBuffer(h, std::span<const int>(one)));             // (1)
+      step = OSPREY_TRY(decodeStep(h, w, step.cache, token));
+    }
+    const auto next = static_cast<int>(OSPREY_TRY(greedyToken(h, step.logits)));
+    out.push_back(next);
+    OSPREY_CHECK(onToken(next));
+  }
+  return out;
+}
+}  // namespace reference
+
+// A derived operation: a handler may answer the whole continuation (the fast handler records one
+// decodeStep as a CUDA graph and replays it, the token and position staying on the device:
+// fast/decode_graph.hpp).
+template <osprey::Tensor H, class OnToken>
+osprey::Result<std::vector<int>> continueGreedy(H& h, const ForwardWeights<H>& w, StepOut<H>& step,
+                                                osprey::Index count, OnToken& onToken) {
+  OSPREY_GPT2_DERIVED(continueGreedy, w, step, count, onToken)
+  return reference::continueGreedy(h, w, step, count, onToken);
+}
+
 // Greedy continuation of `prompt` by `count` tokens, with a KV cache. onToken(int id) is called
 // for each new token in order; it returns Result<void> (a failed write stops generation).
 template <osprey::Tensor H, class OnToken>
@@ -91,20 +123,10 @@ osprey::Result<std::vector<int>> generateGreedy(H& h, const ForwardWeights<H>& w
                                                 OnToken&& onToken) {
   const auto T = static_cast<osprey::Index>(prompt.size());
   OSPREY_CHECK(checkFitsContext(w.config, T, count));
-  std::vector<int> out;
-  if (count == 0) return out;
+  if (count == 0) return std::vector<int>{};
   auto tokens = OSPREY_TRY(tokenBuffer(h, prompt));                                    // (T)
   auto step = OSPREY_TRY(prefill(h, w, tokens, T));
-  for (osprey::Index i = 0;; ++i) {
-    const auto next = static_cast<int>(OSPREY_TRY(greedyToken(h, step.logits)));
-    out.push_back(next);
-    OSPREY_CHECK(onToken(next));
-    if (i + 1 == count) break;
-    const int one[1] = {next};
-    auto token = OSPREY_TRY(tokenBuffer(h, std::span<const int>(one)));               // (1)
-    step = OSPREY_TRY(decodeStep(h, w, step.cache, token));
-  }
-  return out;
+  return continueGreedy(h, w, step, count, onToken);
 }
 
 // The same continuation recomputed from scratch for every token (no cache).

@@ -200,6 +200,28 @@ osprey::Result<Buf<H>> linearGelu(H& h, const Buf<H>& in, const Buf<H>& wT, cons
   }
 }
 
+// linear(layernorm(x)): the LayerNorm in front of a block's attention, whose statistics inference
+// does not keep. x (N, IC) -> (N, OC). normLinearGelu is the same in front of the MLP. Derived
+// operations: a handler may answer each whole (the fast handler's one-row decoding normalises the
+// row inside the product's own kernel).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> normLinear(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
+                                  const Buf<H>& wT, const Buf<H>& bias, osprey::Index N, osprey::Index IC,
+                                  osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(normLinear, x, lnWeight, lnBias, wT, bias, N, IC, OC)
+  auto ln = OSPREY_TRY(layernormForward(h, x, lnWeight, lnBias, N, IC));                // (N, IC)
+  return linear(h, ln.out, wT, bias, N, IC, OC);
+}
+
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> normLinearGelu(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
+                                      const Buf<H>& wT, const Buf<H>& bias, osprey::Index N, osprey::Index IC,
+                                      osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(normLinearGelu, x, lnWeight, lnBias, wT, bias, N, IC, OC)
+  auto ln = OSPREY_TRY(layernormForward(h, x, lnWeight, lnBias, N, IC));                // (N, IC)
+  return linearGelu(h, ln.out, wT, bias, N, IC, OC);
+}
+
 // One block's keys and values for the positions seen so far.
 template <osprey::Tensor H>
 struct LayerCache {
@@ -239,8 +261,7 @@ template <osprey::Tensor H>
 osprey::Result<Buf<H>> blockAfterAttention(H& h, const BlockForwardWeights<H>& b, osprey::Index C,
                                            const Buf<H>& x, const Buf<H>& att, osprey::Index N) {
   auto x1 = OSPREY_TRY(linearResidual(h, x, att, b.attnProjT, b.attnProjBias, N, C, C));  // (N, C)
-  auto ln2 = OSPREY_TRY(layernormForward(h, x1, b.ln2Weight, b.ln2Bias, N, C));          // (N, C)
-  auto g = OSPREY_TRY(linearGelu(h, ln2.out, b.fcT, b.fcBias, N, C, 4 * C));             // (N, 4C)
+  auto g = OSPREY_TRY(normLinearGelu(h, x1, b.ln2Weight, b.ln2Bias, b.fcT, b.fcBias, N, C, 4 * C));  // (N, 4C)
   return linearResidual(h, x1, g, b.fcProjT, b.fcProjBias, N, 4 * C, C);                 // (N, C)
 }
 
@@ -259,8 +280,7 @@ osprey::Result<Buf<H>> forwardHidden(H& h, const ForwardWeights<H>& w, const Buf
 
   auto x = OSPREY_TRY(encoderForward(h, tokens, w.wte, w.wpe, N, T, C, 0));            // (N, C)
   for (const BlockForwardWeights<H>& b : w.blocks) {
-    auto ln1 = OSPREY_TRY(layernormForward(h, x, b.ln1Weight, b.ln1Bias, N, C));       // (N, C)
-    auto qkv = OSPREY_TRY(linear(h, ln1.out, b.attnT, b.attnBias, N, C, 3 * C));       // (N, 3C)
+    auto qkv = OSPREY_TRY(normLinear(h, x, b.ln1Weight, b.ln1Bias, b.attnT, b.attnBias, N, C, 3 * C));  // (N, 3C)
     auto att = OSPREY_TRY(attentionForward(h, qkv, B, T, C, c.NH));                    // (N, C)
     if (cache) {
       auto keys = OSPREY_TRY(sliceColumns(h, qkv, N, 3 * C, C, C));                    // (T, C)
@@ -276,11 +296,27 @@ osprey::Result<Buf<H>> forwardHidden(H& h, const ForwardWeights<H>& w, const Buf
 // logits (N, V) = hidden (N, C) · wteᵀ: GPT-2's output projection is the token embedding. For
 // one row the product (V, 1) already is the logits (1, V) in memory: no transpose back.
 template <osprey::Tensor H>
-osprey::Result<Buf<H>> lmHead(H& h, const ForwardWeights<H>& w, const Buf<H>& hidden, osprey::Index N) {
+osprey::Result<Buf<H>> lmHeadOf(H& h, const Buf<H>& hidden, const Buf<H>& wte, osprey::Index N, osprey::Index C,
+                                osprey::Index V) {
   if constexpr (!AnswersLinear<H>) {
-    if (N == 1) return productTransposed(h, hidden, w.wte, 1, w.config.C, w.config.V);  // (V)
+    if (N == 1) return productTransposed(h, hidden, wte, 1, C, V);                   // (V)
   }
-  return matmulForwardTransposed(h, hidden, w.wte, N, w.config.C, w.config.V);
+  return matmulForwardTransposed(h, hidden, wte, N, C, V);
+}
+
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> lmHead(H& h, const ForwardWeights<H>& w, const Buf<H>& hidden, osprey::Index N) {
+  return lmHeadOf(h, hidden, w.wte, N, w.config.C, w.config.V);
+}
+
+// logits (N, V) of x (N, C) before ln_f: the final LayerNorm, then the lm head. A derived
+// operation: the fast handler normalises one row inside the lm head's kernel while decoding.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> normLogits(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
+                                  const Buf<H>& wte, osprey::Index N, osprey::Index C, osprey::Index V) {
+  OSPREY_GPT2_DERIVED(normLogits, x, lnWeight, lnBias, wte, N, C, V)
+  auto ln = OSPREY_TRY(layernormForward(h, x, lnWeight, lnBias, N, C));                // (N, C)
+  return lmHeadOf(h, ln.out, wte, N, C, V);
 }
 
 // logits (B·T, V) of every position: the full pass (checks, full recomputation).
@@ -321,17 +357,13 @@ osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const Kv
   for (std::size_t l = 0; l < w.blocks.size(); ++l) {
     const BlockForwardWeights<H>& b = w.blocks[l];
     const LayerCache<H>& held = cache.layers[l];
-    auto ln1 = OSPREY_TRY(layernormForward(h, x, b.ln1Weight, b.ln1Bias, 1, C));       // (1, C)
-    auto qkv = OSPREY_TRY(linear(h, ln1.out, b.attnT, b.attnBias, 1, C, 3 * C));       // (3C)
+    auto qkv = OSPREY_TRY(normLinear(h, x, b.ln1Weight, b.ln1Bias, b.attnT, b.attnBias, 1, C, 3 * C));  // (3C)
     // The cache grows by this position's key and value, columns [C, 2C) and [2C, 3C) of qkv.
-    auto keys = OSPREY_TRY(appendRowSlice(h, held.keys, qkv, 3 * C, C, Tc, C));        // (Tc+1, C)
-    auto values = OSPREY_TRY(appendRowSlice(h, held.values, qkv, 3 * C, 2 * C, Tc, C));  // (Tc+1, C)
-    auto att = OSPREY_TRY(attentionDecode(h, qkv, keys, values, Tc + 1, C, c.NH));      // (C)
-    next.layers.push_back(LayerCache<H>{std::move(keys), std::move(values)});
-    x = OSPREY_TRY(blockAfterAttention(h, b, C, x, att, 1));                           // (1, C)
+    auto att = OSPREY_TRY(attendAppending(h, qkv, held.keys, held.values, Tc, C, c.NH));  // (C), 2 x (Tc+1, C)
+    next.layers.push_back(LayerCache<H>{std::move(att.keys), std::move(att.values)});
+    x = OSPREY_TRY(blockAfterAttention(h, b, C, x, att.out, 1));                       // (1, C)
   }
-  auto lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight, w.lnfBias, 1, C));         // (1, C)
-  auto logits = OSPREY_TRY(lmHead(h, w, lnf.out, 1));                                  // (V)
+  auto logits = OSPREY_TRY(normLogits(h, x, w.lnfWeight, w.lnfBias, w.wte, 1, C, c.V));  // (V)
   return StepOut<H>{std::move(logits), std::move(next)};
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <vector>
 
 #include "gpt2/fast/fast_handler.hpp"
@@ -446,6 +447,88 @@ TEST(Fast, DeviceArgmaxKeepsTheContract) {
 TEST(Fast, GenerationChecksTheContext) {
   auto h = makeFast();
   generationChecksTheContext(h);
+}
+
+// The LayerNorm inside a one-row linear layer's kernel (normLinear, normLinearGelu) computes the
+// same floats as layernormForward followed by the layer.
+TEST(Fast, NormalisedRowEqualsLayerNormThenLinear) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  for (Index C : {31, 768}) {
+    for (Index OC : {5, 2304}) {
+      SCOPED_TRACE(::testing::Message() << "C " << C << " OC " << OC);
+      auto x = ok(h.build(C, Mixed{21})), lw = ok(h.build(C, Mixed{22})), lb = ok(h.build(C, Mixed{23}));
+      auto wT = ok(h.build(OC * C, Mixed{24})), bias = ok(h.build(OC, Mixed{25}));
+      const auto ln = ok(h.layernormForward(x, lw, lb, 1, C));
+      EXPECT_EQ(read(ok(h.normLinear(x, lw, lb, wT, bias, 1, C, OC))), read(ok(h.linear(ln.out, wT, bias, 1, C, OC))));
+      EXPECT_EQ(read(ok(h.normLinearGelu(x, lw, lb, wT, bias, 1, C, OC))),
+                read(ok(h.linearGelu(ln.out, wT, bias, 1, C, OC))));
+      EXPECT_EQ(read(ok(h.normLogits(x, lw, lb, wT, 1, C, OC))),
+                read(ok(h.matmulForwardTransposed(ln.out, wT, 1, C, OC))));
+    }
+  }
+  auto x = ok(h.build(3, Mixed{21})), w = ok(h.build(3, Mixed{22}));
+  auto wrong = h.normLinear(x, w, w, w, w, 1, 4, 1);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message.find("layernorm: weight has 3 elements, expected 4"), std::string::npos)
+      << wrong.error().message;
+}
+
+// The tiny model with its position embeddings scaled up: its greedy continuation then moves from
+// token to token with the position, so a replay that did not advance would show.
+ForwardWeights<FastHandler> positionalTiny(FastHandler& h) {
+  HostWeights host = tinyWeights();
+  for (Scalar& x : host.tensors[kWpeIndex].values) x *= 200.0;
+  return ok(prepareForward(h, ok(upload(h, host))));
+}
+
+// Decoding replayed from one recorded step (a CUDA graph) gives the tokens of the step-by-step
+// continuation, streamed in order; prompts from one token to three short of the context.
+TEST(Fast, RecordedDecodingEqualsStepByStep) {
+  auto h = makeFast();
+  const auto w = positionalTiny(h);
+  const auto before = fullLogits(h, w, kPrompt);
+  std::vector<int> nearTheEnd(static_cast<std::size_t>(w.config.maxT - 3));
+  for (std::size_t i = 0; i < nearTheEnd.size(); ++i) nearTheEnd[i] = static_cast<int>((i * 7919) % 50257);
+  for (const std::vector<int>& prompt : {kPrompt, std::vector<int>{464}, nearTheEnd}) {
+    SCOPED_TRACE(::testing::Message() << prompt.size() << "-token prompt");
+    const Index count = std::min<Index>(40, w.config.maxT - static_cast<Index>(prompt.size()));
+    auto continuation = [&](bool graphs, std::vector<int>* streamed) {
+      h.setDecodeGraphs(graphs);
+      return ok(generateGreedy(h, w, std::span<const int>(prompt), count, [&](int id) -> osprey::Result<void> {
+        streamed->push_back(id);
+        return {};
+      }));
+    };
+    std::vector<int> streamedReplayed, streamedStepped;
+    const auto replayed = continuation(true, &streamedReplayed);
+    const auto stepped = continuation(false, &streamedStepped);
+    EXPECT_EQ(replayed, stepped);
+    EXPECT_EQ(streamedReplayed, replayed);
+    EXPECT_EQ(replayed.size(), static_cast<std::size_t>(count));
+    EXPECT_EQ(h.stream(), nullptr) << "the recording's stream outlived it";
+    if (count >= 40) {  // a constant continuation would not show a replay stuck at one position
+      const std::set<int> distinct(replayed.begin(), replayed.end());
+      EXPECT_GE(distinct.size(), 10u) << "the continuation is too uniform to test the replay";
+    }
+  }
+  // The device works as before afterwards: the full pass gives what it gave before.
+  EXPECT_EQ(fullLogits(h, w, kPrompt), before);
+}
+
+// A recording refuses a cache that does not fit the model, and leaves the device as it was.
+TEST(Fast, RecordingRefusesAForeignCache) {
+  auto h = makeFast();
+  const auto w = tinyOn(h);
+  auto step = ok(prefill(h, w, tokensOn(h, kPrompt), static_cast<Index>(kPrompt.size())));
+  step.cache.layers.pop_back();
+  auto none = [](int) -> osprey::Result<void> { return {}; };
+  auto refused = continueGreedy(h, w, step, 5, none);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("the cache has 1 blocks, the model 2"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(h.stream(), nullptr);
+  EXPECT_EQ(ok(generateGreedy(h, w, std::span<const int>(kPrompt), 3, none)).size(), 3u);
 }
 
 // Loss and every gradient of one training step, fast against exact.

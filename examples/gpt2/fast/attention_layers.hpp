@@ -117,7 +117,7 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
   const heads::Layout qkvHeads{T, 3 * C, NH, hs};
   // scores (B, NH, T, T) = q · kᵀ per head, then att in place.
   auto att = OSPREY_TRY(headProducts(BH, T, hs, T, qkv, qkvHeads.rows(0), qkv, qkvHeads.transposed(C)));
-  OSPREY_CHECK(fast_kernels::causalSoftmax(att.data(), R, T, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))));
+  OSPREY_CHECK(fast_kernels::causalSoftmax(stream(), att.data(), R, T, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))));
   // out (B, T, C): head hh of batch b writes columns [hh·hs, (hh+1)·hs) of rows b·T ...
   auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct(L, {B, T, C}))));
   OSPREY_CHECK(headProductsInto({out.data(), C, hs, T * C}, BH, T, T, hs, att, heads::squareRows(NH, T), qkv,
@@ -140,7 +140,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
   const heads::Blocks rows = heads::squareRows(NH, T), columns = heads::squareColumns(NH, T);
   // datt = dout · vᵀ, then in place the gradient of the unscaled scores.
   auto dscore = OSPREY_TRY(headProducts(BH, T, hs, T, dout, doutHeads.rows(0), qkv, qkvHeads.transposed(2 * C)));
-  OSPREY_CHECK(fast_kernels::causalSoftmaxGradient(dscore.data(), att.data(), R, T,
+  OSPREY_CHECK(fast_kernels::causalSoftmaxGradient(stream(), dscore.data(), att.data(), R, T,
                                                    static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))));
   // dqkv (B, T, 3C): dq = dscore · k, dk = dscoreᵀ · q, dv = attᵀ · dout, each into its section.
   auto dqkv = OSPREY_TRY(allocate(n3));

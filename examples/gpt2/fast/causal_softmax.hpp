@@ -71,18 +71,19 @@ inline unsigned softmaxBlocks(osprey::Index rows) {
 }  // namespace
 
 // In place: scores (rows, T) -> att.
-inline osprey::Result<void> causalSoftmax(float* scores, osprey::Index rows, osprey::Index T, float scale) {
+inline osprey::Result<void> causalSoftmax(cudaStream_t stream, float* scores, osprey::Index rows, osprey::Index T,
+                                          float scale) {
   if (rows == 0) return {};
-  causalSoftmaxForward<<<softmaxBlocks(rows), kSoftmaxWarps * 32>>>(scores, rows, static_cast<int>(T), scale);
+  causalSoftmaxForward<<<softmaxBlocks(rows), kSoftmaxWarps * 32, 0, stream>>>(scores, rows, static_cast<int>(T), scale);
   OSPREY_CUDA_CHECK(cudaGetLastError(), "fast causal softmax launch");
   return {};
 }
 
 // In place: datt (rows, T) -> the gradient of the unscaled scores.
-inline osprey::Result<void> causalSoftmaxGradient(float* datt, const float* att, osprey::Index rows, osprey::Index T,
+inline osprey::Result<void> causalSoftmaxGradient(cudaStream_t stream, float* datt, const float* att, osprey::Index rows, osprey::Index T,
                                                   float scale) {
   if (rows == 0) return {};
-  causalSoftmaxBackward<<<softmaxBlocks(rows), kSoftmaxWarps * 32>>>(datt, att, rows, static_cast<int>(T), scale);
+  causalSoftmaxBackward<<<softmaxBlocks(rows), kSoftmaxWarps * 32, 0, stream>>>(datt, att, rows, static_cast<int>(T), scale);
   OSPREY_CUDA_CHECK(cudaGetLastError(), "fast causal softmax backward launch");
   return {};
 }

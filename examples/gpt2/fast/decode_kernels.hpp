@@ -14,6 +14,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
 #include "gpt2/fast/causal_softmax.hpp"  // warpSum, warpMax
 #include "gpt2/fast/row_kernels.hpp"     // kGeluScaleF, kGeluCubicF
 #include "osprey/config.hpp"
@@ -34,50 +38,188 @@ struct PlusResidual {
   __device__ float operator()(int o, float y) const { return residual[o] + y; }
 };
 
+// What a one-row linear layer does to its input row first: nothing, or the LayerNorm in front of
+// it (normLinear), computed exactly as layerNormForward computes it (the same sums in the same
+// order, so the same floats) into shared memory by every block.
+struct RowAsIs {};
+struct RowNormalised {
+  const float* weight;
+  const float* bias;
+  float eps;
+};
+
 namespace {  // internal linkage (osprey/gpu/cuda.hpp says why)
 
 constexpr int kRowWarpsPerBlock = 8;
+// A lane's loads of one weight row are issued kRowLoadsInFlight at a time before any is used: a
+// decoding step is a chain of small products, each too short to hide a load's latency otherwise.
+constexpr int kRowLoadsInFlight = 4;
+
+// How many warps share one output row (1, 2, 4 or 8): enough warps in all (about 2048, half of
+// what the multiprocessors hold, so that the next kernel's blocks fit beside them) to keep every
+// multiprocessor's loads in flight, and few enough loads per lane to issue them all at once.
+inline int rowSplit(int IC, int OC) {
+  int split = 1;
+  while (split < kRowWarpsPerBlock && (OC * split < 2048 || IC > 128 * kRowLoadsInFlight * split)) split *= 2;
+  return split;
+}
+
+// Programmatic dependent launch (sm_90): a kernel launched by launchOverlapped may start while the
+// kernel before it on the stream is still running. It lets its own successor start at once
+// (startDependents), does what needs nothing from earlier kernels (loading weights), and waits for
+// every earlier kernel to finish and its writes to be visible (awaitEarlierKernels) before it reads
+// an activation or writes anything. Launched the ordinary way, both are no-ops.
+__device__ __forceinline__ void startDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void awaitEarlierKernels() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 // y[o] = then(o, Σ_k wT[o][k]·x[k] + bias[o]) for o < OC; wT (OC, IC) row-major, bias may be null.
-template <class Then>
+// With RowNormalised, x is first replaced by its LayerNorm (IC floats of dynamic shared memory).
+// `split` warps share a row (rowSplit): lane l of the row's warp p takes every (32·split)-th
+// element from (32·p + l), in ascending k; the warps' sums are added in warp order. The grouping
+// depends only on (IC, OC), so a layer gives the same floats on every call. The first batch of
+// weights is loaded before waiting for the kernel that writes x.
+template <class Then, class Row = RowAsIs>
 __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
-    linearRow(float* y, const float* wT, const float* x, const float* bias, int IC, int OC, Then then) {
-  const int o = static_cast<int>(blockIdx.x) * kRowWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
-  if (o >= OC) return;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const float* w = wT + static_cast<osprey::Index>(o) * IC;
-  float acc = 0.0f;
-  if (IC % 4 == 0) {  // rows start on 16 bytes: vector loads
-    const float4* w4 = reinterpret_cast<const float4*>(w);
-    const float4* x4 = reinterpret_cast<const float4*>(x);
-    for (int k = lane; k < IC / 4; k += 32) {
-      const float4 a = w4[k], b = x4[k];
-      acc += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    linearRow(float* y, const float* wT, const float* x, const float* bias, int IC, int OC, int split, Then then,
+              Row row = {}) {
+  __shared__ float warpSums[kRowWarpsPerBlock];
+  startDependents();
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int o = static_cast<int>(blockIdx.x) * (kRowWarpsPerBlock / split) + warp / split;
+  const int start = (warp % split) * 32 + lane, stride = 32 * split;
+  const bool vectors = IC % 4 == 0;  // rows start on 16 bytes: vector loads
+  const int n4 = IC / 4;
+  const float4* w4 = reinterpret_cast<const float4*>(wT + static_cast<osprey::Index>(o < OC ? o : 0) * IC);
+  float4 a[kRowLoadsInFlight];
+  const auto load = [&](int first) {
+#pragma unroll
+    for (int u = 0; u < kRowLoadsInFlight; ++u)
+      if (first + stride * u < n4) a[u] = __ldcs(w4 + first + stride * u);  // streamed: read once a token
+  };
+  if (vectors && o < OC) load(start);
+  awaitEarlierKernels();
+
+  if constexpr (std::is_same_v<Row, RowNormalised>) {
+    extern __shared__ float4 normalisedRow[];
+    float* xs = reinterpret_cast<float*>(normalisedRow);
+    __shared__ float statistics[2];
+    for (int c = static_cast<int>(threadIdx.x); c < IC; c += static_cast<int>(blockDim.x)) xs[c] = x[c];
+    __syncthreads();
+    if (threadIdx.x < 32) {  // layerNormForward's warp, lane for lane
+      float sum = 0.0f;
+#pragma unroll 8
+      for (int c = lane; c < IC; c += 32) sum += xs[c];
+      const float m = warpSum(sum) / static_cast<float>(IC);
+      float squares = 0.0f;
+#pragma unroll 8
+      for (int c = lane; c < IC; c += 32) {
+        const float d = xs[c] - m;
+        squares += d * d;
+      }
+      const float s = rsqrtf(warpSum(squares) / static_cast<float>(IC) + row.eps);
+      if (lane == 0) {
+        statistics[0] = m;
+        statistics[1] = s;
+      }
     }
-  } else {
-    for (int k = lane; k < IC; k += 32) acc += w[k] * x[k];
+    __syncthreads();
+    const float m = statistics[0], s = statistics[1];
+    for (int c = static_cast<int>(threadIdx.x); c < IC; c += static_cast<int>(blockDim.x))
+      xs[c] = ((xs[c] - m) * s) * row.weight[c] + row.bias[c];
+    __syncthreads();
+    x = xs;
+  }
+  float acc = 0.0f;
+  if (o < OC) {
+    if (vectors) {
+      const float4* x4 = reinterpret_cast<const float4*>(x);
+      for (int first = start; first < n4; first += stride * kRowLoadsInFlight) {
+        if (first != start) load(first);
+#pragma unroll
+        for (int u = 0; u < kRowLoadsInFlight; ++u)
+          if (first + stride * u < n4) {
+            const float4 b = x4[first + stride * u];
+            acc += a[u].x * b.x + a[u].y * b.y + a[u].z * b.z + a[u].w * b.w;
+          }
+      }
+    } else {
+      const float* w = wT + static_cast<osprey::Index>(o) * IC;
+      for (int k = start; k < IC; k += stride) acc += w[k] * x[k];
+    }
   }
   acc = warpSum(acc);
-  if (lane == 0) y[o] = then(o, bias ? acc + bias[o] : acc);
+  if (split == 1) {
+    if (o < OC && lane == 0) y[o] = then(o, bias ? acc + bias[o] : acc);
+    return;
+  }
+  if (lane == 0) warpSums[warp] = acc;
+  __syncthreads();
+  if (o < OC && lane == 0 && warp % split == 0) {
+    float total = warpSums[warp];
+    for (int p = 1; p < split; ++p) total += warpSums[warp + p];
+    y[o] = then(o, bias ? total + bias[o] : total);
+  }
 }
 
 // One query (qkvRow's q, NH heads of hs) against Tc cached keys and values (Tc, C): a block per
 // head. pre[t2] = q·k[t2] / sqrt(hs); att = softmax(pre); out[hh·hs + d] = Σ att[t2]·v[t2][hh·hs + d].
+// A recorded decoding step (fast/decode_graph.hpp) reads the position from the device instead
+// (`position`: Tc = *position + 1) and first writes the new position's key and value, qkvRow's
+// columns [C, 2C) and [2C, 3C), into row Tc - 1 of the cache, which has room for it (`append`);
+// each block writes and reads only its own head's columns.
+// HS: the head size when it is known at compile time (64, GPT-2's: each key is then 16 vector
+// loads issued together, with C a multiple of 4), else 0 and hs.
 constexpr int kDecodeThreads = 256;
 constexpr int kDecodeMaxPositions = 1024;  // GPT-2's context; checked by the caller
+constexpr int kDecodeValuesInFlight = 8;   // value rows a thread loads before adding them
+template <int HS>
 __global__ void __launch_bounds__(kDecodeThreads)
-    attendOneRow(float* out, const float* qkvRow, const float* keys, const float* values, int Tc, int C, int hs,
-                 float scale) {
+    attendOneRow(float* out, const float* qkvRow, float* keys, float* values, int Tc, int C, int hs, float scale,
+                 const int* position = nullptr, bool append = false) {
   __shared__ float pre[kDecodeMaxPositions];
   __shared__ float scratch[kDecodeThreads / 32];
   __shared__ float partial[kDecodeThreads];
+  __shared__ float4 query4[kDecodeThreads / 4];
+  float* query = reinterpret_cast<float*>(query4);
+  if constexpr (HS > 0) hs = HS;
+  startDependents();
+  awaitEarlierKernels();
   const int hh = static_cast<int>(blockIdx.x), tid = static_cast<int>(threadIdx.x);
-  const float* q = qkvRow + hh * hs;
+  if (position) Tc = *position + 1;
+  if (tid < hs) {
+    query[tid] = qkvRow[hh * hs + tid];
+    if (append) {
+      const osprey::Index at = static_cast<osprey::Index>(Tc - 1) * C + hh * hs + tid;
+      keys[at] = qkvRow[C + hh * hs + tid];
+      values[at] = qkvRow[2 * C + hh * hs + tid];
+    }
+  }
+  __syncthreads();
   float m = -INFINITY;
   for (int t2 = tid; t2 < Tc; t2 += kDecodeThreads) {
     const float* k = keys + static_cast<osprey::Index>(t2) * C + hh * hs;
     float s = 0.0f;
-    for (int d = 0; d < hs; ++d) s += q[d] * k[d];
+    if constexpr (HS > 0) {
+      const float4* k4 = reinterpret_cast<const float4*>(k);
+      float4 a[HS / 4];
+#pragma unroll
+      for (int d4 = 0; d4 < HS / 4; ++d4) a[d4] = k4[d4];
+#pragma unroll
+      for (int d4 = 0; d4 < HS / 4; ++d4) {
+        const float4 b = query4[d4];
+        s += a[d4].x * b.x + a[d4].y * b.y + a[d4].z * b.z + a[d4].w * b.w;
+      }
+    } else {
+      for (int d = 0; d < hs; ++d) s += query[d] * k[d];
+    }
     pre[t2] = s * scale;
     m = fmaxf(m, pre[t2]);
   }
@@ -92,8 +234,20 @@ __global__ void __launch_bounds__(kDecodeThreads)
   // Thread tid adds the positions t2 ≡ tid / hs (mod groups) for channel tid % hs.
   const int groups = kDecodeThreads / hs, d = tid % hs, group = tid / hs;
   float acc = 0.0f;
-  if (group < groups)
-    for (int t2 = group; t2 < Tc; t2 += groups) acc += pre[t2] * values[static_cast<osprey::Index>(t2) * C + hh * hs + d];
+  if (group < groups) {
+    const float* v = values + hh * hs + d;
+    for (int first = group; first < Tc; first += groups * kDecodeValuesInFlight) {
+      float held[kDecodeValuesInFlight];
+#pragma unroll
+      for (int u = 0; u < kDecodeValuesInFlight; ++u) {
+        const int t2 = first + u * groups;
+        held[u] = t2 < Tc ? v[static_cast<osprey::Index>(t2) * C] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kDecodeValuesInFlight; ++u)
+        if (first + u * groups < Tc) acc += pre[first + u * groups] * held[u];
+    }
+  }
   partial[tid] = acc;
   __syncthreads();
   if (tid < hs) {
@@ -104,14 +258,19 @@ __global__ void __launch_bounds__(kDecodeThreads)
 }
 
 // The smallest index of the largest non-NaN value of x (n), as a float (exact below 2^24), or -1
-// when every value is NaN. One block.
+// when every value is NaN. One block. A recorded decoding step also moves its position on by one
+// (`advance`), after every kernel of the step has read it.
 constexpr int kArgmaxThreads = 1024;
-__global__ void __launch_bounds__(kArgmaxThreads) argmaxKernel(float* result, const float* x, int n) {
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmaxKernel(float* result, const float* x, int n, int* advance = nullptr) {
   __shared__ float bestValue[kArgmaxThreads];
   __shared__ int bestIndex[kArgmaxThreads];
+  startDependents();
+  awaitEarlierKernels();
   const int tid = static_cast<int>(threadIdx.x);
   float best = -INFINITY;
   int at = -1;
+#pragma unroll 8
   for (int i = tid; i < n; i += kArgmaxThreads) {
     const float v = x[i];
     if (v == v && (at < 0 || v > best)) {  // ascending i: the first of equal values stays
@@ -134,8 +293,48 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmaxKernel(float* result, co
     }
     __syncthreads();
   }
-  if (tid == 0) *result = static_cast<float>(bestIndex[0]);
+  if (tid == 0) {
+    *result = static_cast<float>(bestIndex[0]);
+    if (advance) ++*advance;
+  }
+}
+
+// out (C) = wte[token] + wpe[position], the encoder for one new token whose id (a float) and
+// position are on the device: a recorded decoding step. The same sum as the reference encoder's
+// (a float sum rounded once). An id outside [0, V), which only an argmax that found no maximum
+// leaves, gives NaNs: the step's own argmax then reports the failure again.
+__global__ void embedOne(float* out, const float* token, const float* wte, const float* wpe, const int* position,
+                         int C, int V) {
+  startDependents();
+  awaitEarlierKernels();
+  const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (c >= C) return;
+  const float id = *token;
+  if (!(id >= 0.0f && id < static_cast<float>(V))) {
+    out[c] = NAN;
+    return;
+  }
+  out[c] = wte[static_cast<osprey::Index>(id) * C + c] + wpe[static_cast<osprey::Index>(*position) * C + c];
 }
 
 }  // namespace
+
+// kernel<<<grid, block, shared, stream>>>(args...), allowed to overlap the end of the kernel before
+// it (programmatic dependent launch; the kernel awaits it: awaitEarlierKernels) on a stream of the
+// handler's own. The legacy default stream launches the ordinary way.
+template <class... Params, class... Args>
+cudaError_t launchOverlapped(dim3 grid, dim3 block, std::size_t shared, cudaStream_t stream, void (*kernel)(Params...),
+                             Args&&... args) {
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = stream ? &overlap : nullptr;
+  config.numAttrs = stream ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
 }  // namespace gpt2::fast_kernels

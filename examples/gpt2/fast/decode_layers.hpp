@@ -43,23 +43,77 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::linearResidual(const Buf
   return oneRow(in, wT, bias.data(), IC, OC, fast_kernels::PlusResidual{x.data()});
 }
 
+inline osprey::Result<FastHandler::Buffer> FastHandler::normLinear(const Buffer& x, const Buffer& lnWeight,
+                                                                   const Buffer& lnBias, const Buffer& wT,
+                                                                   const Buffer& bias, osprey::Index N,
+                                                                   osprey::Index IC, osprey::Index OC) {
+  if (N != 1) return linear(OSPREY_TRY(layernormForward(x, lnWeight, lnBias, N, IC)).out, wT, bias, N, IC, OC);
+  OSPREY_CHECK(checkNormalised(x, lnWeight, lnBias, wT, bias, IC, OC));
+  return oneRow(x, wT, bias.data(), IC, OC, fast_kernels::Biased{}, normalised(lnWeight, lnBias));
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::normLinearGelu(const Buffer& x, const Buffer& lnWeight,
+                                                                       const Buffer& lnBias, const Buffer& wT,
+                                                                       const Buffer& bias, osprey::Index N,
+                                                                       osprey::Index IC, osprey::Index OC) {
+  if (N != 1) return linearGelu(OSPREY_TRY(layernormForward(x, lnWeight, lnBias, N, IC)).out, wT, bias, N, IC, OC);
+  OSPREY_CHECK(checkNormalised(x, lnWeight, lnBias, wT, bias, IC, OC));
+  return oneRow(x, wT, bias.data(), IC, OC, fast_kernels::GeluOf{}, normalised(lnWeight, lnBias));
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::normLogits(const Buffer& x, const Buffer& lnWeight,
+                                                                   const Buffer& lnBias, const Buffer& wte,
+                                                                   osprey::Index N, osprey::Index C, osprey::Index V) {
+  if (N != 1) return matmulForwardTransposed(OSPREY_TRY(layernormForward(x, lnWeight, lnBias, N, C)).out, wte, N, C, V);
+  const char* L = "lm head";
+  OSPREY_CHECK(fast_detail::checkShape(*this, lnWeight, 1, C, L, "layernorm weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, lnBias, 1, C, L, "layernorm bias"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, 1, C, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, wte, V, C, L, "weight"));
+  return oneRow(x, wte, nullptr, C, V, fast_kernels::Biased{}, normalised(lnWeight, lnBias));
+}
+
+inline osprey::Result<void> FastHandler::checkNormalised(const Buffer& x, const Buffer& lnWeight,
+                                                         const Buffer& lnBias, const Buffer& wT, const Buffer& bias,
+                                                         osprey::Index IC, osprey::Index OC) {
+  OSPREY_CHECK(fast_detail::checkShape(*this, lnWeight, 1, IC, "layernorm", "weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, lnBias, 1, IC, "layernorm", "bias"));
+  return checkLinear(x, wT, bias, 1, IC, OC);
+}
+
+inline fast_kernels::RowNormalised FastHandler::normalised(const Buffer& lnWeight, const Buffer& lnBias) {
+  return {lnWeight.data(), lnBias.data(), static_cast<float>(kLayerNormEps)};
+}
+
 inline osprey::Result<FastHandler::Buffer> FastHandler::attentionDecode(const Buffer& qkvRow, const Buffer& kCache,
                                                                         const Buffer& vCache, osprey::Index Tc,
                                                                         osprey::Index C, osprey::Index NH) {
-  const char* L = "attention decode";
+  if (Tc <= 0) return osprey::Error{"attention decode: the cache must hold the new position"};
+  return attendRow("attention decode", qkvRow, kCache, vCache, Tc, C, NH);
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::attendRow(const char* L, const Buffer& qkvRow,
+                                                                  const Buffer& keys, const Buffer& values,
+                                                                  osprey::Index held, osprey::Index C,
+                                                                  osprey::Index NH, const int* position) {
   const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
-  if (Tc <= 0) return osprey::Error{fmt::format("{}: the cache must hold the new position", L)};
-  if (Tc > fast_kernels::kDecodeMaxPositions || hs > fast_kernels::kDecodeThreads)
-    return osprey::Error{fmt::format("{}: {} positions of {}-wide heads exceed the fused kernel's {} and {}", L, Tc, hs,
-                                     fast_kernels::kDecodeMaxPositions, fast_kernels::kDecodeThreads)};
+  const osprey::Index positions = position ? held + 1 : held;
+  if (positions > fast_kernels::kDecodeMaxPositions || hs > fast_kernels::kDecodeThreads)
+    return osprey::Error{fmt::format("{}: {} positions of {}-wide heads exceed the fused kernel's {} and {}", L,
+                                     positions, hs, fast_kernels::kDecodeMaxPositions, fast_kernels::kDecodeThreads)};
   OSPREY_CHECK(fast_detail::checkShape(*this, qkvRow, 3, C, L, "qkv row"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, kCache, Tc, C, L, "key cache"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, vCache, Tc, C, L, "value cache"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, keys, held, C, L, "key cache"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, values, held, C, L, "value cache"));
   auto out = OSPREY_TRY(allocate(C));
-  fast_kernels::attendOneRow<<<static_cast<unsigned>(NH), fast_kernels::kDecodeThreads>>>(
-      out.data(), qkvRow.data(), kCache.data(), vCache.data(), static_cast<int>(Tc), static_cast<int>(C),
-      static_cast<int>(hs), static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))));
-  OSPREY_CHECK(fast_detail::launched("fast attention decode launch"));
+  const auto launch = [&](auto kernel) {
+    return fast_kernels::launchOverlapped(static_cast<unsigned>(NH), fast_kernels::kDecodeThreads, 0, stream(), kernel,
+                                          out.data(), qkvRow.data(), keys.data(), values.data(),
+                                          static_cast<int>(positions), static_cast<int>(C), static_cast<int>(hs),
+                                          static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))), position,
+                                          position != nullptr);
+  };
+  OSPREY_CUDA_CHECK(hs == 64 && C % 4 == 0 ? launch(fast_kernels::attendOneRow<64>) : launch(fast_kernels::attendOneRow<0>),
+                    "fast attention decode launch");
   return out;
 }
 
@@ -67,8 +121,9 @@ inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logi
   const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
   if (n >= (1 << 24)) return osprey::Error{"generate: more than 2^24 logits"};
   auto best = OSPREY_TRY(allocate(1));
-  fast_kernels::argmaxKernel<<<1, fast_kernels::kArgmaxThreads>>>(best.data(), logits.data(), n);
-  OSPREY_CHECK(fast_detail::launched("fast argmax launch"));
+  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(1, fast_kernels::kArgmaxThreads, 0, stream(), fast_kernels::argmaxKernel,
+                                                   best.data(), logits.data(), n, static_cast<int*>(nullptr)),
+                    "fast argmax launch");
   const osprey::Scalar at = get(best, 0);
   if (at < 0) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
   return static_cast<osprey::Index>(at);

@@ -16,10 +16,15 @@
 // outputs straight into (B, T, C) and (B, T, 3C). att (B, NH, T, T) is still materialised: the
 // backward reads it, as the reference's does.
 //
-// LayerNorm, GELU and softmax cross-entropy (forward and backward): fused float kernels, one pass
-// per row (fast/row_kernels.hpp). The encoder, residual sums, AdamW and the cached decoding step
-// run their reference definitions on this handler (double arithmetic over float storage), with
-// row sums and maxima folded as trees (osprey::Fast::foldRows).
+// LayerNorm, GELU, softmax cross-entropy (forward and backward) and AdamW: fused float kernels,
+// one pass per row (fast/row_kernels.hpp). The encoder and residual sums run their reference
+// definitions on this handler (double arithmetic over float storage), with row sums and maxima
+// folded as trees (osprey::Fast::foldRows).
+//
+// Decoding (fast/decode_layers.hpp, fast/decode_graph.hpp): one bandwidth kernel per linear layer
+// with the LayerNorm before it and the GELU or residual after it, one kernel for attention and the
+// cache's new row, the argmax on the device; and the whole step recorded once as a CUDA graph and
+// replayed for every further token.
 //
 // How far the results may be from the exact handlers' is docs/FAST.md; tests/cuda/fast_test.cu
 // checks each fused layer against its reference definition on this handler, and the model
@@ -27,13 +32,15 @@
 #pragma once
 
 #include <climits>
+#include <memory>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include "gpt2/fast/causal_softmax.hpp"
 #include "gpt2/fast/decode_kernels.hpp"
 #include "gpt2/fast/row_kernels.hpp"
-#include "gpt2/layers/layers.hpp"
+#include "gpt2/generate.hpp"  // the model, and the reference continuation
 #include "osprey/gpu/fast.hpp"
 
 namespace gpt2 {
@@ -101,6 +108,29 @@ class FastHandler : public osprey::Fast {
   osprey::Result<Buffer> attentionDecode(const Buffer& qkvRow, const Buffer& kCache, const Buffer& vCache,
                                          osprey::Index Tc, osprey::Index C, osprey::Index NH);
   osprey::Result<osprey::Index> greedyToken(const Buffer& logits);
+  // The LayerNorm in front of a one-row linear layer, inside the product's kernel (model.hpp's
+  // normLinear, normLinearGelu and normLogits); more rows: layernormForward, then the layer.
+  osprey::Result<Buffer> normLinear(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias, const Buffer& wT,
+                                    const Buffer& bias, osprey::Index N, osprey::Index IC, osprey::Index OC);
+  osprey::Result<Buffer> normLinearGelu(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias,
+                                        const Buffer& wT, const Buffer& bias, osprey::Index N, osprey::Index IC,
+                                        osprey::Index OC);
+  osprey::Result<Buffer> normLogits(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias, const Buffer& wte,
+                                    osprey::Index N, osprey::Index C, osprey::Index V);
+
+  // Decoding as a CUDA graph (fast/decode_graph.hpp): continueGreedy records one decodeStep and
+  // replays it for every further token, the token and its position staying on the device; while it
+  // records, encoderForward and attendAppending read the position from the device and the cache
+  // grows in place. Otherwise (and with setDecodeGraphs(false)) they are the reference definitions.
+  // (Weights, Step: ForwardWeights and StepOut of this handler, named once it is complete.)
+  template <class Weights, class Step, class OnToken>
+  osprey::Result<std::vector<int>> continueGreedy(const Weights& w, Step& step, osprey::Index count, OnToken& onToken);
+  osprey::Result<Buffer> encoderForward(const Buffer& tokens, const Buffer& wte, const Buffer& wpe, osprey::Index N,
+                                        osprey::Index T, osprey::Index C, osprey::Index posOffset);
+  osprey::Result<AttendAppendingOut<FastHandler>> attendAppending(const Buffer& qkvRow, const Buffer& keys,
+                                                                  const Buffer& values, osprey::Index Tc,
+                                                                  osprey::Index C, osprey::Index NH);
+  void setDecodeGraphs(bool on) { m_decodeGraphs = on; }
 
  private:
   // out (N, OC) = x · op(w) + bias: the bias in cuBLASLt's epilogue, or (where it has no algorithm)
@@ -109,9 +139,20 @@ class FastHandler : public osprey::Fast {
                                        osprey::Index IC, osprey::Index OC);
   // y (OC) = then(o, x · wTᵀ[o] + bias[o]) for one row x (IC), by linearRow; bias may be null.
   // The caller has checked the shapes.
-  template <class Then>
+  template <class Then, class Row = fast_kernels::RowAsIs>
   osprey::Result<Buffer> oneRow(const Buffer& x, const Buffer& wT, const float* bias, osprey::Index IC,
-                                osprey::Index OC, Then then);
+                                osprey::Index OC, Then then, Row row = {});
+  static constexpr osprey::Index kMaxNormalisedRow = 12 * 1024;  // floats of shared memory per block
+  // x (1, IC), the LayerNorm's weight and bias (IC), and the linear layer's wT and bias.
+  osprey::Result<void> checkNormalised(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias, const Buffer& wT,
+                                       const Buffer& bias, osprey::Index IC, osprey::Index OC);
+  static fast_kernels::RowNormalised normalised(const Buffer& lnWeight, const Buffer& lnBias);
+  // Attention of qkvRow's query against `held` cached positions (attendOneRow). With a device-side
+  // position (a recorded step) the kernel first appends the row's key and value and attends over
+  // one position more: the position's own, read on the device.
+  osprey::Result<Buffer> attendRow(const char* layer, const Buffer& qkvRow, const Buffer& keys, const Buffer& values,
+                                   osprey::Index held, osprey::Index C, osprey::Index NH,
+                                   const int* position = nullptr);
   // x (N, IC), wT (OC, IC) and bias (OC), as a linear layer reads them.
   osprey::Result<void> checkLinear(const Buffer& x, const Buffer& wT, const Buffer& bias, osprey::Index N,
                                    osprey::Index IC, osprey::Index OC);
@@ -126,6 +167,20 @@ class FastHandler : public osprey::Fast {
   // n ones, kept for the bias gradients' column sums (grown when a larger n is asked for).
   osprey::Result<const float*> ones(osprey::Index n);
   Buffer m_ones;
+
+  // A decoding step being recorded (fast/decode_graph.hpp): where its position lives on the
+  // device, the position it had when recording began, and each block's keys and values with room
+  // for maxT positions.
+  struct Recording {
+    int* position;
+    osprey::Index start;
+    std::vector<Buffer> keys, values;
+  };
+  class DecodeGraph;
+  template <class Weights, class Cache>
+  osprey::Result<std::unique_ptr<DecodeGraph>> recordDecodeStep(const Weights& w, const Cache& cache, int token);
+  Recording* m_recording = nullptr;
+  bool m_decodeGraphs = true;
 };
 
 OSPREY_ASSERT_HANDLER(FastHandler, "fast (gpt2)");
@@ -168,4 +223,5 @@ struct One {
 #include "gpt2/fast/attention_layers.hpp"
 #include "gpt2/fast/row_layers.hpp"
 #include "gpt2/fast/decode_layers.hpp"
+#include "gpt2/fast/decode_graph.hpp"
 #undef OSPREY_GPT2_FAST_HANDLER_PARTS

@@ -19,15 +19,21 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForward(const Buff
   return linearProduct({x.data()}, {w.data()}, bias, N, IC, OC);
 }
 
-template <class Then>
+template <class Then, class Row>
 osprey::Result<FastHandler::Buffer> FastHandler::oneRow(const Buffer& x, const Buffer& wT, const float* bias,
-                                                        osprey::Index IC, osprey::Index OC, Then then) {
+                                                        osprey::Index IC, osprey::Index OC, Then then, Row row) {
   const int ic = OSPREY_TRY(fast_detail::intWidth("linear", IC)), oc = OSPREY_TRY(fast_detail::intWidth("linear", OC));
+  constexpr bool normalises = std::is_same_v<Row, fast_kernels::RowNormalised>;
+  if (normalises && IC > kMaxNormalisedRow)
+    return osprey::Error{fmt::format("linear: a normalised row of {} exceeds the fused kernel's {}", IC, kMaxNormalisedRow)};
   auto y = OSPREY_TRY(allocate(OC));
-  const auto blocks = static_cast<unsigned>((OC + fast_kernels::kRowWarpsPerBlock - 1) / fast_kernels::kRowWarpsPerBlock);
-  fast_kernels::linearRow<<<blocks, fast_kernels::kRowWarpsPerBlock * 32>>>(y.data(), wT.data(), x.data(), bias, ic, oc,
-                                                                           then);
-  OSPREY_CHECK(fast_detail::launched("fast one-row linear launch"));
+  const int split = fast_kernels::rowSplit(ic, oc), rowsPerBlock = fast_kernels::kRowWarpsPerBlock / split;
+  const auto blocks = static_cast<unsigned>((OC + rowsPerBlock - 1) / rowsPerBlock);
+  const std::size_t shared = normalises ? static_cast<std::size_t>(IC) * sizeof(float) : 0;
+  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(blocks, fast_kernels::kRowWarpsPerBlock * 32, shared, stream(),
+                                                   fast_kernels::linearRow<Then, Row>, y.data(), wT.data(), x.data(),
+                                                   bias, ic, oc, split, then, row),
+                    "fast one-row linear launch");
   return y;
 }
 
@@ -90,7 +96,7 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::matmulBac
   OSPREY_CHECK(copyRows(doutWide.data(), Vp, dout.data(), OC, N, OC, Vp));
   auto wtWide = OSPREY_TRY(allocate(Vp * IC));
   OSPREY_CHECK(copyRows(wtWide.data(), IC, wt.data(), IC, OC, IC));
-  OSPREY_CUDA_CHECK(cudaMemsetAsync(wtWide.data() + OC * IC, 0, static_cast<std::size_t>((Vp - OC) * IC) * sizeof(float)),
+  OSPREY_CUDA_CHECK(cudaMemsetAsync(wtWide.data() + OC * IC, 0, static_cast<std::size_t>((Vp - OC) * IC) * sizeof(float), stream()),
                     "zeroing the padded weight rows");
   OSPREY_CHECK(product(dx.data(), {doutWide.data()}, {wtWide.data()}, N, Vp, IC));       // (N, Vp) · wt (Vp, IC)
   auto dwtWide = OSPREY_TRY(allocate(Vp * IC));
@@ -106,7 +112,7 @@ inline osprey::Result<void> FastHandler::copyRows(float* dst, osprey::Index ldDs
   if (rows == 0 || cols == 0) return {};
   const int c = OSPREY_TRY(fast_detail::intWidth("copy rows", cols));
   const int w = width > cols ? OSPREY_TRY(fast_detail::intWidth("copy rows", width)) : c;
-  fast_kernels::copyRows<<<fast_kernels::copyGrid(rows, w), fast_kernels::kCopyThreads>>>(dst, ldDst, src, ldSrc, rows,
+  fast_kernels::copyRows<<<fast_kernels::copyGrid(rows, w), fast_kernels::kCopyThreads, 0, stream()>>>(dst, ldDst, src, ldSrc, rows,
                                                                                          c, w);
   return fast_detail::launched("fast row copy launch");
 }

@@ -29,7 +29,7 @@ inline osprey::Result<LayerNormOut<FastHandler>> FastHandler::layernormForward(c
   auto mean = OSPREY_TRY(allocate(N));
   auto rstd = OSPREY_TRY(allocate(N));
   if (N > 0) {
-    fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32>>>(
+    fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream()>>>(
         out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, Ci, static_cast<float>(kLayerNormEps));
     OSPREY_CHECK(fast_detail::launched("fast layernorm launch"));
   }
@@ -49,7 +49,7 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormBackwar
   auto dx = OSPREY_TRY(allocate(N * C));
   auto doutNorm = OSPREY_TRY(allocate(N * C));
   if (N > 0) {
-    fast_kernels::layerNormBackward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32>>>(
+    fast_kernels::layerNormBackward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream()>>>(
         dx.data(), doutNorm.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, Ci);
     OSPREY_CHECK(fast_detail::launched("fast layernorm backward launch"));
   }
@@ -79,7 +79,7 @@ inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::crossEntropyFor
   auto probs = OSPREY_TRY(allocate(N * V));
   auto losses = OSPREY_TRY(allocate(N));
   if (N > 0) {
-    fast_kernels::crossEntropyForward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads>>>(
+    fast_kernels::crossEntropyForward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
         probs.data(), losses.data(), logits.data(), targets.data(), N, Vi);
     OSPREY_CHECK(fast_detail::launched("fast cross-entropy launch"));
   }
@@ -92,7 +92,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::crossEntropyBackward(con
   const int Vi = OSPREY_TRY(checkCrossEntropy("cross-entropy backward", probs, "probs", targets, N, V));
   auto dlogits = OSPREY_TRY(allocate(N * V));
   if (N > 0) {
-    fast_kernels::crossEntropyBackward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads>>>(
+    fast_kernels::crossEntropyBackward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
         dlogits.data(), probs.data(), targets.data(), N, Vi, static_cast<float>(dloss));
     OSPREY_CHECK(fast_detail::launched("fast cross-entropy backward launch"));
   }

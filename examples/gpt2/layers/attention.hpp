@@ -270,6 +270,36 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
   return reference::attentionDecode(h, qkvRow, kCache, vCache, Tc, C, NH);
 }
 
+// The new position's attention while decoding, and the cache it leaves: keys and values (Tc, C)
+// grown by columns [C, 2C) and [2C, 3C) of qkvRow (3C), then attentionDecode over the Tc + 1
+// positions. out (C), keys and values (Tc + 1, C).
+template <class H>
+struct AttendAppendingOut {
+  Buf<H> out, keys, values;
+};
+
+namespace reference {
+template <osprey::Tensor H>
+osprey::Result<AttendAppendingOut<H>> attendAppending(H& h, const Buf<H>& qkvRow, const Buf<H>& keys,
+                                                      const Buf<H>& values, osprey::Index Tc, osprey::Index C,
+                                                      osprey::Index NH) {
+  auto grownKeys = OSPREY_TRY(appendRowSlice(h, keys, qkvRow, 3 * C, C, Tc, C));          // (Tc+1, C)
+  auto grownValues = OSPREY_TRY(appendRowSlice(h, values, qkvRow, 3 * C, 2 * C, Tc, C));  // (Tc+1, C)
+  auto out = OSPREY_TRY(gpt2::attentionDecode(h, qkvRow, grownKeys, grownValues, Tc + 1, C, NH));  // (C)
+  return AttendAppendingOut<H>{std::move(out), std::move(grownKeys), std::move(grownValues)};
+}
+}  // namespace reference
+
+// A derived operation: a handler whose cache has room for the new row answers it in one kernel
+// (the fast handler's recorded decoding step, fast/decode_graph.hpp).
+template <osprey::Tensor H>
+osprey::Result<AttendAppendingOut<H>> attendAppending(H& h, const Buf<H>& qkvRow, const Buf<H>& keys,
+                                                      const Buf<H>& values, osprey::Index Tc, osprey::Index C,
+                                                      osprey::Index NH) {
+  OSPREY_GPT2_DERIVED(attendAppending, qkvRow, keys, values, Tc, C, NH)
+  return reference::attendAppending(h, qkvRow, keys, values, Tc, C, NH);
+}
+
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>& qkv,
                                          const Buf<H>& att, osprey::Index B, osprey::Index T,

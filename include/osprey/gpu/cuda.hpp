@@ -16,8 +16,9 @@
 // Failures are Errors, never a quiet run elsewhere: open() without a GPU says so (no fallback to
 // the host), every CUDA call goes through OSPREY_CUDA_CHECK, and every launch is checked.
 //
-// Asynchronous launches, deferred fault checks. Every launch goes onto the one (legacy default)
-// stream and returns at once: a host synchronisation per launch (tens of microseconds) would cost
+// Asynchronous launches, deferred fault checks. Every launch goes onto the device's one stream (the
+// legacy default stream, unless a handler recording a CUDA graph has set its own: setStream) and
+// returns at once: a host synchronisation per launch (tens of microseconds) would cost
 // more than most of the model's kernels take to run, and one-token decoding launches hundreds of
 // them. A `strictly` fault recorded inside a kernel (strict.hpp's fault slot) is therefore found
 // when the host next has to wait for the device anyway: a read-back (get/readOne, download/
@@ -447,11 +448,37 @@ class CudaDevice {
     std::lock_guard lock(m_cacheLock);
     auto live = m_live.find(p);
     if (live == m_live.end()) return;  // not ours; never happens through GpuBuffer
+    if (m_holding) {  // still live: a recorded graph's kernels write it on every replay
+      m_held.push_back(p);
+      return;
+    }
     m_idle[live->second].push_back(const_cast<void*>(p));
     m_cachedBytes += live->second;
     m_liveBytes -= live->second;
     m_live.erase(live);
   }
+
+  // While held, released blocks stay live instead of going back to the cache: a CUDA graph replays
+  // its recording's kernels onto the very blocks they used, including blocks whose buffers were
+  // released during the recording, so no other buffer may be handed those blocks until the graph
+  // is gone. Ending the hold releases them.
+  void holdReleases(bool hold) {
+    std::vector<const void*> held;
+    {
+      std::lock_guard lock(m_cacheLock);
+      m_holding = hold;
+      if (!hold) held.swap(m_held);
+    }
+    for (const void* p : held) release(p);
+  }
+
+  // The stream every launch, copy and wait of this device goes to: the legacy default stream
+  // (nullptr) unless set. A CUDA graph is recorded from a stream of its own (the legacy stream
+  // cannot be captured); the handler that records sets it for the recording and its replays, and
+  // sets nullptr again after. Not for concurrent use: one stream for everything is what makes the
+  // deferred fault checks and the block reuse above safe.
+  cudaStream_t stream() const { return m_stream; }
+  void setStream(cudaStream_t stream) { m_stream = stream; }
 
   // From pageable host memory: cudaMemcpy queues the copy behind the launches on the stream (and
   // returns once the source has been staged), so no check is needed here.
@@ -479,7 +506,7 @@ class CudaDevice {
     OSPREY_CHECK(activate());
     std::lock_guard lock(m_stagingLock);
     const std::string what = fmt::format("read-back of one {}", elementName<T>(1));
-    OSPREY_CUDA_CHECK(cudaMemcpyAsync(m_staging->bytes, p, sizeof(T), cudaMemcpyDeviceToHost), what);
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(m_staging->bytes, p, sizeof(T), cudaMemcpyDeviceToHost, m_stream), what);
     OSPREY_CHECK(settle(what));
     T value;
     std::memcpy(&value, m_staging->bytes, sizeof(T));
@@ -550,7 +577,7 @@ class CudaDevice {
     const unsigned long long launch =
         OSPREY_TRY(beginLaunch(&cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses,
                                &cuda_detail::forEachLabel<Body>, n));
-    cuda_detail::forEachKernel<<<cuda_detail::blocksFor(n, m_multiprocessors), cuda_detail::kThreadsPerBlock>>>(
+    cuda_detail::forEachKernel<<<cuda_detail::blocksFor(n, m_multiprocessors), cuda_detail::kThreadsPerBlock, 0, m_stream>>>(
         n, body, launch);
     OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::forEachLabel<Body>() + " launch");
     if (m_checkEachLaunch) return settle("the launch");
@@ -565,9 +592,9 @@ class CudaDevice {
                                &cuda_detail::foldLabel<C>, v.n));
     std::lock_guard lock(m_stagingLock);
     Scalar* result = &m_scratch->value;
-    cuda_detail::foldKernel<<<1, cuda_detail::kFoldThreads>>>(v, seed, combine, result, launch);
+    cuda_detail::foldKernel<<<1, cuda_detail::kFoldThreads, 0, m_stream>>>(v, seed, combine, result, launch);
     OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::foldLabel<C>() + " launch");
-    OSPREY_CUDA_CHECK(cudaMemcpyAsync(&m_staging->value, result, sizeof(Scalar), cudaMemcpyDeviceToHost),
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(&m_staging->value, result, sizeof(Scalar), cudaMemcpyDeviceToHost, m_stream),
                       cuda_detail::foldLabel<C>() + " result");
     OSPREY_CHECK(settle(fmt::format("the result of a fold over {} elements", v.n)));
     return m_staging->value;
@@ -590,10 +617,10 @@ class CudaDevice {
                           (Tree ? cuda_detail::kTreeFoldBlocksPerProcessor : cuda_detail::kRowFoldBlocksPerProcessor);
     const auto blocks = static_cast<unsigned>(rows < filling ? rows : filling);
     if constexpr (Tree) {
-      cuda_detail::treeRowFoldKernel<<<blocks, cuda_detail::kTreeFoldThreads>>>(out, rows, length, seed, fromFirst,
+      cuda_detail::treeRowFoldKernel<<<blocks, cuda_detail::kTreeFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst,
                                                                                term, combine, finish, launch);
     } else {
-      cuda_detail::rowFoldKernel<<<blocks, cuda_detail::kRowFoldThreads>>>(out, rows, length, seed, fromFirst, term,
+      cuda_detail::rowFoldKernel<<<blocks, cuda_detail::kRowFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst, term,
                                                                           combine, finish, launch);
     }
     OSPREY_CUDA_CHECK(cudaGetLastError(), label() + " launch");
@@ -609,12 +636,12 @@ class CudaDevice {
     std::lock_guard lock(m_stagingLock);
     m_staging->index = v.n;  // "not found"
     long long* best = &m_scratch->index;
-    OSPREY_CUDA_CHECK(cudaMemcpyAsync(best, &m_staging->index, sizeof(long long), cudaMemcpyHostToDevice),
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(best, &m_staging->index, sizeof(long long), cudaMemcpyHostToDevice, m_stream),
                       "indexOf setup");
-    cuda_detail::indexOfKernel<<<cuda_detail::blocksFor(v.n, m_multiprocessors), cuda_detail::kThreadsPerBlock>>>(
+    cuda_detail::indexOfKernel<<<cuda_detail::blocksFor(v.n, m_multiprocessors), cuda_detail::kThreadsPerBlock, 0, m_stream>>>(
         v, x, best);
     OSPREY_CUDA_CHECK(cudaGetLastError(), "indexOf launch");
-    OSPREY_CUDA_CHECK(cudaMemcpyAsync(&m_staging->index, best, sizeof(long long), cudaMemcpyDeviceToHost),
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(&m_staging->index, best, sizeof(long long), cudaMemcpyDeviceToHost, m_stream),
                       "indexOf result");
     OSPREY_CHECK(settle(fmt::format("the result of indexOf over {} elements", v.n)));
     return static_cast<Index>(m_staging->index);
@@ -758,9 +785,9 @@ class CudaDevice {
     std::lock_guard lock(m_launchLock);
     for (const Unit& u : m_units)
       OSPREY_CUDA_CHECK(cudaMemcpyAsync(&u.readback->fault, u.device.fault, sizeof(DeviceFault),
-                                        cudaMemcpyDeviceToHost),
+                                        cudaMemcpyDeviceToHost, m_stream),
                         fmt::format("reading a fault slot before {}", what));
-    const cudaError_t ran = cudaStreamSynchronize(nullptr);
+    const cudaError_t ran = cudaStreamSynchronize(m_stream);
     if (ran != cudaSuccess)
       return cuda::failure(ran, "cudaStreamSynchronize(stream)", __FILE__, __LINE__,
                            fmt::format("waiting for the queued kernels before {} (the last launched: {})", what,
@@ -828,6 +855,9 @@ class CudaDevice {
   std::map<std::size_t, std::vector<void*>> m_idle;     // released: bytes -> blocks
   std::size_t m_cachedBytes = 0;
   std::size_t m_liveBytes = 0, m_peakLiveBytes = 0;
+  bool m_holding = false;                               // see holdReleases
+  std::vector<const void*> m_held;
+  cudaStream_t m_stream = nullptr;                      // see stream()
 
   std::mutex m_stagingLock;        // one read-back at a time through m_staging / m_scratch
   Staging* m_staging;              // pinned host memory

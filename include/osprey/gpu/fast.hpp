@@ -61,8 +61,8 @@ class CublasHandle {
       return cublas::failure(made, "cublasLtCreate(&lt)", __FILE__, __LINE__, "creating the fast handler's cuBLASLt handle");
     }
     auto owned = std::shared_ptr<CublasHandle>(new CublasHandle(h, lt));
-    // Default math mode: each call's compute type alone decides TF32 or full float (Precision);
-    // the stream stays the legacy default stream.
+    // Default math mode: each call's compute type alone decides TF32 or full float (Precision).
+    // Each call goes to the device's stream (Fast::blasOnStream).
     OSPREY_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "choosing cuBLAS's default math mode");
     return owned;
   }
@@ -156,7 +156,7 @@ class Fast : public Gpu<CudaDevice, float> {
     if (inner == 0) {  // an empty sum: zeros (cuBLAS would leave beta * out)
       if (beta != 0.0f) return {};
       if (ldOut || strideOut) return Error{label() + ": an empty sum into a strided output is not supported"};
-      OSPREY_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(batch * rows * cols) * sizeof(float)),
+      OSPREY_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(batch * rows * cols) * sizeof(float), stream()),
                         label());
       return {};
     }
@@ -169,7 +169,7 @@ class Fast : public Gpu<CudaDevice, float> {
     const Index strideB = b.stride ? b.stride : inner * cols, strideA = a.stride ? a.stride : rows * inner;
     const Index ldc = ldOut ? ldOut : cols, strideC = strideOut ? strideOut : rows * cols;
     if (ldc > INT_MAX) return Error{label() + ": the output's leading dimension is outside cuBLAS's int range"};
-    OSPREY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(m_blas->get(), opB, opA, m, n, k, &alpha, b.data, CUDA_R_32F,
+    OSPREY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(OSPREY_TRY(blasOnStream()), opB, opA, m, n, k, &alpha, b.data, CUDA_R_32F,
                                                    static_cast<int>(ldb), strideB, a.data, CUDA_R_32F,
                                                    static_cast<int>(lda), strideA, &beta, out,
                                                    CUDA_R_32F, static_cast<int>(ldc), strideC, static_cast<int>(batch),
@@ -227,7 +227,7 @@ class Fast : public Gpu<CudaDevice, float> {
     const float alpha = 1.0f, beta = 0.0f;
     OSPREY_CUBLAS_CHECK(cublasLtMatmul(m_blas->lt(), desc.value, &alpha, b.data, layoutB.value, a.data, layoutA.value,
                                        &beta, out, layoutOut.value, out, layoutOut.value, &chosen.algo, workspace,
-                                       workspaceBytes, nullptr),
+                                       workspaceBytes, stream()),
                         label());
     if (m_device->checksEachLaunch()) OSPREY_CHECK(m_device->flush());
     return true;
@@ -248,7 +248,7 @@ class Fast : public Gpu<CudaDevice, float> {
       if (d < 1 || d > INT_MAX) return Error{label() + ": a dimension is outside cuBLAS's int range [1, 2^31)"};
     const float alpha = 1.0f, beta = 0.0f;
     OSPREY_CUBLAS_CHECK(
-        cublasGemmBatchedEx(m_blas->get(), bTransposed ? CUBLAS_OP_T : CUBLAS_OP_N, aTransposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+        cublasGemmBatchedEx(OSPREY_TRY(blasOnStream()), bTransposed ? CUBLAS_OP_T : CUBLAS_OP_N, aTransposed ? CUBLAS_OP_T : CUBLAS_OP_N,
                             static_cast<int>(cols), static_cast<int>(rows), static_cast<int>(inner), &alpha,
                             reinterpret_cast<const void* const*>(bs), CUDA_R_32F, static_cast<int>(ldb),
                             reinterpret_cast<const void* const*>(as), CUDA_R_32F, static_cast<int>(lda), &beta,
@@ -275,7 +275,17 @@ class Fast : public Gpu<CudaDevice, float> {
 
   // n floats, uninitialised: the output of a product or a fused kernel.
   Result<Buffer> allocate(Index n) { return gpuAllocate<float>(m_device, n); }
+
+  // The stream the device's work goes to (CudaDevice::stream): fused kernels launch onto it.
+  cudaStream_t stream() const { return m_device->stream(); }
+
  private:
+  // The cuBLAS handle with its calls put on the device's stream.
+  Result<cublasHandle_t> blasOnStream() {
+    OSPREY_CUBLAS_CHECK(cublasSetStream(m_blas->get(), stream()), "putting cuBLAS on the device's stream");
+    return m_blas->get();
+  }
+
   // cuBLASLt's workspace, allocated on first use and kept with the handler's copies.
   static constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
   Result<float*> ltWorkspace() {
