@@ -8,7 +8,10 @@
 //   * the cache has room for every position (maxT rows per block), and each block's attention
 //     writes the new key and value into it before attending (attendAppending), so the step
 //     allocates nothing that changes from one token to the next;
-//   * blocks the recording used stay with it until it is gone (CudaDevice::holdReleases).
+//   * blocks the recording used stay with it until it is gone (CudaDevice::holdReleases);
+//   * the next replay is queued before the host waits for the current one's token, so the device
+//     never waits for the host: each step's argmax writes its token straight into pinned host
+//     memory, one slot per position.
 //
 // The replayed kernels are the recorded ones, with the same arguments: only the device-side token
 // and position differ. tests/cuda/fast_test.cu checks that the replayed continuation equals the
@@ -38,16 +41,25 @@ class FastHandler::DecodeGraph {
     if (m_graph) (void)cudaGraphDestroy(m_graph);
     if (m_streamSet) m_device->setStream(nullptr);
     if (m_holding) m_device->holdReleases(false);
+    for (cudaEvent_t e : m_done)
+      if (e) (void)cudaEventDestroy(e);
     if (m_stream) (void)cudaStreamDestroy(m_stream);
-    if (m_nextToken) (void)cudaFreeHost(m_nextToken);
+    if (m_tokens) (void)cudaFreeHost(m_tokens);
   }
 
   // The stream to record on (the legacy default stream cannot be captured), made the device's.
-  osprey::Result<void> begin() {
+  // tokensByPosition: the context's length, the slots the steps' tokens are written to.
+  osprey::Result<void> begin(osprey::Index positions) {
     OSPREY_CUDA_CHECK(cudaStreamCreate(&m_stream), "creating the decoding graph's stream");
+    for (cudaEvent_t& e : m_done)
+      OSPREY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "creating the decoding graph's events");
     void* pinned = nullptr;
-    OSPREY_CUDA_CHECK(cudaMallocHost(&pinned, sizeof(float)), "allocating the decoding graph's token read-back");
-    m_nextToken = static_cast<float*>(pinned);
+    OSPREY_CUDA_CHECK(cudaHostAlloc(&pinned, static_cast<std::size_t>(positions) * sizeof(int), cudaHostAllocMapped),
+                      "allocating the decoding graph's token read-back");
+    m_tokens = static_cast<int*>(pinned);
+    void* onDevice = nullptr;
+    OSPREY_CUDA_CHECK(cudaHostGetDevicePointer(&onDevice, pinned, 0), "mapping the token read-back");
+    m_tokensOnDevice = static_cast<int*>(onDevice);
     OSPREY_CHECK(m_device->flush());  // everything queued on the legacy stream before, done
     m_device->holdReleases(true);
     m_holding = true;
@@ -56,7 +68,7 @@ class FastHandler::DecodeGraph {
     return {};
   }
   cudaStream_t stream() const { return m_stream; }
-  float* nextToken() const { return m_nextToken; }
+  int* tokensOnDevice() const { return m_tokensOnDevice; }
 
   // The captured graph, instantiated.
   osprey::Result<void> instantiate(cudaGraph_t graph) {
@@ -65,14 +77,21 @@ class FastHandler::DecodeGraph {
     return {};
   }
 
-  // One step: the next token's id, once the step and every earlier kernel are done and checked.
-  osprey::Result<int> replay(osprey::Index V) {
+  // Queues replay number `step` (0, 1, ...): the step at position start + step. Steps are queued
+  // at most one ahead of the one the host waits for (two events, used in turn).
+  osprey::Result<void> queue(osprey::Index step) {
     OSPREY_CUDA_CHECK(cudaGraphLaunch(m_instance, m_stream), "replaying the decoding graph");
-    OSPREY_CHECK(m_device->flush());
-    const float id = *m_nextToken;
-    if (!(id >= 0.0f && id < static_cast<float>(V)))
-      return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
-    return static_cast<int>(id);
+    OSPREY_CUDA_CHECK(cudaEventRecord(m_done[step % 2], m_stream), "marking a replay's end");
+    return {};
+  }
+  // The token replay `step` chose, once it has run. Its kernels record no faults (the strict
+  // checks live in the reference kernels, none of which the recording holds); a CUDA error
+  // surfaces here.
+  osprey::Result<int> await(osprey::Index step, osprey::Index V) {
+    OSPREY_CUDA_CHECK(cudaEventSynchronize(m_done[step % 2]), "waiting for a replayed decoding step");
+    const int id = static_cast<const volatile int*>(m_tokens)[recording.start + step];
+    if (id < 0 || id >= V) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
+    return id;
   }
 
   // What the graph reads and writes, kept for as long as it may run.
@@ -86,7 +105,9 @@ class FastHandler::DecodeGraph {
   cudaStream_t m_stream = nullptr;
   cudaGraph_t m_graph = nullptr;
   cudaGraphExec_t m_instance = nullptr;
-  float* m_nextToken = nullptr;  // pinned
+  cudaEvent_t m_done[2] = {nullptr, nullptr};
+  int* m_tokens = nullptr;          // pinned and mapped: the token chosen at each position
+  int* m_tokensOnDevice = nullptr;  // the same memory, as the device addresses it
   bool m_holding = false, m_streamSet = false;
 };
 
@@ -152,7 +173,7 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
     views.layers.push_back(LayerCache<FastHandler>{r.keys.back().prefix(Tc * C), r.values.back().prefix(Tc * C)});
   }
 
-  OSPREY_CHECK(graph->begin());
+  OSPREY_CHECK(graph->begin(c.maxT));
   {
     fast_detail::Scoped<Recording> recording(m_recording, &r);
     OSPREY_CUDA_CHECK(cudaStreamBeginCapture(graph->stream(), cudaStreamCaptureModeRelaxed),
@@ -162,11 +183,9 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
     const Buffer& logits = graph->recorded->logits;
     const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
     OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(1, fast_kernels::kArgmaxThreads, 0, stream(), fast_kernels::argmaxKernel,
-                                                     graph->token.data(), logits.data(), n, position),
+                                                     graph->token.data(), logits.data(), n, position,
+                                                     graph->tokensOnDevice()),
                       "fast argmax launch");
-    OSPREY_CUDA_CHECK(cudaMemcpyAsync(graph->nextToken(), graph->token.data(), sizeof(float), cudaMemcpyDeviceToHost,
-                                      graph->stream()),
-                      "reading the next token back");
     cudaGraph_t recorded = nullptr;
     capture.open = false;
     OSPREY_CUDA_CHECK(cudaStreamEndCapture(graph->stream(), &recorded), "recording the decoding step");
@@ -183,8 +202,11 @@ osprey::Result<std::vector<int>> FastHandler::continueGreedy(const Weights& w, S
   std::vector<int> out{static_cast<int>(OSPREY_TRY(greedyToken(step.logits)))};
   OSPREY_CHECK(onToken(out.back()));
   auto graph = OSPREY_TRY(recordDecodeStep(w, step.cache, out.back()));
-  for (osprey::Index i = 1; i < count; ++i) {
-    out.push_back(OSPREY_TRY(graph->replay(w.config.V)));
+  const osprey::Index replays = count - 1;
+  OSPREY_CHECK(graph->queue(0));
+  for (osprey::Index i = 0; i < replays; ++i) {
+    if (i + 1 < replays) OSPREY_CHECK(graph->queue(i + 1));  // the device goes on while the host streams
+    out.push_back(OSPREY_TRY(graph->await(i, w.config.V)));
     OSPREY_CHECK(onToken(out.back()));
   }
   return out;

@@ -259,10 +259,11 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
 // The smallest index of the largest non-NaN value of x (n), as a float (exact below 2^24), or -1
 // when every value is NaN. One block. A recorded decoding step also moves its position on by one
-// (`advance`), after every kernel of the step has read it.
+// (`advance`), after every kernel of the step has read it, and writes the token for the host into
+// `byPosition` at the position it was chosen for (mapped pinned memory: no copy to wait for).
 constexpr int kArgmaxThreads = 1024;
 __global__ void __launch_bounds__(kArgmaxThreads)
-    argmaxKernel(float* result, const float* x, int n, int* advance = nullptr) {
+    argmaxKernel(float* result, const float* x, int n, int* advance = nullptr, int* byPosition = nullptr) {
   __shared__ float bestValue[kArgmaxThreads];
   __shared__ int bestIndex[kArgmaxThreads];
   startDependents();
@@ -295,7 +296,10 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   }
   if (tid == 0) {
     *result = static_cast<float>(bestIndex[0]);
-    if (advance) ++*advance;
+    if (advance) {
+      if (byPosition) byPosition[*advance] = bestIndex[0];
+      ++*advance;
+    }
   }
 }
 

@@ -121,8 +121,9 @@ inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logi
   const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
   if (n >= (1 << 24)) return osprey::Error{"generate: more than 2^24 logits"};
   auto best = OSPREY_TRY(allocate(1));
+  int* const none = nullptr;  // no position to advance, no host slot
   OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(1, fast_kernels::kArgmaxThreads, 0, stream(), fast_kernels::argmaxKernel,
-                                                   best.data(), logits.data(), n, static_cast<int*>(nullptr)),
+                                                   best.data(), logits.data(), n, none, none),
                     "fast argmax launch");
   const osprey::Scalar at = get(best, 0);
   if (at < 0) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
