@@ -24,18 +24,23 @@
 
 namespace gpt2::fast_kernels {
 
-// What a one-row linear layer writes for output o, given y = (x · W)[o] + bias[o].
+// What a one-row linear layer writes for output o, given y = (x · W)[o] + bias[o] and what
+// `operand(o)` read of an earlier kernel's output (read as soon as that kernel is done, so that
+// its latency passes while the product is summed).
 struct Biased {
-  __device__ float operator()(int, float y) const { return y; }
+  __device__ float operand(int) const { return 0.0f; }
+  __device__ float operator()(int, float y, float) const { return y; }
 };
 struct GeluOf {
-  __device__ float operator()(int, float y) const {
+  __device__ float operand(int) const { return 0.0f; }
+  __device__ float operator()(int, float y, float) const {
     return (0.5f * y) * (1.0f + tanhf(kGeluScaleF * (y + kGeluCubicF * (y * y) * y)));
   }
 };
 struct PlusResidual {
   const float* residual;
-  __device__ float operator()(int o, float y) const { return residual[o] + y; }
+  __device__ float operand(int o) const { return residual[o]; }
+  __device__ float operator()(int, float y, float residualValue) const { return residualValue + y; }
 };
 
 // What a one-row linear layer does to its input row first: nothing, or the LayerNorm in front of
@@ -105,7 +110,22 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
       if (first + stride * u < n4) a[u] = __ldcs(w4 + first + stride * u);  // streamed: read once a token
   };
   if (vectors && o < OC) load(start);
+  const bool writes = o < OC && lane == 0 && warp % split == 0;  // the lane that writes y[o]
+  const float biasValue = writes && bias ? bias[o] : 0.0f;
+  // The LayerNorm's weight and bias for this thread's elements (rows up to kNormalisedInRegisters
+  // times the block; longer rows read them where they are used).
+  constexpr int kNormalisedInRegisters = 4;
+  float normWeight[kNormalisedInRegisters], normBias[kNormalisedInRegisters];
+  if constexpr (std::is_same_v<Row, RowNormalised>) {
+#pragma unroll
+    for (int j = 0; j < kNormalisedInRegisters; ++j) {
+      const int c = static_cast<int>(threadIdx.x) + j * static_cast<int>(blockDim.x);
+      normWeight[j] = c < IC ? row.weight[c] : 0.0f;
+      normBias[j] = c < IC ? row.bias[c] : 0.0f;
+    }
+  }
   awaitEarlierKernels();
+  const float operand = writes ? then.operand(o) : 0.0f;
 
   if constexpr (std::is_same_v<Row, RowNormalised>) {
     extern __shared__ float4 normalisedRow[];
@@ -132,7 +152,13 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
     }
     __syncthreads();
     const float m = statistics[0], s = statistics[1];
-    for (int c = static_cast<int>(threadIdx.x); c < IC; c += static_cast<int>(blockDim.x))
+    const int threads = static_cast<int>(blockDim.x);
+#pragma unroll
+    for (int j = 0; j < kNormalisedInRegisters; ++j) {
+      const int c = static_cast<int>(threadIdx.x) + j * threads;
+      if (c < IC) xs[c] = ((xs[c] - m) * s) * normWeight[j] + normBias[j];
+    }
+    for (int c = static_cast<int>(threadIdx.x) + kNormalisedInRegisters * threads; c < IC; c += threads)
       xs[c] = ((xs[c] - m) * s) * row.weight[c] + row.bias[c];
     __syncthreads();
     x = xs;
@@ -157,15 +183,15 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
   }
   acc = warpSum(acc);
   if (split == 1) {
-    if (o < OC && lane == 0) y[o] = then(o, bias ? acc + bias[o] : acc);
+    if (writes) y[o] = then(o, bias ? acc + biasValue : acc, operand);
     return;
   }
   if (lane == 0) warpSums[warp] = acc;
   __syncthreads();
-  if (o < OC && lane == 0 && warp % split == 0) {
+  if (writes) {
     float total = warpSums[warp];
     for (int p = 1; p < split; ++p) total += warpSums[warp + p];
-    y[o] = then(o, bias ? total + bias[o] : total);
+    y[o] = then(o, bias ? total + biasValue : total, operand);
   }
 }
 
@@ -177,7 +203,7 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
 // each block writes and reads only its own head's columns.
 // HS: the head size when it is known at compile time (64, GPT-2's: each key is then 16 vector
 // loads issued together, with C a multiple of 4), else 0 and hs.
-constexpr int kDecodeThreads = 256;
+constexpr int kDecodeThreads = 1024;  // 16 groups of 64 channels share the sum over positions
 constexpr int kDecodeMaxPositions = 1024;  // GPT-2's context; checked by the caller
 constexpr int kDecodeValuesInFlight = 8;   // value rows a thread loads before adding them
 template <int HS>
@@ -191,9 +217,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
   float* query = reinterpret_cast<float*>(query4);
   if constexpr (HS > 0) hs = HS;
   startDependents();
+  if (position) Tc = *position + 1;  // written by the previous replay, which has finished
   awaitEarlierKernels();
   const int hh = static_cast<int>(blockIdx.x), tid = static_cast<int>(threadIdx.x);
-  if (position) Tc = *position + 1;
   if (tid < hs) {
     query[tid] = qkvRow[hh * hs + tid];
     if (append) {
