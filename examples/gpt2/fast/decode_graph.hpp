@@ -35,7 +35,7 @@ class FastHandler::DecodeGraph {
   DecodeGraph(const DecodeGraph&) = delete;
   DecodeGraph& operator=(const DecodeGraph&) = delete;
   ~DecodeGraph() {
-    // Best effort, as any release: a failure here has already been reported by a replay's flush.
+    // Best effort, as any release: a CUDA error here has already been reported by a replay's wait.
     if (m_stream) (void)cudaStreamSynchronize(m_stream);
     if (m_instance) (void)cudaGraphExecDestroy(m_instance);
     if (m_graph) (void)cudaGraphDestroy(m_graph);
@@ -48,7 +48,7 @@ class FastHandler::DecodeGraph {
   }
 
   // The stream to record on (the legacy default stream cannot be captured), made the device's.
-  // tokensByPosition: the context's length, the slots the steps' tokens are written to.
+  // `positions`: the context's length, one slot each for the tokens the steps write to the host.
   osprey::Result<void> begin(osprey::Index positions) {
     OSPREY_CUDA_CHECK(cudaStreamCreate(&m_stream), "creating the decoding graph's stream");
     for (cudaEvent_t& e : m_done)
