@@ -39,8 +39,10 @@ class FastHandler::DecodeGraph {
     if (m_stream) (void)cudaStreamSynchronize(m_stream);
     if (m_instance) (void)cudaGraphExecDestroy(m_instance);
     if (m_graph) (void)cudaGraphDestroy(m_graph);
-    if (m_streamSet) m_device->setStream(nullptr);
-    if (m_holding) m_device->holdReleases(false);
+    if (m_begun) {
+      m_device->setStream(nullptr);
+      m_device->holdReleases(false);
+    }
     for (cudaEvent_t e : m_done)
       if (e) (void)cudaEventDestroy(e);
     if (m_stream) (void)cudaStreamDestroy(m_stream);
@@ -62,9 +64,8 @@ class FastHandler::DecodeGraph {
     m_tokensOnDevice = static_cast<int*>(onDevice);
     OSPREY_CHECK(m_device->flush());  // everything queued on the legacy stream before, done
     m_device->holdReleases(true);
-    m_holding = true;
     m_device->setStream(m_stream);
-    m_streamSet = true;
+    m_begun = true;
     return {};
   }
   cudaStream_t stream() const { return m_stream; }
@@ -108,7 +109,7 @@ class FastHandler::DecodeGraph {
   cudaEvent_t m_done[2] = {nullptr, nullptr};
   int* m_tokens = nullptr;          // pinned and mapped: the token chosen at each position
   int* m_tokensOnDevice = nullptr;  // the same memory, as the device addresses it
-  bool m_holding = false, m_streamSet = false;
+  bool m_begun = false;  // the device's stream is ours and its releases are held
 };
 
 namespace fast_detail {

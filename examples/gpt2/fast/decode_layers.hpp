@@ -47,18 +47,28 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::normLinear(const Buffer&
                                                                    const Buffer& lnBias, const Buffer& wT,
                                                                    const Buffer& bias, osprey::Index N,
                                                                    osprey::Index IC, osprey::Index OC) {
-  if (N != 1) return linear(OSPREY_TRY(layernormForward(x, lnWeight, lnBias, N, IC)).out, wT, bias, N, IC, OC);
-  OSPREY_CHECK(checkNormalised(x, lnWeight, lnBias, wT, bias, IC, OC));
-  return oneRow(x, wT, bias.data(), IC, OC, fast_kernels::Biased{}, normalised(lnWeight, lnBias));
+  return normalisedRow(x, lnWeight, lnBias, wT, bias, N, IC, OC, fast_kernels::Biased{},
+                       [&](const Buffer& ln) { return linear(ln, wT, bias, N, IC, OC); });
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::normLinearGelu(const Buffer& x, const Buffer& lnWeight,
                                                                        const Buffer& lnBias, const Buffer& wT,
                                                                        const Buffer& bias, osprey::Index N,
                                                                        osprey::Index IC, osprey::Index OC) {
-  if (N != 1) return linearGelu(OSPREY_TRY(layernormForward(x, lnWeight, lnBias, N, IC)).out, wT, bias, N, IC, OC);
-  OSPREY_CHECK(checkNormalised(x, lnWeight, lnBias, wT, bias, IC, OC));
-  return oneRow(x, wT, bias.data(), IC, OC, fast_kernels::GeluOf{}, normalised(lnWeight, lnBias));
+  return normalisedRow(x, lnWeight, lnBias, wT, bias, N, IC, OC, fast_kernels::GeluOf{},
+                       [&](const Buffer& ln) { return linearGelu(ln, wT, bias, N, IC, OC); });
+}
+
+template <class Then, class Layer>
+osprey::Result<FastHandler::Buffer> FastHandler::normalisedRow(const Buffer& x, const Buffer& lnWeight,
+                                                               const Buffer& lnBias, const Buffer& wT,
+                                                               const Buffer& bias, osprey::Index N, osprey::Index IC,
+                                                               osprey::Index OC, Then then, Layer layer) {
+  if (N != 1) return layer(OSPREY_TRY(layernormForward(x, lnWeight, lnBias, N, IC)).out);
+  OSPREY_CHECK(fast_detail::checkShape(*this, lnWeight, 1, IC, "layernorm", "weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, lnBias, 1, IC, "layernorm", "bias"));
+  OSPREY_CHECK(checkLinear(x, wT, bias, 1, IC, OC));
+  return oneRow(x, wT, bias.data(), IC, OC, then, normalised(lnWeight, lnBias));
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::normLogits(const Buffer& x, const Buffer& lnWeight,
@@ -71,14 +81,6 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::normLogits(const Buffer&
   OSPREY_CHECK(fast_detail::checkShape(*this, x, 1, C, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, wte, V, C, L, "weight"));
   return oneRow(x, wte, nullptr, C, V, fast_kernels::Biased{}, normalised(lnWeight, lnBias));
-}
-
-inline osprey::Result<void> FastHandler::checkNormalised(const Buffer& x, const Buffer& lnWeight,
-                                                         const Buffer& lnBias, const Buffer& wT, const Buffer& bias,
-                                                         osprey::Index IC, osprey::Index OC) {
-  OSPREY_CHECK(fast_detail::checkShape(*this, lnWeight, 1, IC, "layernorm", "weight"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, lnBias, 1, IC, "layernorm", "bias"));
-  return checkLinear(x, wT, bias, 1, IC, OC);
 }
 
 inline fast_kernels::RowNormalised FastHandler::normalised(const Buffer& lnWeight, const Buffer& lnBias) {

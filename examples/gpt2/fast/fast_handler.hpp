@@ -143,9 +143,12 @@ class FastHandler : public osprey::Fast {
   osprey::Result<Buffer> oneRow(const Buffer& x, const Buffer& wT, const float* bias, osprey::Index IC,
                                 osprey::Index OC, Then then, Row row = {});
   static constexpr osprey::Index kMaxNormalisedRow = 12 * 1024;  // floats of shared memory per block
-  // x (1, IC), the LayerNorm's weight and bias (IC), and the linear layer's wT and bias.
-  osprey::Result<void> checkNormalised(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias, const Buffer& wT,
-                                       const Buffer& bias, osprey::Index IC, osprey::Index OC);
+  // normLinear and normLinearGelu: one row through oneRow with the LayerNorm inside and `then`
+  // after; more rows: layernormForward, then `layer` (linear or linearGelu) on its output.
+  template <class Then, class Layer>
+  osprey::Result<Buffer> normalisedRow(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias,
+                                       const Buffer& wT, const Buffer& bias, osprey::Index N, osprey::Index IC,
+                                       osprey::Index OC, Then then, Layer layer);
   static fast_kernels::RowNormalised normalised(const Buffer& lnWeight, const Buffer& lnBias);
   // Attention of qkvRow's query against `held` cached positions (attendOneRow). With a device-side
   // position (a recorded step) the kernel first appends the row's key and value and attends over
