@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "gpt2/fast/fast_handler.hpp"
@@ -290,6 +291,9 @@ double relativeGap(const std::vector<Scalar>& got, const std::vector<Scalar>& wa
 }
 constexpr double kFusedFloatGap = 2e-5;      // float kernels: a few float roundings of the largest value
 constexpr double kFusedAttentionGap = 4e-3;  // plus TF32 products
+// Flash attention against the exact handler, on inputs TF32 holds exactly: p and ds are rounded to
+// TF32 (2^-11 relative) before their products, which sum them in float; 4·2^-11 ≈ 2e-3.
+constexpr double kFlashAttentionGap = 2e-3;
 
 TEST(Fast, FusedLayersMatchTheirReferences) {
   auto h = makeFast();
@@ -392,6 +396,78 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
     EXPECT_LT(relativeGap(dqkv, dqkvRef), kFusedAttentionGap);
     report("attention backward fused vs reference", relativeGap(dqkv, dqkvRef), kFusedAttentionGap);
   }
+}
+
+// Flash attention (head size 64): against the reference definition on the exact handler, beside
+// the unfused TF32 path it replaces (the reference on this handler), at lengths around the
+// 64-position tiles, with flat and with sharp softmax rows (the online softmax's rescaling matters
+// when a later tile holds a larger score). The inputs are multiples of 2^-10 below 2 in magnitude
+// (times a power of 2), which TF32 holds exactly: what is left is the rounding of p and ds to TF32
+// and float arithmetic. Its backward reads the state its forward kept, gives the same bits every
+// run, and refuses a state of another length.
+struct Tf32Values {
+  Index salt;
+  Scalar scale;
+  OSPREY_FN Scalar operator()(Index i) const {
+    return scale * (static_cast<Scalar>((i * 7919 + salt * 104729) % 2047) / 1024.0 - 1.0);
+  }
+};
+
+// Section `section` (0 q, 1 k, 2 v) of a (rows, 3C) tensor.
+std::vector<Scalar> sectionOf(const std::vector<Scalar>& v, Index C, Index section) {
+  std::vector<Scalar> out;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if ((static_cast<Index>(i) % (3 * C)) / C == section) out.push_back(v[i]);
+  return out;
+}
+
+TEST(Fast, FlashAttentionMatchesItsReference) {
+  auto h = makeFast();
+  auto exact = osprey::testing::makeHandler<GpuCuda>();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  const Index B = 2, NH = 3, C = NH * 64;
+  ASSERT_TRUE(fast_kernels::flashFits(B, C, NH));
+  double worst = 0.0;
+  for (Index T : {1, 5, 64, 65, 130, 257}) {
+    for (Scalar sharpness : {1.0, 4.0}) {
+      SCOPED_TRACE(::testing::Message() << "T " << T << " sharpness " << sharpness);
+      const Tf32Values qkvValues{23, sharpness}, doutValues{24, 1.0};
+      auto qkv = ok(h.build(B * T * 3 * C, qkvValues)), dout = ok(h.build(B * T * C, doutValues));
+      auto qkvExact = ok(exact.build(B * T * 3 * C, qkvValues)), doutExact = ok(exact.build(B * T * C, doutValues));
+      const auto fused = ok(h.attentionForward(qkv, B, T, C, NH));
+      EXPECT_EQ(fused.att.size(), B * NH * T + B * T * C);  // log-sum-exp and out, no (T, T) table
+      const auto unfused = ok(reference::attentionForward(h, qkv, B, T, C, NH));
+      const auto want = ok(reference::attentionForward(exact, qkvExact, B, T, C, NH));
+      const auto wantOut = osprey::testing::readAll(exact, want.out);
+      const double outGap = relativeGap(read(fused.out), wantOut);
+      EXPECT_LT(outGap, kFlashAttentionGap);
+      worst = std::max(worst, outGap);
+      std::printf("[ measured ] T %lld sharpness %g out: flash %.3g, unfused %.3g\n", static_cast<long long>(T),
+                  sharpness, outGap, relativeGap(read(unfused.out), wantOut));
+      const auto dqkv = read(ok(h.attentionBackward(dout, qkv, fused.att, B, T, C, NH)));
+      const auto dqkvUnfused = read(ok(reference::attentionBackward(h, dout, qkv, unfused.att, B, T, C, NH)));
+      const auto dqkvWant = osprey::testing::readAll(exact, ok(reference::attentionBackward(exact, doutExact, qkvExact,
+                                                                                            want.att, B, T, C, NH)));
+      for (Index section = 0; section < 3; ++section) {
+        const auto w = sectionOf(dqkvWant, C, section);
+        // At T = 1 the one softmax row is constant, so dq = dk = 0: there, against dqkv's scale.
+        const double scale = largestAbs(w) > 0.0 ? largestAbs(w) : largestAbs(dqkvWant);
+        // Each of dq, dk, dv against its own scale, so a section left unwritten cannot hide in another's.
+        const double gap = largestGap(sectionOf(dqkv, C, section), w) / scale;
+        EXPECT_LT(gap, kFlashAttentionGap) << "d" << "qkv"[section];
+        worst = std::max(worst, gap);
+        std::printf("[ measured ]   d%c: flash %.3g, unfused %.3g\n", "qkv"[section], gap,
+                    largestGap(sectionOf(dqkvUnfused, C, section), w) / scale);
+      }
+      EXPECT_EQ(read(ok(h.attentionBackward(dout, qkv, fused.att, B, T, C, NH))), dqkv);
+      const auto foreign = h.attentionBackward(dout, qkv, unfused.att, B, T, C, NH);
+      if (T != 65) {  // at T = 65 the probabilities have the flash state's length
+        ASSERT_FALSE(foreign.ok());
+        EXPECT_NE(foreign.error().message.find("log-sum-exp"), std::string::npos) << foreign.error().message;
+      }
+    }
+  }
+  report("flash attention vs exact, out and each of dq, dk, dv", worst, kFlashAttentionGap);
 }
 
 TEST(Fast, TinyLogitsWithinTolerance) {

@@ -1,5 +1,7 @@
-// The fast handler's attention: per-head products read in place (strided, or over an address
-// table), around the fused float causal softmax of fast/causal_softmax.hpp.
+// The fast handler's attention. At head size 64 (GPT-2's), flash attention (fast/flash_attention.hpp):
+// the (T, T) scores are never stored, and att holds each softmax row's log-sum-exp and the output
+// instead of the probabilities. Other head sizes: per-head products read in place (strided, or
+// over an address table), around the fused float causal softmax of fast/causal_softmax.hpp.
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -114,12 +116,24 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
   const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
   OSPREY_CHECK(checkLength(*this, qkv, OSPREY_TRY(checkedProduct(L, {B, T, 3, C})), L, "qkv"));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH})), R = OSPREY_TRY(checkedProduct(L, {BH, T}));
+  const osprey::Index BTC = OSPREY_TRY(checkedProduct(L, {B, T, C}));
+  if (fast_kernels::flashFits(B, C, NH)) {
+    // Flash attention: att holds what its backward reads instead of the probabilities, each softmax
+    // row's log-sum-exp (B, NH, T) and then a copy of out (B, T, C).
+    auto out = OSPREY_TRY(allocate(BTC));
+    auto saved = OSPREY_TRY(allocate(R + BTC));
+    OSPREY_CHECK(fast_kernels::flashAttentionForward(stream(), qkv.data(), out.data(), saved.data(), B, T, C, NH));
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(saved.data() + R, out.data(), static_cast<std::size_t>(BTC) * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream()),
+                      "attention: keeping the output for the backward");
+    return AttentionOut<FastHandler>{std::move(out), std::move(saved)};
+  }
   const heads::Layout qkvHeads{T, 3 * C, NH, hs};
   // scores (B, NH, T, T) = q · kᵀ per head, then att in place.
   auto att = OSPREY_TRY(headProducts(BH, T, hs, T, qkv, qkvHeads.rows(0), qkv, qkvHeads.transposed(C)));
   OSPREY_CHECK(fast_kernels::causalSoftmax(stream(), att.data(), R, T, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))));
   // out (B, T, C): head hh of batch b writes columns [hh·hs, (hh+1)·hs) of rows b·T ...
-  auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct(L, {B, T, C}))));
+  auto out = OSPREY_TRY(allocate(BTC));
   OSPREY_CHECK(headProductsInto({out.data(), C, hs, T * C}, BH, T, T, hs, att, heads::squareRows(NH, T), qkv,
                                 qkvHeads.rows(2 * C)));
   return AttentionOut<FastHandler>{std::move(out), std::move(att)};
@@ -131,10 +145,23 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
                                                                           osprey::Index NH) {
   const char* L = "attention backward";
   const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
-  OSPREY_CHECK(checkLength(*this, dout, OSPREY_TRY(checkedProduct(L, {B, T, C})), L, "dout"));
+  const osprey::Index BTC = OSPREY_TRY(checkedProduct(L, {B, T, C}));
+  OSPREY_CHECK(checkLength(*this, dout, BTC, L, "dout"));
   const osprey::Index n3 = OSPREY_TRY(checkedProduct(L, {B, T, 3, C}));
   OSPREY_CHECK(checkLength(*this, qkv, n3, L, "qkv"));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH})), R = OSPREY_TRY(checkedProduct(L, {BH, T}));
+  if (fast_kernels::flashFits(B, C, NH)) {
+    // att is attentionForward's flash state: the log-sum-exp (R), then out (B, T, C).
+    if (att.size() != R + BTC)
+      return osprey::Error{fmt::format("{}: att holds {} values, where this handler's attention forward keeps {} "
+                                       "(each softmax row's log-sum-exp, then the output)",
+                                       L, att.size(), R + BTC)};
+    auto rowDot = OSPREY_TRY(allocate(R));
+    auto dqkv = OSPREY_TRY(allocate(n3));
+    OSPREY_CHECK(fast_kernels::flashAttentionBackward(stream(), dout.data(), qkv.data(), att.data() + R, att.data(),
+                                                      rowDot.data(), dqkv.data(), B, T, C, NH));
+    return dqkv;
+  }
   OSPREY_CHECK(checkLength(*this, att, OSPREY_TRY(checkedProduct(L, {R, T})), L, "att"));
   const heads::Layout qkvHeads{T, 3 * C, NH, hs}, doutHeads{T, C, NH, hs};
   const heads::Blocks rows = heads::squareRows(NH, T), columns = heads::squareColumns(NH, T);

@@ -10,11 +10,12 @@
 //   matmulBackward           dx = dout · wᵀ, dw = xᵀ · dout, dbias = 1ᵀ · dout (float sums, no TF32)
 //   matmulBackwardTransposed dx = dout · wt, dwt = doutᵀ · x
 //
-// Attention: headProducts reads each head's block of qkv, att or dout in place (strided batched
-// products, or a table of addresses where no single stride fits); attentionForward/Backward are
-// those products around a fused float causal softmax (fast/causal_softmax.hpp), writing their
-// outputs straight into (B, T, C) and (B, T, 3C). att (B, NH, T, T) is still materialised: the
-// backward reads it, as the reference's does.
+// Attention: at head size 64, flash attention (fast/flash_attention.hpp): TF32 tensor-core tiles,
+// the online softmax, the (T, T) scores never stored; the forward's att is each softmax row's
+// log-sum-exp and a copy of the output, which the backward reads to recompute the probabilities
+// tile by tile. Other head sizes: headProducts reads each head's block of qkv, att or dout in
+// place (strided batched products, or a table of addresses where no single stride fits) around
+// a fused float causal softmax (fast/causal_softmax.hpp), and att is the probabilities.
 //
 // LayerNorm, GELU, softmax cross-entropy (forward and backward) and AdamW: fused float kernels,
 // one pass per row (fast/row_kernels.hpp). The encoder and residual sums run their reference
@@ -39,6 +40,7 @@
 
 #include "gpt2/fast/causal_softmax.hpp"
 #include "gpt2/fast/decode_kernels.hpp"
+#include "gpt2/fast/flash_attention.hpp"
 #include "gpt2/fast/row_kernels.hpp"
 #include "gpt2/generate.hpp"  // the model, and the reference continuation
 #include "osprey/gpu/fast.hpp"
@@ -163,6 +165,8 @@ class FastHandler : public osprey::Fast {
   // (width 0: cols).
   osprey::Result<void> copyRows(float* dst, osprey::Index ldDst, const float* src, osprey::Index ldSrc,
                                 osprey::Index rows, osprey::Index cols, osprey::Index width = 0);
+  // w (rows, cols) followed by zero rows up to fast_detail::paddedWidth(rows).
+  osprey::Result<Buffer> paddedRows(const Buffer& w, osprey::Index rows, osprey::Index cols);
   // table (N, V) and targets (N) as a cross-entropy layer reads them, every target an index in
   // [0, V) (a bad one is the reference's "index out of range" fault); V as the kernels take it.
   osprey::Result<int> checkCrossEntropy(const char* layer, const Buffer& table, const char* name,

@@ -49,11 +49,14 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForwardTransposed(
     OSPREY_CHECK(product(out.data(), {x.data()}, {wt.data(), true}, N, IC, OC));
     return out;
   }
-  // (N, OC) rows that do not start on 16 bytes (the lm head's V = 50257) keep cuBLAS on its slow
-  // unaligned kernels: the product goes to rows padded to a multiple of 4, then is packed.
+  // OC not a multiple of 4 (the lm head's V = 50257) keeps cuBLAS on its slow unaligned kernels,
+  // through the rows of the output and through OC itself: the product runs over wt padded with
+  // zero rows to a multiple of 4, into rows that wide, and is then packed.
   const osprey::Index padded = fast_detail::paddedWidth(OC);
+  auto wtWide = OSPREY_TRY(paddedRows(wt, OC, IC));
   auto wide = OSPREY_TRY(allocate(N * padded));
-  OSPREY_CHECK(product(wide.data(), {x.data()}, {wt.data(), true}, N, IC, OC, 0.0f, 1, osprey::Precision::TensorCores, padded));
+  OSPREY_CHECK(product(wide.data(), {x.data()}, {wtWide.data(), true}, N, IC, padded, 0.0f, 1,
+                       osprey::Precision::TensorCores, padded));
   OSPREY_CHECK(copyRows(out.data(), OC, wide.data(), padded, N, OC));
   return out;
 }
@@ -94,10 +97,7 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::matmulBac
   const osprey::Index Vp = fast_detail::paddedWidth(OC);
   auto doutWide = OSPREY_TRY(allocate(N * Vp));
   OSPREY_CHECK(copyRows(doutWide.data(), Vp, dout.data(), OC, N, OC, Vp));
-  auto wtWide = OSPREY_TRY(allocate(Vp * IC));
-  OSPREY_CHECK(copyRows(wtWide.data(), IC, wt.data(), IC, OC, IC));
-  OSPREY_CUDA_CHECK(cudaMemsetAsync(wtWide.data() + OC * IC, 0, static_cast<std::size_t>((Vp - OC) * IC) * sizeof(float), stream()),
-                    "zeroing the padded weight rows");
+  auto wtWide = OSPREY_TRY(paddedRows(wt, OC, IC));
   OSPREY_CHECK(product(dx.data(), {doutWide.data()}, {wtWide.data()}, N, Vp, IC));       // (N, Vp) · wt (Vp, IC)
   auto dwtWide = OSPREY_TRY(allocate(Vp * IC));
   OSPREY_CHECK(product(dwtWide.data(), {doutWide.data(), true}, {x.data()}, Vp, N, IC));  // doutᵀ · x, (Vp, IC)
@@ -105,6 +105,17 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::matmulBac
   return MatmulTransposedGrads<FastHandler>{std::move(dx), std::move(dwt)};
 }
 
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::paddedRows(const Buffer& w, osprey::Index rows,
+                                                                   osprey::Index cols) {
+  const osprey::Index padded = fast_detail::paddedWidth(rows);
+  auto wide = OSPREY_TRY(allocate(padded * cols));
+  OSPREY_CHECK(copyRows(wide.data(), cols, w.data(), cols, rows, cols));
+  OSPREY_CUDA_CHECK(cudaMemsetAsync(wide.data() + rows * cols, 0,
+                                    static_cast<std::size_t>((padded - rows) * cols) * sizeof(float), stream()),
+                    "zeroing the padded weight rows");
+  return wide;
+}
 
 inline osprey::Result<void> FastHandler::copyRows(float* dst, osprey::Index ldDst, const float* src,
                                                  osprey::Index ldSrc, osprey::Index rows, osprey::Index cols,

@@ -25,7 +25,11 @@ namespace gpt2 {
 template <class H>
 struct AttentionOut {
   Buf<H> out;  // (B, T, C)
-  Buf<H> att;  // (B, NH, T, T) softmax probabilities; entries above the diagonal are 0
+  // What attentionBackward reads besides qkv. The reference: the softmax probabilities
+  // (B, NH, T, T), 0 above the diagonal. A handler answering both (a derived pair) may keep
+  // something else: the fast handler's flash attention keeps each softmax row's log-sum-exp and
+  // out, and recomputes the probabilities.
+  Buf<H> att;
 };
 
 namespace detail {

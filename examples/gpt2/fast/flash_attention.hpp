@@ -1,0 +1,454 @@
+// The fast handler's causal attention at head size 64 (GPT-2's), flash-style: the (T, T) scores
+// of a head are never stored. nvcc units only.
+//
+// Forward, per (batch, head) and tile of 64 queries, over the key tiles up to the diagonal:
+//   s = q·kᵀ / sqrt(hs)                       TF32 tensor-core products, float sums
+//   m, l: the running max and Σ exp(s - m)    (online softmax: o and l rescale when m grows)
+//   o += exp(s - m) · v;  at the end o /= l, and the row's log-sum-exp (m + log l) is kept.
+// Backward, from q, k, v, o, dout and that log-sum-exp (p = exp(s - lse) recomputed per tile):
+//   Drow = Σ dout ∘ o                         (= Σ_t2 att·datt of the reference)
+//   ds   = p ∘ (dout·vᵀ - Drow)
+//   dv = Σ pᵀ·dout,  dk = Σ dsᵀ·q / sqrt(hs)  one block per key tile, over the query tiles after it
+//   dq = Σ ds·k / sqrt(hs)                    one block per query tile, over the key tiles before it
+// Two kernels instead of one with atomic dq updates, so every sum has one fixed order and a step
+// gives the same bits each time it runs.
+//
+// The definitions are attention.hpp's reference; only the arithmetic differs: TF32 products (the
+// attention products are TF32 on this handler anyway), float softmax with exp2, a different
+// grouping of the sums (docs/FAST.md bounds the gap).
+//
+// Products use mma.sync m16n8k8 with TF32 operands: a warp owns 16 rows of its block's 64-row
+// tile; the other operand's tile is in shared memory. Row strides in shared memory are 68 floats
+// (≡ 4 mod 32 banks), so the fragment reads of a warp hit 32 different banks.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "gpt2/fast/flash_attention.hpp is compiled by nvcc only"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "osprey/config.hpp"
+#include "osprey/gpu/cuda_check.hpp"
+#include "osprey/result.hpp"
+
+namespace gpt2::fast_kernels {
+
+constexpr int kFlashHead = 64;  // the head size these kernels are written for
+
+namespace {  // internal linkage: every unit launches its own copy (osprey/gpu/cuda.hpp says why)
+
+constexpr int kFlashTile = 64;                 // rows of a block's tile, and of each tile it visits
+constexpr int kFlashWarps = kFlashTile / 16;   // a warp owns 16 rows
+constexpr int kFlashThreads = kFlashWarps * 32;
+constexpr int kStride = kFlashHead + 4;        // floats per shared row: conflict-free fragments
+constexpr int kTileFloats = kFlashTile * kStride;
+
+// TF32 rounding of a float (to nearest, ties away), kept as a float whose low 13 bits are 0.
+__device__ __forceinline__ float tf32(float x) {
+  std::uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+}
+
+// d += a·b for one 16×8 block, k = 8. Fragments (PTX ISA, mma.m16n8k8 .tf32), with g = lane / 4
+// and c = lane % 4:  a = A[g][c], A[g+8][c], A[g][c+4], A[g+8][c+4];  b = B[c][g], B[c+4][g];
+//                    d = D[g][2c], D[g][2c+1], D[g+8][2c], D[g+8][2c+1].
+__device__ __forceinline__ void mma(float (&d)[4], const float (&a)[4], float b0, float b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
+        "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+}
+
+// The A fragment of k-step ks from rows [0, 16) of a row-major shared tile (A[r][k] = rows[r][k]).
+__device__ __forceinline__ void loadA(float (&a)[4], const float* rows, int ks, int g, int c) {
+  const float* p = rows + g * kStride + ks * 8 + c;
+  a[0] = p[0];
+  a[1] = p[8 * kStride];
+  a[2] = p[4];
+  a[3] = p[8 * kStride + 4];
+}
+
+// acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · Bᵀ, where B is a shared tile read by rows:
+// acc[r][n] += Σ_k A[r][k] · tile[n][k]  (q·kᵀ, dout·vᵀ, k·qᵀ, v·doutᵀ).
+__device__ __forceinline__ void productTransposed(float (&acc)[8][4], const float* rows, const float* tile, int g,
+                                                  int c) {
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    float a[4];
+    loadA(a, rows, ks, g, c);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const float* b = tile + (nt * 8 + g) * kStride + ks * 8 + c;
+      mma(acc[nt], a, b[0], b[4]);
+    }
+  }
+}
+
+// acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · tile: acc[r][n] += Σ_k A[r][k] · tile[k][n]
+// (p·v, ds·k, pᵀ·dout, dsᵀ·q).
+__device__ __forceinline__ void productPlain(float (&acc)[8][4], const float* rows, const float* tile, int g, int c) {
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    float a[4];
+    loadA(a, rows, ks, g, c);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const float* b = tile + (ks * 8 + c) * kStride + nt * 8 + g;
+      mma(acc[nt], a, b[0], b[4 * kStride]);
+    }
+  }
+}
+
+// A warp's 16 × 64 accumulator, TF32-rounded, into its 16 shared rows (the next product's A).
+__device__ __forceinline__ void storeRows(float* rows, const float (&acc)[8][4], int g, int c) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    float* p = rows + g * kStride + nt * 8 + 2 * c;
+    p[0] = tf32(acc[nt][0]);
+    p[1] = tf32(acc[nt][1]);
+    p[8 * kStride] = tf32(acc[nt][2]);
+    p[8 * kStride + 1] = tf32(acc[nt][3]);
+  }
+}
+
+// Rows [row0, row0 + 64) of a head's 64 columns (`src` is the head's first column of row 0; rows
+// `ld` floats apart) into a shared tile, TF32-rounded; rows at or past T are zeros.
+__device__ __forceinline__ void loadTile(float* tile, const float* src, std::size_t ld, int row0, int T) {
+  for (int i = static_cast<int>(threadIdx.x); i < kFlashTile * (kFlashHead / 4); i += kFlashThreads) {
+    const int r = i / (kFlashHead / 4), q = i % (kFlashHead / 4);
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row0 + r < T) v = *reinterpret_cast<const float4*>(src + static_cast<std::size_t>(row0 + r) * ld + 4 * q);
+    float* p = tile + r * kStride + 4 * q;
+    p[0] = tf32(v.x);
+    p[1] = tf32(v.y);
+    p[2] = tf32(v.z);
+    p[3] = tf32(v.w);
+  }
+}
+
+// The max and sum of a 16-row accumulator's rows g and g + 8 are split over the 4 lanes of a group.
+__device__ __forceinline__ float groupMax(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float groupSum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Where block (·, b·NH + hh)'s head starts in (B, T, 3C), (B, T, C) and (B, NH, T) tensors.
+struct HeadPlace {
+  std::size_t wide;   // b·T·3C + hh·hs: its q columns (k is C further, v 2C; so are dk and dv)
+  std::size_t ld;     // 3C
+  std::size_t row;    // b·T·C + hh·hs
+  std::size_t stats;  // (b·NH + hh)·T
+};
+__device__ __forceinline__ HeadPlace headPlace(int T, int C, int NH) {
+  const int bh = static_cast<int>(blockIdx.y), b = bh / NH, hh = bh % NH;
+  return {static_cast<std::size_t>(b) * T * 3 * C + hh * kFlashHead, static_cast<std::size_t>(3) * C,
+          static_cast<std::size_t>(b) * T * C + hh * kFlashHead, static_cast<std::size_t>(bh) * T};
+}
+
+// out (B, T, C) and lse (B, NH, T), the log-sum-exp of each softmax row in base 2 (of s·log2 e).
+// Grid (query tiles, B·NH), the longest tiles first.
+__global__ void __launch_bounds__(kFlashThreads)
+    flashForward(const float* qkv, float* out, float* lse, int T, int C, int NH, float scaleLog2) {
+  extern __shared__ float shared[];
+  float* sQ = shared;  // then each warp's p rows
+  float* sK = sQ + kTileFloats;
+  float* sV = sK + kTileFloats;
+  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane / 4, c = lane % 4;
+  const HeadPlace at = headPlace(T, C, NH);
+  const float* q = qkv + at.wide;
+  float* rows = sQ + warp * 16 * kStride;  // the warp's q rows, then its p rows
+  loadTile(sQ, q, at.ld, q0, T);
+  __syncthreads();
+  float qa[8][4];
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) loadA(qa[ks], rows, ks, g, c);
+  __syncwarp();
+  const int rowA = q0 + warp * 16 + g, rowB = rowA + 8;
+  float o[8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  for (int kt = 0; kt <= tile; ++kt) {
+    __syncthreads();  // every warp is done with the previous k and v
+    loadTile(sK, q + C, at.ld, kt * kFlashTile, T);
+    loadTile(sV, q + 2 * C, at.ld, kt * kFlashTile, T);
+    __syncthreads();
+    float s[8][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float* b = sK + (nt * 8 + g) * kStride + ks * 8 + c;
+        mma(s[nt], qa[ks], b[0], b[4]);
+      }
+    float top[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kt * kFlashTile + nt * 8 + 2 * c + (e & 1);
+        float v = s[nt][e] * scaleLog2;
+        if (kt == tile && key > (e < 2 ? rowA : rowB)) v = -INFINITY;
+        s[nt][e] = v;
+        top[e >> 1] = fmaxf(top[e >> 1], v);
+      }
+    // Key 0 is in every row's prefix, so top is finite from the first tile on.
+    top[0] = groupMax(top[0]);
+    top[1] = groupMax(top[1]);
+    const float alpha[2] = {exp2f(m[0] - top[0]), exp2f(m[1] - top[1])};
+    l[0] *= alpha[0];
+    l[1] *= alpha[1];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[nt][e] = exp2f(s[nt][e] - top[e >> 1]);
+        l[e >> 1] += s[nt][e];  // this lane's share of the row; the group adds them at the end
+        o[nt][e] *= alpha[e >> 1];
+      }
+    m[0] = top[0];
+    m[1] = top[1];
+    storeRows(rows, s, g, c);
+    __syncwarp();
+    productPlain(o, rows, sV, g, c);
+    __syncwarp();
+  }
+  l[0] = groupSum(l[0]);
+  l[1] = groupSum(l[1]);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = half == 0 ? rowA : rowB;
+    if (row >= T) continue;
+    const float inverse = 1.0f / l[half];
+    float* dst = out + at.row + static_cast<std::size_t>(row) * C + 2 * c;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+      *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(o[nt][2 * half] * inverse, o[nt][2 * half + 1] * inverse);
+    if (c == 0) lse[at.stats + row] = m[half] + log2f(l[half]);
+  }
+}
+
+// Drow (B, NH, T) = Σ over the head's channels of dout ∘ out; a warp per (b, t, head).
+__global__ void __launch_bounds__(256)
+    flashRowDots(const float* dout, const float* out, float* rowDot, osprey::Index rows, int T, int C, int NH) {
+  const osprey::Index w = static_cast<osprey::Index>(blockIdx.x) * 8 + threadIdx.x / 32;  // (b·T + t)·NH + hh
+  if (w >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x % 32), hh = static_cast<int>(w % NH);
+  const osprey::Index bt = w / NH, b = bt / T, t = bt % T;
+  const std::size_t at = static_cast<std::size_t>(bt) * C + hh * kFlashHead + 2 * lane;
+  const float2 x = *reinterpret_cast<const float2*>(dout + at), y = *reinterpret_cast<const float2*>(out + at);
+  float d = x.x * y.x + x.y * y.y;
+  for (int o = 16; o > 0; o /= 2) d += __shfl_xor_sync(0xffffffffu, d, o);
+  if (lane == 0) rowDot[(b * NH + hh) * T + t] = d;
+}
+
+// The per-query statistics of query tile q0 into shared memory: lse, and Drow; rows past T get
+// lse = +inf, so their p = exp2(s - lse) is 0.
+__device__ __forceinline__ void loadRowStats(float* sLse, float* sDot, const float* lse, const float* rowDot, int q0,
+                                             int T) {
+  for (int i = static_cast<int>(threadIdx.x); i < kFlashTile; i += kFlashThreads) {
+    const bool in = q0 + i < T;
+    sLse[i] = in ? lse[q0 + i] : INFINITY;
+    sDot[i] = in ? rowDot[q0 + i] : 0.0f;
+  }
+}
+
+// dk and dv into sections 1 and 2 of dqkv (B, T, 3C). Grid (key tiles, B·NH); block j visits the
+// query tiles j, j + 1, ...; its warps own 16 keys each, so they compute the transposed products
+// (sᵀ = k·qᵀ, dpᵀ = v·doutᵀ) and their own rows of dk and dv.
+__global__ void __launch_bounds__(kFlashThreads)
+    flashBackwardKeys(const float* qkv, const float* dout, const float* lse, const float* rowDot, float* dqkv, int T,
+                      int C, int NH, float scaleLog2, float scale) {
+  extern __shared__ float shared[];
+  float* sK = shared;
+  float* sV = sK + kTileFloats;
+  float* sQ = sV + kTileFloats;
+  float* sO = sQ + kTileFloats;  // dout
+  float* sP = sO + kTileFloats;  // each warp's pᵀ, then dsᵀ
+  float* sLse = sP + kTileFloats;
+  float* sDot = sLse + kFlashTile;
+  const int tile = static_cast<int>(blockIdx.x), k0 = tile * kFlashTile, tiles = static_cast<int>(gridDim.x);
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane / 4, c = lane % 4;
+  const HeadPlace at = headPlace(T, C, NH);
+  const float* q = qkv + at.wide;
+  const float* doutHead = dout + at.row;
+  loadTile(sK, q + C, at.ld, k0, T);
+  loadTile(sV, q + 2 * C, at.ld, k0, T);
+  const float* kRows = sK + warp * 16 * kStride;
+  const float* vRows = sV + warp * 16 * kStride;
+  float* pRows = sP + warp * 16 * kStride;
+  const int keyA = k0 + warp * 16 + g, keyB = keyA + 8;
+  float dk[8][4] = {}, dv[8][4] = {};
+  for (int qt = tile; qt < tiles; ++qt) {
+    const int q0 = qt * kFlashTile;
+    __syncthreads();
+    loadTile(sQ, q, at.ld, q0, T);
+    loadTile(sO, doutHead, static_cast<std::size_t>(C), q0, T);
+    loadRowStats(sLse, sDot, lse + at.stats, rowDot + at.stats, q0, T);
+    __syncthreads();
+    // pᵀ[key][query] = exp2(s·log2 e - lse[query]); 0 where the query comes before the key.
+    float p[8][4] = {};
+    productTransposed(p, kRows, sQ, g, c);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int qi = nt * 8 + 2 * c + (e & 1);
+        const float v = exp2f(p[nt][e] * scaleLog2 - sLse[qi]);
+        p[nt][e] = q0 + qi < (e < 2 ? keyA : keyB) ? 0.0f : v;
+      }
+    storeRows(pRows, p, g, c);
+    __syncwarp();
+    productPlain(dv, pRows, sO, g, c);  // dv += pᵀ·dout
+    float dp[8][4] = {};
+    productTransposed(dp, vRows, sO, g, c);  // dpᵀ = v·doutᵀ
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - sDot[nt * 8 + 2 * c + (e & 1)]);
+    __syncwarp();  // every lane has read pᵀ
+    storeRows(pRows, dp, g, c);
+    __syncwarp();
+    productPlain(dk, pRows, sQ, g, c);  // dk += dsᵀ·q
+    __syncwarp();
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int key = half == 0 ? keyA : keyB;
+    if (key >= T) continue;
+    float* dst = dqkv + at.wide + static_cast<std::size_t>(key) * at.ld + 2 * c;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      *reinterpret_cast<float2*>(dst + C + nt * 8) = make_float2(dk[nt][2 * half] * scale, dk[nt][2 * half + 1] * scale);
+      *reinterpret_cast<float2*>(dst + 2 * C + nt * 8) = make_float2(dv[nt][2 * half], dv[nt][2 * half + 1]);
+    }
+  }
+}
+
+// dq into section 0 of dqkv. Grid (query tiles, B·NH), the longest first; block i visits the key
+// tiles 0 .. i.
+__global__ void __launch_bounds__(kFlashThreads)
+    flashBackwardQueries(const float* qkv, const float* dout, const float* lse, const float* rowDot, float* dqkv,
+                         int T, int C, int NH, float scaleLog2, float scale) {
+  extern __shared__ float shared[];
+  float* sQ = shared;
+  float* sO = sQ + kTileFloats;  // dout
+  float* sK = sO + kTileFloats;
+  float* sV = sK + kTileFloats;
+  float* sP = sV + kTileFloats;  // each warp's ds
+  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane / 4, c = lane % 4;
+  const HeadPlace at = headPlace(T, C, NH);
+  const float* q = qkv + at.wide;
+  loadTile(sQ, q, at.ld, q0, T);
+  loadTile(sO, dout + at.row, static_cast<std::size_t>(C), q0, T);
+  const float* qRows = sQ + warp * 16 * kStride;
+  const float* oRows = sO + warp * 16 * kStride;
+  float* dsRows = sP + warp * 16 * kStride;
+  const int rowA = q0 + warp * 16 + g, rowB = rowA + 8;
+  const float rowLse[2] = {rowA < T ? lse[at.stats + rowA] : INFINITY, rowB < T ? lse[at.stats + rowB] : INFINITY};
+  const float rowD[2] = {rowA < T ? rowDot[at.stats + rowA] : 0.0f, rowB < T ? rowDot[at.stats + rowB] : 0.0f};
+  float dq[8][4] = {};
+  for (int kt = 0; kt <= tile; ++kt) {
+    __syncthreads();
+    loadTile(sK, q + C, at.ld, kt * kFlashTile, T);
+    loadTile(sV, q + 2 * C, at.ld, kt * kFlashTile, T);
+    __syncthreads();
+    float p[8][4] = {}, dp[8][4] = {};
+    productTransposed(p, qRows, sK, g, c);   // s = q·kᵀ
+    productTransposed(dp, oRows, sV, g, c);  // dp = dout·vᵀ
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kt * kFlashTile + nt * 8 + 2 * c + (e & 1), half = e >> 1;
+        const float pr = exp2f(p[nt][e] * scaleLog2 - rowLse[half]);
+        dp[nt][e] = key > (half == 0 ? rowA : rowB) ? 0.0f : pr * (dp[nt][e] - rowD[half]);
+      }
+    storeRows(dsRows, dp, g, c);
+    __syncwarp();
+    productPlain(dq, dsRows, sK, g, c);  // dq += ds·k
+    __syncwarp();
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = half == 0 ? rowA : rowB;
+    if (row >= T) continue;
+    float* dst = dqkv + at.wide + static_cast<std::size_t>(row) * at.ld + 2 * c;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+      *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(dq[nt][2 * half] * scale, dq[nt][2 * half + 1] * scale);
+  }
+}
+
+constexpr std::size_t kFlashForwardShared = 3 * kTileFloats * sizeof(float);
+constexpr std::size_t kFlashKeysShared = (5 * kTileFloats + 2 * kFlashTile) * sizeof(float);
+constexpr std::size_t kFlashQueriesShared = 5 * kTileFloats * sizeof(float);
+
+// Opting in to more than 48 KiB of dynamic shared memory, once per kernel and device.
+template <class Kernel>
+cudaError_t allowShared(Kernel kernel, std::size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+}  // namespace
+
+// Whether the flash kernels take attention of this shape: head size 64, and B·NH within a grid's
+// second dimension. Forward and backward decide alike, so the backward knows what att holds.
+inline bool flashFits(osprey::Index B, osprey::Index C, osprey::Index NH) {
+  return NH > 0 && C == NH * kFlashHead && B * NH <= 65535 && C <= (1 << 20);
+}
+
+namespace flash_detail {
+inline float scaleLog2() { return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(kFlashHead))); }
+inline float scale() { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(kFlashHead))); }
+inline unsigned tiles(osprey::Index T) { return static_cast<unsigned>((T + kFlashTile - 1) / kFlashTile); }
+}  // namespace flash_detail
+
+// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C); flashFits(B, C, NH) holds.
+inline osprey::Result<void> flashAttentionForward(cudaStream_t stream, const float* qkv, float* out, float* lse,
+                                                  osprey::Index B, osprey::Index T, osprey::Index C, osprey::Index NH) {
+  if (B == 0 || T == 0) return {};
+  OSPREY_CUDA_CHECK(allowShared(flashForward, kFlashForwardShared), "flash attention: shared memory");
+  flashForward<<<dim3(flash_detail::tiles(T), static_cast<unsigned>(B * NH)), kFlashThreads, kFlashForwardShared,
+                 stream>>>(qkv, out, lse, static_cast<int>(T), static_cast<int>(C), static_cast<int>(NH),
+                           flash_detail::scaleLog2());
+  OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention launch");
+  return {};
+}
+
+// dqkv (B, T, 3C) from dout, qkv, the forward's out and lse; rowDot is (B, NH, T) scratch.
+inline osprey::Result<void> flashAttentionBackward(cudaStream_t stream, const float* dout, const float* qkv,
+                                                   const float* out, const float* lse, float* rowDot, float* dqkv,
+                                                   osprey::Index B, osprey::Index T, osprey::Index C,
+                                                   osprey::Index NH) {
+  if (B == 0 || T == 0) return {};
+  const int Ti = static_cast<int>(T), Ci = static_cast<int>(C), NHi = static_cast<int>(NH);
+  const osprey::Index dots = B * T * NH;
+  flashRowDots<<<static_cast<unsigned>((dots + 7) / 8), 256, 0, stream>>>(dout, out, rowDot, dots, Ti, Ci, NHi);
+  OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: row dots launch");
+  const dim3 grid(flash_detail::tiles(T), static_cast<unsigned>(B * NH));
+  OSPREY_CUDA_CHECK(allowShared(flashBackwardKeys, kFlashKeysShared), "flash attention backward: shared memory");
+  flashBackwardKeys<<<grid, kFlashThreads, kFlashKeysShared, stream>>>(qkv, dout, lse, rowDot, dqkv, Ti, Ci, NHi,
+                                                                       flash_detail::scaleLog2(), flash_detail::scale());
+  OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: keys launch");
+  OSPREY_CUDA_CHECK(allowShared(flashBackwardQueries, kFlashQueriesShared), "flash attention backward: shared memory");
+  flashBackwardQueries<<<grid, kFlashThreads, kFlashQueriesShared, stream>>>(
+      qkv, dout, lse, rowDot, dqkv, Ti, Ci, NHi, flash_detail::scaleLog2(), flash_detail::scale());
+  OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: queries launch");
+  return {};
+}
+
+}  // namespace gpt2::fast_kernels
