@@ -398,6 +398,50 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
   }
 }
 
+// The embedding backward: each token's rows found by a sort, then summed in the reference's
+// order in float. Tokens repeat (some ids many times, some never), positions start past 0, and a
+// base (the lm head's share) is added or not; a token outside [0, V) is refused.
+struct RepeatingTokens {
+  Index V;
+  OSPREY_FN Scalar operator()(Index n) const { return static_cast<Scalar>((n * n * 7 + 3) % 11 == 0 ? V - 1 : (n * 13) % (V / 2)); }
+};
+
+TEST(Fast, EncoderBackwardMatchesItsReference) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  const Index V = 37, maxT = 9;
+  for (Index C : {1, 31, 64}) {
+    for (Index posOffset : {0, 2}) {
+      SCOPED_TRACE(::testing::Message() << "C " << C << " posOffset " << posOffset);
+      const Index B = 3, T = 6, N = B * T;
+      auto tokens = ok(h.build(N, RepeatingTokens{V})), dout = ok(h.build(N * C, Mixed{31}));
+      auto base = ok(h.build(V * C, Mixed{32}));
+      const auto alone = ok(h.encoderBackward(dout, tokens, N, T, C, V, maxT, posOffset));
+      const auto aloneRef = ok(reference::encoderBackward(h, dout, tokens, nullptr, N, T, C, V, maxT, posOffset));
+      EXPECT_LT(relativeGap(read(alone.dwte), read(aloneRef.dwte)), kFusedFloatGap);
+      EXPECT_LT(relativeGap(read(alone.dwpe), read(aloneRef.dwpe)), kFusedFloatGap);
+      const auto onto = ok(h.encoderBackwardOnto(base, dout, tokens, N, T, C, V, maxT, posOffset));
+      const auto ontoRef = ok(reference::encoderBackward(h, dout, tokens, &base, N, T, C, V, maxT, posOffset));
+      EXPECT_LT(relativeGap(read(onto.dwte), read(ontoRef.dwte)), kFusedFloatGap);
+      EXPECT_EQ(read(onto.dwpe), read(alone.dwpe));
+      report("encoder backward dwte fused vs reference", relativeGap(read(onto.dwte), read(ontoRef.dwte)),
+             kFusedFloatGap);
+    }
+  }
+  const Index N = 4, T = 2, C = 3;
+  auto bad = ok(h.build(N, RepeatingTokens{V + 5}));  // ids up to V + 4
+  auto dout = ok(h.build(N * C, Mixed{33}));
+  const auto refused = h.encoderBackward(dout, bad, N, T, C, V, maxT, 0);
+  auto message = refused.ok() ? std::string() : refused.error().message;
+  if (refused.ok()) {  // a deferred fault surfaces at the next read-back
+    auto flushed = h.runtime()->flush();
+    ASSERT_FALSE(flushed.ok());
+    message = flushed.error().message;
+  }
+  EXPECT_NE(message.find("index out of range"), std::string::npos) << message;
+  EXPECT_FALSE(h.encoderBackward(dout, bad, N, 3, C, V, maxT, 0).ok());  // 4 rows are not sequences of 3
+}
+
 // Flash attention (head size 64): against the reference definition on the exact handler, beside
 // the unfused TF32 path it replaces (the reference on this handler), at lengths around the
 // 64-position tiles, with flat and with sharp softmax rows (the online softmax's rescaling matters

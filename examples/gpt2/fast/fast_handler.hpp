@@ -18,9 +18,10 @@
 // a fused float causal softmax (fast/causal_softmax.hpp), and att is the probabilities.
 //
 // LayerNorm, GELU, softmax cross-entropy (forward and backward) and AdamW: fused float kernels,
-// one pass per row (fast/row_kernels.hpp). The encoder and residual sums run their reference
-// definitions on this handler (double arithmetic over float storage), with row sums and maxima
-// folded as trees (osprey::Fast::foldRows).
+// one pass per row (fast/row_kernels.hpp). The embedding backward gathers each token's rows found
+// by a stable sort (fast/encoder_kernels.hpp). The encoder forward and the residual sums run their
+// reference definitions on this handler (double arithmetic over float storage), with row sums and
+// maxima folded as trees (osprey::Fast::foldRows).
 //
 // Decoding (fast/decode_layers.hpp, fast/decode_graph.hpp): one bandwidth kernel per linear layer
 // with the LayerNorm before it and the GELU or residual after it, one kernel for attention and the
@@ -40,6 +41,7 @@
 
 #include "gpt2/fast/causal_softmax.hpp"
 #include "gpt2/fast/decode_kernels.hpp"
+#include "gpt2/fast/encoder_kernels.hpp"
 #include "gpt2/fast/flash_attention.hpp"
 #include "gpt2/fast/row_kernels.hpp"
 #include "gpt2/generate.hpp"  // the model, and the reference continuation
@@ -74,8 +76,9 @@ class FastHandler : public osprey::Fast {
                                         osprey::Index cols, const Buffer& leftSrc, heads::Blocks left,
                                         const Buffer& rightSrc, heads::Blocks right);
 
-  // Causal attention (layers/attention.hpp): scores by cuBLAS in place, a fused float softmax
-  // (fast/causal_softmax.hpp), the outputs written straight into their (B, T, C) / (B, T, 3C) places.
+  // Causal attention (layers/attention.hpp): flash attention at head size 64
+  // (fast/flash_attention.hpp); otherwise scores by cuBLAS in place and a fused float softmax
+  // (fast/causal_softmax.hpp). The outputs are written straight into their (B, T, C) / (B, T, 3C) places.
   osprey::Result<AttentionOut<FastHandler>> attentionForward(const Buffer& qkv, osprey::Index B, osprey::Index T,
                                                              osprey::Index C, osprey::Index NH);
   osprey::Result<Buffer> attentionBackward(const Buffer& dout, const Buffer& qkv, const Buffer& att, osprey::Index B,
@@ -95,6 +98,15 @@ class FastHandler : public osprey::Fast {
                                                     const Buffer& v, osprey::Index t, osprey::Scalar lr,
                                                     osprey::Scalar beta1, osprey::Scalar beta2, osprey::Scalar eps,
                                                     osprey::Scalar weightDecay, bool decay);
+  // The embedding backward (layers/encoder.hpp; fast/encoder_kernels.hpp), alone and onto the lm
+  // head's share of dwte.
+  osprey::Result<EncoderGrads<FastHandler>> encoderBackward(const Buffer& dout, const Buffer& tokens, osprey::Index N,
+                                                            osprey::Index T, osprey::Index C, osprey::Index V,
+                                                            osprey::Index maxT, osprey::Index posOffset);
+  osprey::Result<EncoderGrads<FastHandler>> encoderBackwardOnto(const Buffer& dwteBase, const Buffer& dout,
+                                                                const Buffer& tokens, osprey::Index N, osprey::Index T,
+                                                                osprey::Index C, osprey::Index V, osprey::Index maxT,
+                                                                osprey::Index posOffset);
   osprey::Result<Buffer> geluForward(const Buffer& x);
   osprey::Result<Buffer> geluBackward(const Buffer& dout, const Buffer& x);
 
@@ -165,6 +177,11 @@ class FastHandler : public osprey::Fast {
   // (width 0: cols).
   osprey::Result<void> copyRows(float* dst, osprey::Index ldDst, const float* src, osprey::Index ldSrc,
                                 osprey::Index rows, osprey::Index cols, osprey::Index width = 0);
+  // Both embedding backwards: dwteBase (or nothing) plus the gathered sums.
+  osprey::Result<EncoderGrads<FastHandler>> encoderGradients(const Buffer* dwteBase, const Buffer& dout,
+                                                             const Buffer& tokens, osprey::Index N, osprey::Index T,
+                                                             osprey::Index C, osprey::Index V, osprey::Index maxT,
+                                                             osprey::Index posOffset);
   // w (rows, cols) followed by zero rows up to fast_detail::paddedWidth(rows).
   osprey::Result<Buffer> paddedRows(const Buffer& w, osprey::Index rows, osprey::Index cols);
   // table (N, V) and targets (N) as a cross-entropy layer reads them, every target an index in
@@ -229,6 +246,7 @@ struct One {
 #include "gpt2/fast/linear_layers.hpp"
 #include "gpt2/fast/attention_layers.hpp"
 #include "gpt2/fast/row_layers.hpp"
+#include "gpt2/fast/encoder_layers.hpp"
 #include "gpt2/fast/decode_layers.hpp"
 #include "gpt2/fast/decode_graph.hpp"
 #undef OSPREY_GPT2_FAST_HANDLER_PARTS

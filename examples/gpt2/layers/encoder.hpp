@@ -19,6 +19,28 @@ struct EncoderGrads {
   Buf<H> dwpe;  // (maxT, C)
 };
 
+namespace detail {
+// encoderBackward's operands: dout (N, C), tokens (N), whole sequences of T rows at positions
+// [posOffset, posOffset + T) within maxT, and dwteBase (V, C) when given; V·C and maxT·C fit.
+template <osprey::Tensor H>
+osprey::Result<void> checkEncoderBackward(H& h, const Buf<H>& dout, const Buf<H>& tokens, const Buf<H>* dwteBase,
+                                          osprey::Index N, osprey::Index T, osprey::Index C, osprey::Index V,
+                                          osprey::Index maxT, osprey::Index posOffset) {
+  const char* L = "encoder backward";
+  OSPREY_CHECK(checkLength(h, dout, OSPREY_TRY(checkedProduct(L, {N, C})), L, "dout"));
+  OSPREY_CHECK(checkLength(h, tokens, N, L, "tokens"));
+  if (T <= 0 || N % T != 0)
+    return osprey::Error{fmt::format("{}: {} rows are not whole sequences of length {}", L, N, T)};
+  if (posOffset < 0 || posOffset > maxT || T > maxT - posOffset)
+    return osprey::Error{fmt::format("{}: positions [{}, {}) exceed the context of {}", L, posOffset,
+                                     posOffset + T, maxT)};
+  const osprey::Index VC = OSPREY_TRY(checkedProduct(L, {V, C}));
+  (void)OSPREY_TRY(checkedProduct(L, {maxT, C}));
+  if (dwteBase) OSPREY_CHECK(checkLength(h, *dwteBase, VC, L, "dwte base"));
+  return {};
+}
+}  // namespace detail
+
 namespace reference {
 
 // out (N, C) from tokens (N) [ids as doubles], wte (V, C), wpe (maxT, C); row n sits at position
@@ -59,17 +81,8 @@ osprey::Result<EncoderGrads<H>> encoderBackward(H& h, const Buf<H>& dout, const 
                                                 const Buf<H>* dwteBase, osprey::Index N,
                                                 osprey::Index T, osprey::Index C, osprey::Index V,
                                                 osprey::Index maxT, osprey::Index posOffset) {
-  const char* L = "encoder backward";
-  OSPREY_CHECK(checkLength(h, dout, OSPREY_TRY(checkedProduct(L, {N, C})), L, "dout"));
-  OSPREY_CHECK(checkLength(h, tokens, N, L, "tokens"));
-  if (T <= 0 || N % T != 0)
-    return osprey::Error{fmt::format("{}: {} rows are not whole sequences of length {}", L, N, T)};
-  if (posOffset < 0 || posOffset > maxT || T > maxT - posOffset)
-    return osprey::Error{fmt::format("{}: positions [{}, {}) exceed the context of {}", L, posOffset,
-                                     posOffset + T, maxT)};
-  const osprey::Index VC = OSPREY_TRY(checkedProduct(L, {V, C}));
-  const osprey::Index PC = OSPREY_TRY(checkedProduct(L, {maxT, C}));
-  if (dwteBase) OSPREY_CHECK(checkLength(h, *dwteBase, VC, L, "dwte base"));
+  OSPREY_CHECK(detail::checkEncoderBackward(h, dout, tokens, dwteBase, N, T, C, V, maxT, posOffset));
+  const osprey::Index VC = V * C, PC = maxT * C;
   const auto tok = tokens.view(), d = dout.view();
   const auto base = dwteBase ? dwteBase->view() : decltype(tokens.view()){};
   const bool hasBase = dwteBase != nullptr;
