@@ -12,6 +12,7 @@
 //             r = x + (y·c_proj + b);  f = ln_2(r)·c_fc + b;  g = gelu(f)  (N, C), (N, 4C), (N, 4C)
 //             x' = r + (g·c_proj + b)                                      (N, C)
 //   z      = ln_f(x_L);  logits = z·wteᵀ;  losses = cross-entropy          (N, C), (N, V), (N)
+//            (the last two as one derived pair, layers/head_loss.hpp)
 //
 // Backward, in reverse, each layer's gradients from layers/*.hpp. Where one tensor receives two
 // contributions they are added once, element-wise, in a fixed documented order:
@@ -171,10 +172,9 @@ osprey::Result<ForwardPass<H>> forwardForTraining(H& h, const Params<H>& w, cons
   f.output = x;                                                                       // (N, C)
   f.lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight(), w.lnfBias(), N, C));     // (N, C)
   lap("forward layernorm");
-  auto logits = OSPREY_TRY(matmulForwardTransposed(h, f.lnf.out, w.wte(), N, C, c.V)); // (N, V)
-  lap("forward matmul lm head");
-  f.ce = OSPREY_TRY(crossEntropyForward(h, logits, f.targets, N, c.V));              // (N), (N, V)
-  lap("forward cross-entropy");
+  // logits = z·wteᵀ (N, V), then the cross-entropy: losses (N), probs (N, V)
+  f.ce = OSPREY_TRY(headLoss(h, f.lnf.out, w.wte(), f.targets, N, C, c.V));
+  lap("forward lm head and cross-entropy");
   return f;
 }
 
@@ -189,11 +189,9 @@ osprey::Result<Params<H>> backward(H& h, const Params<H>& w, const ForwardPass<H
   auto put = [&](Index index, Buf<H> grad) { g.tensors[static_cast<std::size_t>(index)] = std::move(grad); };
   auto putBlock = [&](Index l, BlockSlot slot, Buf<H> grad) { put(blockTensorIndex(l, slot), std::move(grad)); };
 
-  auto dlogits = OSPREY_TRY(crossEntropyBackward(h, f.ce.probs, f.targets, N, V, dloss)); // (N, V)
-  lap("backward cross-entropy");
-  auto head = OSPREY_TRY(matmulBackwardTransposed(h, dlogits, f.lnf.out, w.wte(), N, C, V));
-  //   head.dx (N, C), head.dwt (V, C): the lm head's share of dwte
-  lap("backward matmul lm head");
+  // dlogits (N, V), then head.dx (N, C) and head.dwt (V, C): the lm head's share of dwte
+  auto head = OSPREY_TRY(headLossBackward(h, f.ce.probs, f.targets, f.lnf.out, w.wte(), N, C, V, dloss));
+  lap("backward cross-entropy and lm head");
   auto lnf = OSPREY_TRY(layernormBackward(h, head.dx, f.output, w.lnfWeight(), f.lnf.mean,
                                           f.lnf.rstd, N, C));                        // (N, C)
   lap("backward layernorm");

@@ -398,6 +398,39 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
   }
 }
 
+// The lm head and the loss as one pair: for the lm head's V (not a multiple of 4) the logits,
+// probabilities and dlogits stay in rows padded to a multiple of 4. The padded products and the
+// float cross-entropy are the ones the layers run one by one on this handler, so every result is
+// theirs bit for bit; only the probabilities' layout differs, and the backward refuses another.
+struct TargetIds {
+  Index V;
+  OSPREY_FN Scalar operator()(Index n) const { return static_cast<Scalar>((n * 37 + 5) % V); }
+};
+
+TEST(Fast, HeadLossKeepsPaddedRows) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  for (Index N : {8, 64}) {
+    SCOPED_TRACE(::testing::Message() << "N " << N);
+    const Index C = 40, V = 1027, Vp = 1028;
+    auto z = ok(h.build(N * C, Mixed{41})), wte = ok(h.build(V * C, Mixed{42})), targets = ok(h.build(N, TargetIds{V}));
+    const auto fused = ok(h.headLoss(z, wte, targets, N, C, V));
+    const auto layers = ok(reference::headLoss(h, z, wte, targets, N, C, V));
+    EXPECT_EQ(read(fused.losses), read(layers.losses));
+    const bool padded = fast_detail::padsRows(N, V);
+    EXPECT_EQ(fused.probs.size(), padded ? N * Vp : N * V);
+    const auto g = ok(h.headLossBackward(fused.probs, targets, z, wte, N, C, V, 1.0 / N));
+    const auto gl = ok(reference::headLossBackward(h, layers.probs, targets, z, wte, N, C, V, 1.0 / N));
+    EXPECT_EQ(read(g.dx), read(gl.dx));
+    EXPECT_EQ(read(g.dwt), read(gl.dwt));
+    if (padded) {
+      const auto refused = h.headLossBackward(layers.probs, targets, z, wte, N, C, V, 1.0 / N);
+      ASSERT_FALSE(refused.ok());
+      EXPECT_NE(refused.error().message.find("padded to 1028"), std::string::npos) << refused.error().message;
+    }
+  }
+}
+
 // The embedding backward: each token's rows found by a sort, then summed in the reference's
 // order in float. Tokens repeat (some ids many times, some never), positions start past 0, and a
 // base (the lm head's share) is added or not; a token outside [0, V) is refused.

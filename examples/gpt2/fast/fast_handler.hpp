@@ -90,6 +90,15 @@ class FastHandler : public osprey::Fast {
   osprey::Result<LayerNormGrads<FastHandler>> layernormBackward(const Buffer& dout, const Buffer& x, const Buffer& w,
                                                                 const Buffer& mean, const Buffer& rstd,
                                                                 osprey::Index N, osprey::Index C);
+  // The lm head and the loss (layers/head_loss.hpp): for the lm head's V, the logits stay in rows
+  // padded to a multiple of 4, the probabilities overwrite them there, and the backward's dlogits
+  // are written in that layout for the padded products: no packing and no re-padding.
+  osprey::Result<CrossEntropyOut<FastHandler>> headLoss(const Buffer& z, const Buffer& wte, const Buffer& targets,
+                                                        osprey::Index N, osprey::Index C, osprey::Index V);
+  osprey::Result<MatmulTransposedGrads<FastHandler>> headLossBackward(const Buffer& probs, const Buffer& targets,
+                                                                      const Buffer& z, const Buffer& wte,
+                                                                      osprey::Index N, osprey::Index C, osprey::Index V,
+                                                                      osprey::Scalar dloss);
   osprey::Result<CrossEntropyOut<FastHandler>> crossEntropyForward(const Buffer& logits, const Buffer& targets,
                                                                    osprey::Index N, osprey::Index V);
   osprey::Result<Buffer> crossEntropyBackward(const Buffer& probs, const Buffer& targets, osprey::Index N,
@@ -182,6 +191,14 @@ class FastHandler : public osprey::Fast {
                                                              const Buffer& tokens, osprey::Index N, osprey::Index T,
                                                              osprey::Index C, osprey::Index V, osprey::Index maxT,
                                                              osprey::Index posOffset);
+  // The lm head over V padded to Vp = fast_detail::paddedWidth(V) (cuBLAS's aligned kernels):
+  // x (N, IC) · wtᵀ into rows Vp wide (the last Vp - V columns 0); and its backward from a
+  // gradient in that layout, dwt the first OC rows of a (Vp, IC) product.
+  osprey::Result<Buffer> paddedTransposedProduct(const Buffer& x, const Buffer& wt, osprey::Index N, osprey::Index IC,
+                                                 osprey::Index OC);
+  osprey::Result<MatmulTransposedGrads<FastHandler>> paddedTransposedGrads(const Buffer& doutWide, const Buffer& x,
+                                                                           const Buffer& wt, osprey::Index N,
+                                                                           osprey::Index IC, osprey::Index OC);
   // w (rows, cols) followed by zero rows up to fast_detail::paddedWidth(rows).
   osprey::Result<Buffer> paddedRows(const Buffer& w, osprey::Index rows, osprey::Index cols);
   // table (N, V) and targets (N) as a cross-entropy layer reads them, every target an index in
@@ -247,6 +264,7 @@ struct One {
 #include "gpt2/fast/attention_layers.hpp"
 #include "gpt2/fast/row_layers.hpp"
 #include "gpt2/fast/encoder_layers.hpp"
+#include "gpt2/fast/head_loss_layers.hpp"
 #include "gpt2/fast/decode_layers.hpp"
 #include "gpt2/fast/decode_graph.hpp"
 #undef OSPREY_GPT2_FAST_HANDLER_PARTS

@@ -18,8 +18,8 @@
 // grouping of the sums (docs/FAST.md bounds the gap).
 //
 // Products use mma.sync m16n8k8 with TF32 operands: a warp owns 16 rows of its block's 64-row
-// tile; the other operand's tile is in shared memory. Row strides in shared memory are 68 floats
-// (≡ 4 mod 32 banks), so the fragment reads of a warp hit 32 different banks.
+// tile; the other operand's tile is in shared memory, laid out so that every fragment read of a
+// warp hits 32 different banks (at() below).
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -44,8 +44,13 @@ namespace {  // internal linkage: every unit launches its own copy (osprey/gpu/c
 constexpr int kFlashTile = 64;                 // rows of a block's tile, and of each tile it visits
 constexpr int kFlashWarps = kFlashTile / 16;   // a warp owns 16 rows
 constexpr int kFlashThreads = kFlashWarps * 32;
-constexpr int kStride = kFlashHead + 4;        // floats per shared row: conflict-free fragments
-constexpr int kTileFloats = kFlashTile * kStride;
+constexpr int kTileFloats = kFlashTile * kFlashHead;
+
+// Where element (r, col) of a 64-wide shared tile lives. Each row's 4-float chunks are permuted
+// (an XOR on bits 2–4 of col, by r mod 8) so that a warp's fragment reads hit 32 different banks
+// whether they take 8 rows × 4 columns (A fragments, and B read as the transpose of a tile) or
+// 4 rows × 8 columns (B read as the tile itself); chunks stay whole, so 16-byte stores still fit.
+__device__ __forceinline__ int at(int r, int col) { return r * kFlashHead + (col ^ (((r & 3) << 3) | (r & 4))); }
 
 // TF32 rounding of a float (to nearest, ties away), kept as a float whose low 13 bits are 0.
 __device__ __forceinline__ float tf32(float x) {
@@ -68,11 +73,10 @@ __device__ __forceinline__ void mma(float (&d)[4], const float (&a)[4], float b0
 
 // The A fragment of k-step ks from rows [0, 16) of a row-major shared tile (A[r][k] = rows[r][k]).
 __device__ __forceinline__ void loadA(float (&a)[4], const float* rows, int ks, int g, int c) {
-  const float* p = rows + g * kStride + ks * 8 + c;
-  a[0] = p[0];
-  a[1] = p[8 * kStride];
-  a[2] = p[4];
-  a[3] = p[8 * kStride + 4];
+  a[0] = rows[at(g, ks * 8 + c)];
+  a[1] = rows[at(g + 8, ks * 8 + c)];
+  a[2] = rows[at(g, ks * 8 + c + 4)];
+  a[3] = rows[at(g + 8, ks * 8 + c + 4)];
 }
 
 // acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · Bᵀ, where B is a shared tile read by rows:
@@ -85,8 +89,7 @@ __device__ __forceinline__ void productTransposed(float (&acc)[8][4], const floa
     loadA(a, rows, ks, g, c);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      const float* b = tile + (nt * 8 + g) * kStride + ks * 8 + c;
-      mma(acc[nt], a, b[0], b[4]);
+      mma(acc[nt], a, tile[at(nt * 8 + g, ks * 8 + c)], tile[at(nt * 8 + g, ks * 8 + c + 4)]);
     }
   }
 }
@@ -100,8 +103,7 @@ __device__ __forceinline__ void productPlain(float (&acc)[8][4], const float* ro
     loadA(a, rows, ks, g, c);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      const float* b = tile + (ks * 8 + c) * kStride + nt * 8 + g;
-      mma(acc[nt], a, b[0], b[4 * kStride]);
+      mma(acc[nt], a, tile[at(ks * 8 + c, nt * 8 + g)], tile[at(ks * 8 + c + 4, nt * 8 + g)]);
     }
   }
 }
@@ -110,11 +112,8 @@ __device__ __forceinline__ void productPlain(float (&acc)[8][4], const float* ro
 __device__ __forceinline__ void storeRows(float* rows, const float (&acc)[8][4], int g, int c) {
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
-    float* p = rows + g * kStride + nt * 8 + 2 * c;
-    p[0] = tf32(acc[nt][0]);
-    p[1] = tf32(acc[nt][1]);
-    p[8 * kStride] = tf32(acc[nt][2]);
-    p[8 * kStride + 1] = tf32(acc[nt][3]);
+    *reinterpret_cast<float2*>(rows + at(g, nt * 8 + 2 * c)) = make_float2(tf32(acc[nt][0]), tf32(acc[nt][1]));
+    *reinterpret_cast<float2*>(rows + at(g + 8, nt * 8 + 2 * c)) = make_float2(tf32(acc[nt][2]), tf32(acc[nt][3]));
   }
 }
 
@@ -125,11 +124,7 @@ __device__ __forceinline__ void loadTile(float* tile, const float* src, std::siz
     const int r = i / (kFlashHead / 4), q = i % (kFlashHead / 4);
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row0 + r < T) v = *reinterpret_cast<const float4*>(src + static_cast<std::size_t>(row0 + r) * ld + 4 * q);
-    float* p = tile + r * kStride + 4 * q;
-    p[0] = tf32(v.x);
-    p[1] = tf32(v.y);
-    p[2] = tf32(v.z);
-    p[3] = tf32(v.w);
+    *reinterpret_cast<float4*>(tile + at(r, 4 * q)) = make_float4(tf32(v.x), tf32(v.y), tf32(v.z), tf32(v.w));
   }
 }
 
@@ -158,7 +153,7 @@ __device__ __forceinline__ HeadPlace headPlace(int T, int C, int NH) {
 
 // out (B, T, C) and lse (B, NH, T), the log-sum-exp of each softmax row in base 2 (of s·log2 e).
 // Grid (query tiles, B·NH), the longest tiles first.
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashThreads, 4)
     flashForward(const float* qkv, float* out, float* lse, int T, int C, int NH, float scaleLog2) {
   extern __shared__ float shared[];
   float* sQ = shared;  // then each warp's p rows
@@ -167,10 +162,10 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
-  const HeadPlace at = headPlace(T, C, NH);
-  const float* q = qkv + at.wide;
-  float* rows = sQ + warp * 16 * kStride;  // the warp's q rows, then its p rows
-  loadTile(sQ, q, at.ld, q0, T);
+  const HeadPlace head = headPlace(T, C, NH);
+  const float* q = qkv + head.wide;
+  float* rows = sQ + warp * 16 * kFlashHead;  // the warp's q rows, then its p rows
+  loadTile(sQ, q, head.ld, q0, T);
   __syncthreads();
   float qa[8][4];
 #pragma unroll
@@ -180,16 +175,15 @@ __global__ void __launch_bounds__(kFlashThreads)
   float o[8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   for (int kt = 0; kt <= tile; ++kt) {
     __syncthreads();  // every warp is done with the previous k and v
-    loadTile(sK, q + C, at.ld, kt * kFlashTile, T);
-    loadTile(sV, q + 2 * C, at.ld, kt * kFlashTile, T);
+    loadTile(sK, q + C, head.ld, kt * kFlashTile, T);
+    loadTile(sV, q + 2 * C, head.ld, kt * kFlashTile, T);
     __syncthreads();
     float s[8][4] = {};
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks)
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        const float* b = sK + (nt * 8 + g) * kStride + ks * 8 + c;
-        mma(s[nt], qa[ks], b[0], b[4]);
+        mma(s[nt], qa[ks], sK[at(nt * 8 + g, ks * 8 + c)], sK[at(nt * 8 + g, ks * 8 + c + 4)]);
       }
     float top[2] = {m[0], m[1]};
 #pragma unroll
@@ -230,11 +224,11 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int row = half == 0 ? rowA : rowB;
     if (row >= T) continue;
     const float inverse = 1.0f / l[half];
-    float* dst = out + at.row + static_cast<std::size_t>(row) * C + 2 * c;
+    float* dst = out + head.row + static_cast<std::size_t>(row) * C + 2 * c;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
       *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(o[nt][2 * half] * inverse, o[nt][2 * half + 1] * inverse);
-    if (c == 0) lse[at.stats + row] = m[half] + log2f(l[half]);
+    if (c == 0) lse[head.stats + row] = m[half] + log2f(l[half]);
   }
 }
 
@@ -280,22 +274,22 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int tile = static_cast<int>(blockIdx.x), k0 = tile * kFlashTile, tiles = static_cast<int>(gridDim.x);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
-  const HeadPlace at = headPlace(T, C, NH);
-  const float* q = qkv + at.wide;
-  const float* doutHead = dout + at.row;
-  loadTile(sK, q + C, at.ld, k0, T);
-  loadTile(sV, q + 2 * C, at.ld, k0, T);
-  const float* kRows = sK + warp * 16 * kStride;
-  const float* vRows = sV + warp * 16 * kStride;
-  float* pRows = sP + warp * 16 * kStride;
+  const HeadPlace head = headPlace(T, C, NH);
+  const float* q = qkv + head.wide;
+  const float* doutHead = dout + head.row;
+  loadTile(sK, q + C, head.ld, k0, T);
+  loadTile(sV, q + 2 * C, head.ld, k0, T);
+  const float* kRows = sK + warp * 16 * kFlashHead;
+  const float* vRows = sV + warp * 16 * kFlashHead;
+  float* pRows = sP + warp * 16 * kFlashHead;
   const int keyA = k0 + warp * 16 + g, keyB = keyA + 8;
   float dk[8][4] = {}, dv[8][4] = {};
   for (int qt = tile; qt < tiles; ++qt) {
     const int q0 = qt * kFlashTile;
     __syncthreads();
-    loadTile(sQ, q, at.ld, q0, T);
+    loadTile(sQ, q, head.ld, q0, T);
     loadTile(sO, doutHead, static_cast<std::size_t>(C), q0, T);
-    loadRowStats(sLse, sDot, lse + at.stats, rowDot + at.stats, q0, T);
+    loadRowStats(sLse, sDot, lse + head.stats, rowDot + head.stats, q0, T);
     __syncthreads();
     // pᵀ[key][query] = exp2(s·log2 e - lse[query]); 0 where the query comes before the key.
     float p[8][4] = {};
@@ -327,7 +321,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   for (int half = 0; half < 2; ++half) {
     const int key = half == 0 ? keyA : keyB;
     if (key >= T) continue;
-    float* dst = dqkv + at.wide + static_cast<std::size_t>(key) * at.ld + 2 * c;
+    float* dst = dqkv + head.wide + static_cast<std::size_t>(key) * head.ld + 2 * c;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       *reinterpret_cast<float2*>(dst + C + nt * 8) = make_float2(dk[nt][2 * half] * scale, dk[nt][2 * half + 1] * scale);
@@ -338,7 +332,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 
 // dq into section 0 of dqkv. Grid (query tiles, B·NH), the longest first; block i visits the key
 // tiles 0 .. i.
-__global__ void __launch_bounds__(kFlashThreads)
+__global__ void __launch_bounds__(kFlashThreads, 3)
     flashBackwardQueries(const float* qkv, const float* dout, const float* lse, const float* rowDot, float* dqkv,
                          int T, int C, int NH, float scaleLog2, float scale) {
   extern __shared__ float shared[];
@@ -350,21 +344,21 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
-  const HeadPlace at = headPlace(T, C, NH);
-  const float* q = qkv + at.wide;
-  loadTile(sQ, q, at.ld, q0, T);
-  loadTile(sO, dout + at.row, static_cast<std::size_t>(C), q0, T);
-  const float* qRows = sQ + warp * 16 * kStride;
-  const float* oRows = sO + warp * 16 * kStride;
-  float* dsRows = sP + warp * 16 * kStride;
+  const HeadPlace head = headPlace(T, C, NH);
+  const float* q = qkv + head.wide;
+  loadTile(sQ, q, head.ld, q0, T);
+  loadTile(sO, dout + head.row, static_cast<std::size_t>(C), q0, T);
+  const float* qRows = sQ + warp * 16 * kFlashHead;
+  const float* oRows = sO + warp * 16 * kFlashHead;
+  float* dsRows = sP + warp * 16 * kFlashHead;
   const int rowA = q0 + warp * 16 + g, rowB = rowA + 8;
-  const float rowLse[2] = {rowA < T ? lse[at.stats + rowA] : INFINITY, rowB < T ? lse[at.stats + rowB] : INFINITY};
-  const float rowD[2] = {rowA < T ? rowDot[at.stats + rowA] : 0.0f, rowB < T ? rowDot[at.stats + rowB] : 0.0f};
+  const float rowLse[2] = {rowA < T ? lse[head.stats + rowA] : INFINITY, rowB < T ? lse[head.stats + rowB] : INFINITY};
+  const float rowD[2] = {rowA < T ? rowDot[head.stats + rowA] : 0.0f, rowB < T ? rowDot[head.stats + rowB] : 0.0f};
   float dq[8][4] = {};
   for (int kt = 0; kt <= tile; ++kt) {
     __syncthreads();
-    loadTile(sK, q + C, at.ld, kt * kFlashTile, T);
-    loadTile(sV, q + 2 * C, at.ld, kt * kFlashTile, T);
+    loadTile(sK, q + C, head.ld, kt * kFlashTile, T);
+    loadTile(sV, q + 2 * C, head.ld, kt * kFlashTile, T);
     __syncthreads();
     float p[8][4] = {}, dp[8][4] = {};
     productTransposed(p, qRows, sK, g, c);   // s = q·kᵀ
@@ -386,7 +380,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   for (int half = 0; half < 2; ++half) {
     const int row = half == 0 ? rowA : rowB;
     if (row >= T) continue;
-    float* dst = dqkv + at.wide + static_cast<std::size_t>(row) * at.ld + 2 * c;
+    float* dst = dqkv + head.wide + static_cast<std::size_t>(row) * head.ld + 2 * c;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
       *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(dq[nt][2 * half] * scale, dq[nt][2 * half + 1] * scale);

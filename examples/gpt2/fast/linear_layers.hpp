@@ -52,13 +52,20 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForwardTransposed(
   // OC not a multiple of 4 (the lm head's V = 50257) keeps cuBLAS on its slow unaligned kernels,
   // through the rows of the output and through OC itself: the product runs over wt padded with
   // zero rows to a multiple of 4, into rows that wide, and is then packed.
+  auto wide = OSPREY_TRY(paddedTransposedProduct(x, wt, N, IC, OC));
+  OSPREY_CHECK(copyRows(out.data(), OC, wide.data(), fast_detail::paddedWidth(OC), N, OC));
+  return out;
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::paddedTransposedProduct(const Buffer& x, const Buffer& wt,
+                                                                                osprey::Index N, osprey::Index IC,
+                                                                                osprey::Index OC) {
   const osprey::Index padded = fast_detail::paddedWidth(OC);
   auto wtWide = OSPREY_TRY(paddedRows(wt, OC, IC));
   auto wide = OSPREY_TRY(allocate(N * padded));
   OSPREY_CHECK(product(wide.data(), {x.data()}, {wtWide.data(), true}, N, IC, padded, 0.0f, 1,
                        osprey::Precision::TensorCores, padded));
-  OSPREY_CHECK(copyRows(out.data(), OC, wide.data(), padded, N, OC));
-  return out;
+  return wide;
 }
 
 inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulBackward(const Buffer& dout, const Buffer& x,
@@ -84,8 +91,8 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::matmulBac
   OSPREY_CHECK(fast_detail::checkShape(*this, dout, N, OC, L, "dout"));
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, wt, OC, IC, L, "weight"));
-  auto dx = OSPREY_TRY(allocate(N * IC));
   if (!fast_detail::padsRows(N, OC)) {
+    auto dx = OSPREY_TRY(allocate(N * IC));
     OSPREY_CHECK(product(dx.data(), {dout.data()}, {wt.data()}, N, OC, IC));          // (N, OC) · wt
     auto dwt = OSPREY_TRY(allocate(OC * IC));
     OSPREY_CHECK(product(dwt.data(), {dout.data(), true}, {x.data()}, OC, N, IC));    // doutᵀ · x
@@ -93,16 +100,22 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::matmulBac
   }
   // OC not a multiple of 4 (the lm head's V) keeps cuBLAS on unaligned kernels, whether OC is the
   // inner dimension (dx) or the output's rows (dwt): both products run over OC padded to Vp with
-  // zeros (dout's extra columns, wt's extra rows), which adds nothing, and dwt is the first OC rows.
+  // zeros (dout's extra columns, wt's extra rows), which adds nothing.
   const osprey::Index Vp = fast_detail::paddedWidth(OC);
   auto doutWide = OSPREY_TRY(allocate(N * Vp));
   OSPREY_CHECK(copyRows(doutWide.data(), Vp, dout.data(), OC, N, OC, Vp));
+  return paddedTransposedGrads(doutWide, x, wt, N, IC, OC);
+}
+
+inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::paddedTransposedGrads(
+    const Buffer& doutWide, const Buffer& x, const Buffer& wt, osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  const osprey::Index Vp = fast_detail::paddedWidth(OC);
   auto wtWide = OSPREY_TRY(paddedRows(wt, OC, IC));
+  auto dx = OSPREY_TRY(allocate(N * IC));
   OSPREY_CHECK(product(dx.data(), {doutWide.data()}, {wtWide.data()}, N, Vp, IC));       // (N, Vp) · wt (Vp, IC)
   auto dwtWide = OSPREY_TRY(allocate(Vp * IC));
   OSPREY_CHECK(product(dwtWide.data(), {doutWide.data(), true}, {x.data()}, Vp, N, IC));  // doutᵀ · x, (Vp, IC)
-  auto dwt = dwtWide.prefix(OC * IC);
-  return MatmulTransposedGrads<FastHandler>{std::move(dx), std::move(dwt)};
+  return MatmulTransposedGrads<FastHandler>{std::move(dx), dwtWide.prefix(OC * IC)};
 }
 
 

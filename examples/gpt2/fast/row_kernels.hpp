@@ -96,12 +96,13 @@ __device__ __forceinline__ int targetOf(float id, int V) {
 
 // m = max_v logits;  s = Σ exp(logits - m);  probs = exp(logits - m) / s;  (two passes over the row)
 // loss = log(s) - (logits[target] - m). Targets were checked (ids in [0, V)) before the launch.
+// Rows are ld ≥ V apart in logits and probs; probs' columns [V, ld) are written 0.
 __global__ void __launch_bounds__(kVocabThreads)
     crossEntropyForward(float* probs, float* losses, const float* logits, const float* targets, osprey::Index N,
-                        int V) {
+                        int V, int ld) {
   __shared__ float scratch[kVocabThreads / 32];
   const osprey::Index n = blockIdx.x;
-  const float* row = logits + n * V;
+  const float* row = logits + n * ld;
   // One pass for both statistics: each thread keeps its running max and the sum of exp(x - max),
   // rescaled when the max grows; then the block's maximum, and every thread's sum moved onto it.
   float m = -INFINITY, s = 0.0f;
@@ -118,20 +119,22 @@ __global__ void __launch_bounds__(kVocabThreads)
   s = blockFold<false>(m == -INFINITY ? 0.0f : s * __expf(m - rowMax), scratch);
   m = rowMax;
   const float inverse = 1.0f / s;
-  float* p = probs + n * V;
-  for (int v = threadIdx.x; v < V; v += kVocabThreads) p[v] = __expf(row[v] - m) * inverse;
   if (threadIdx.x == 0) losses[n] = logf(s) - (row[targetOf(targets[n], V)] - m);
+  __syncthreads();  // probs may be the logits themselves: the target's logit is read first
+  float* p = probs + n * ld;
+  for (int v = threadIdx.x; v < ld; v += kVocabThreads) p[v] = v < V ? __expf(row[v] - m) * inverse : 0.0f;
 }
 
-// dlogits = (probs - [v == target])·dloss
+// dlogits = (probs - [v == target])·dloss; rows ld ≥ V apart, columns [V, ld) written 0.
 __global__ void __launch_bounds__(kVocabThreads)
     crossEntropyBackward(float* dlogits, const float* probs, const float* targets, osprey::Index N, int V,
-                         float dloss) {
+                         float dloss, int ld) {
   const osprey::Index n = blockIdx.x;
   const int target = targetOf(targets[n], V);
-  const float* p = probs + n * V;
-  float* d = dlogits + n * V;
-  for (int v = threadIdx.x; v < V; v += kVocabThreads) d[v] = (p[v] - (v == target ? 1.0f : 0.0f)) * dloss;
+  const float* p = probs + n * ld;
+  float* d = dlogits + n * ld;
+  for (int v = threadIdx.x; v < ld; v += kVocabThreads)
+    d[v] = v < V ? (p[v] - (v == target ? 1.0f : 0.0f)) * dloss : 0.0f;
 }
 
 // dst (rows, width) with rows ldDst apart: columns [0, cols) from src (rows ldSrc apart), columns

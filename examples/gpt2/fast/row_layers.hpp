@@ -80,7 +80,7 @@ inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::crossEntropyFor
   auto losses = OSPREY_TRY(allocate(N));
   if (N > 0) {
     fast_kernels::crossEntropyForward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
-        probs.data(), losses.data(), logits.data(), targets.data(), N, Vi);
+        probs.data(), losses.data(), logits.data(), targets.data(), N, Vi, Vi);
     OSPREY_CHECK(fast_detail::launched("fast cross-entropy launch"));
   }
   return CrossEntropyOut<FastHandler>{std::move(losses), std::move(probs)};
@@ -93,7 +93,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::crossEntropyBackward(con
   auto dlogits = OSPREY_TRY(allocate(N * V));
   if (N > 0) {
     fast_kernels::crossEntropyBackward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
-        dlogits.data(), probs.data(), targets.data(), N, Vi, static_cast<float>(dloss));
+        dlogits.data(), probs.data(), targets.data(), N, Vi, static_cast<float>(dloss), Vi);
     OSPREY_CHECK(fast_detail::launched("fast cross-entropy backward launch"));
   }
   return dlogits;

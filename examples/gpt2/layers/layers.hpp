@@ -8,6 +8,7 @@
 #include "gpt2/layers/cross_entropy.hpp"
 #include "gpt2/layers/encoder.hpp"
 #include "gpt2/layers/gelu.hpp"
+#include "gpt2/layers/head_loss.hpp"
 #include "gpt2/layers/layernorm.hpp"
 #include "gpt2/layers/matmul.hpp"
 #include "gpt2/layers/residual.hpp"

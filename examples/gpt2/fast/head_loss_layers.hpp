@@ -1,0 +1,56 @@
+// The fast handler's lm head and loss (layers/head_loss.hpp). For the lm head's V (not a multiple
+// of 4), the logits are computed into rows padded to Vp (cuBLAS's aligned kernels), the
+// cross-entropy overwrites them with the probabilities in that layout, and the backward writes
+// dlogits in it for the padded products: the (N, V) logits are never packed, nor dlogits padded
+// again. `probs` is then (N, Vp), for headLossBackward alone. Other shapes: the layers one by one.
+// A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
+#pragma once
+
+#if !defined(OSPREY_GPT2_FAST_HANDLER_PARTS)
+#error "gpt2/fast/head_loss_layers.hpp is a part of gpt2/fast/fast_handler.hpp: include that header"
+#endif
+
+namespace gpt2 {
+
+inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::headLoss(const Buffer& z, const Buffer& wte,
+                                                                          const Buffer& targets, osprey::Index N,
+                                                                          osprey::Index C, osprey::Index V) {
+  if (!fast_detail::padsRows(N, V)) return reference::headLoss(*this, z, wte, targets, N, C, V);
+  const char* L = "lm head and cross-entropy";
+  OSPREY_CHECK(fast_detail::checkShape(*this, z, N, C, L, "z"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, wte, V, C, L, "wte"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, L, "targets"));
+  const int Vi = OSPREY_TRY(fast_detail::intWidth(L, V));
+  const int Vp = OSPREY_TRY(fast_detail::intWidth(L, fast_detail::paddedWidth(V)));
+  (void)OSPREY_TRY(build(targets.size(), fast_detail::TargetIndex{targets.view(), V}));
+  auto wide = OSPREY_TRY(paddedTransposedProduct(z, wte, N, C, V));  // logits, rows Vp wide
+  auto losses = OSPREY_TRY(allocate(N));
+  fast_kernels::crossEntropyForward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
+      wide.data(), losses.data(), wide.data(), targets.data(), N, Vi, Vp);
+  OSPREY_CHECK(fast_detail::launched("fast cross-entropy launch"));
+  return CrossEntropyOut<FastHandler>{std::move(losses), std::move(wide)};
+}
+
+inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::headLossBackward(
+    const Buffer& probs, const Buffer& targets, const Buffer& z, const Buffer& wte, osprey::Index N, osprey::Index C,
+    osprey::Index V, osprey::Scalar dloss) {
+  if (!fast_detail::padsRows(N, V)) return reference::headLossBackward(*this, probs, targets, z, wte, N, C, V, dloss);
+  const char* L = "lm head and cross-entropy backward";
+  OSPREY_CHECK(fast_detail::checkShape(*this, z, N, C, L, "z"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, wte, V, C, L, "wte"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, L, "targets"));
+  const int Vi = OSPREY_TRY(fast_detail::intWidth(L, V));
+  const int Vp = OSPREY_TRY(fast_detail::intWidth(L, fast_detail::paddedWidth(V)));
+  if (probs.size() != N * Vp)
+    return osprey::Error{fmt::format("{}: probs holds {} values, where this handler's headLoss keeps {} ({} rows "
+                                     "padded to {})",
+                                     L, probs.size(), N * Vp, N, Vp)};
+  (void)OSPREY_TRY(build(targets.size(), fast_detail::TargetIndex{targets.view(), V}));
+  auto dlogits = OSPREY_TRY(allocate(N * Vp));
+  fast_kernels::crossEntropyBackward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
+      dlogits.data(), probs.data(), targets.data(), N, Vi, static_cast<float>(dloss), Vp);
+  OSPREY_CHECK(fast_detail::launched("fast cross-entropy backward launch"));
+  return paddedTransposedGrads(dlogits, z, wte, N, C, V);
+}
+
+}  // namespace gpt2
