@@ -1,5 +1,5 @@
-// The fast handler's embedding backward (fast/encoder_kernels.hpp): each token's rows found by a
-// stable sort, then the reference's gathers in float.
+// The fast handler's embedding backward (fast/token_sums.hpp): each token's rows found by a stable
+// sort, then the reference's gathers in float.
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -8,6 +8,23 @@
 #endif
 
 namespace gpt2 {
+
+inline osprey::Result<FastHandler::TokenRows> FastHandler::tokenRows(const Buffer& ids, osprey::Index N,
+                                                                     osprey::Index V) {
+  const int Ni = static_cast<int>(N), Vi = static_cast<int>(V);
+  std::size_t scratchBytes = 0;
+  OSPREY_CUDA_CHECK(fast_kernels::tokenSortBytes(scratchBytes, Ni, Vi, stream()), "sorting rows by token: scratch size");
+  auto* device = runtime().get();
+  auto release = [device](void* p) { device->release(p); };
+  TokenRows held;
+  int* ints = OSPREY_TRY(device->allocate<int>(fast_kernels::tokenWorkspaceInts(N, V)));
+  held.ints = std::shared_ptr<void>(ints, release);
+  auto* scratch = OSPREY_TRY(device->allocate<unsigned char>(static_cast<osprey::Index>(scratchBytes) + 1));
+  held.scratch = std::shared_ptr<void>(scratch, release);
+  OSPREY_CUDA_CHECK(fast_kernels::sortTokenRows(stream(), held.runs, ids.data(), ints, scratch, scratchBytes, Ni, Vi),
+                    "sorting rows by token");
+  return held;
+}
 
 inline osprey::Result<EncoderGrads<FastHandler>> FastHandler::encoderGradients(
     const Buffer* dwteBase, const Buffer& dout, const Buffer& tokens, osprey::Index N, osprey::Index T,
@@ -18,21 +35,17 @@ inline osprey::Result<EncoderGrads<FastHandler>> FastHandler::encoderGradients(
     if (n > INT_MAX) return osprey::Error{fmt::format("{}: {} is more than the kernels' int indices hold", L, n)};
   // Every token an index in [0, V): a bad one is the reference's "index out of range" fault.
   auto ids = OSPREY_TRY(build(N, fast_detail::TargetIndex{tokens.view(), V}));
+  const auto rows = OSPREY_TRY(tokenRows(ids, N, V));
   auto dwte = OSPREY_TRY(allocate(V * C));
   auto dwpe = OSPREY_TRY(allocate(maxT * C));
-  const int Ni = static_cast<int>(N), Vi = static_cast<int>(V);
-  std::size_t scratchBytes = 0;
-  OSPREY_CUDA_CHECK(fast_kernels::encoderSortBytes(scratchBytes, Ni, Vi, stream()), "encoder backward: sort size");
-  auto* device = runtime().get();
-  int* ints = OSPREY_TRY(device->allocate<int>(fast_kernels::encoderWorkspaceInts(N, V)));
-  const std::shared_ptr<void> heldInts(ints, [device](void* p) { device->release(p); });
-  auto* scratch = OSPREY_TRY(device->allocate<unsigned char>(static_cast<osprey::Index>(scratchBytes) + 1));
-  const std::shared_ptr<void> heldScratch(scratch, [device](void* p) { device->release(p); });
-  OSPREY_CUDA_CHECK(fast_kernels::encoderGradients(stream(), dwte.data(), dwpe.data(),
-                                                   dwteBase ? dwteBase->data() : nullptr, dout.data(), ids.data(), ints,
-                                                   scratch, scratchBytes, Ni, static_cast<int>(T), static_cast<int>(C),
-                                                   Vi, static_cast<int>(maxT), static_cast<int>(posOffset)),
-                    "encoder backward");
+  const int Ci = static_cast<int>(C);
+  OSPREY_CUDA_CHECK(fast_kernels::tokenSums(stream(), dwte.data(), dwteBase ? dwteBase->data() : nullptr, 1.0f, 1.0f,
+                                            dout.data(), rows.runs, static_cast<int>(V), Ci),
+                    "encoder backward: token sums");
+  OSPREY_CUDA_CHECK(fast_kernels::positionSums(stream(), dwpe.data(), dout.data(), static_cast<int>(N),
+                                               static_cast<int>(T), Ci, static_cast<int>(maxT),
+                                               static_cast<int>(posOffset)),
+                    "encoder backward: position sums");
   return EncoderGrads<FastHandler>{std::move(dwte), std::move(dwpe)};
 }
 

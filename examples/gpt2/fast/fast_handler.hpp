@@ -19,7 +19,7 @@
 //
 // LayerNorm, GELU, softmax cross-entropy (forward and backward) and AdamW: fused float kernels,
 // one pass per row (fast/row_kernels.hpp). The embedding backward gathers each token's rows found
-// by a stable sort (fast/encoder_kernels.hpp). The encoder forward and the residual sums run their
+// by a stable sort (fast/token_sums.hpp). The encoder forward and the residual sums run their
 // reference definitions on this handler (double arithmetic over float storage), with row sums and
 // maxima folded as trees (osprey::Fast::foldRows).
 //
@@ -41,9 +41,9 @@
 
 #include "gpt2/fast/causal_softmax.hpp"
 #include "gpt2/fast/decode_kernels.hpp"
-#include "gpt2/fast/encoder_kernels.hpp"
 #include "gpt2/fast/flash_attention.hpp"
 #include "gpt2/fast/row_kernels.hpp"
+#include "gpt2/fast/token_sums.hpp"
 #include "gpt2/generate.hpp"  // the model, and the reference continuation
 #include "osprey/gpu/fast.hpp"
 
@@ -107,7 +107,7 @@ class FastHandler : public osprey::Fast {
                                                     const Buffer& v, osprey::Index t, osprey::Scalar lr,
                                                     osprey::Scalar beta1, osprey::Scalar beta2, osprey::Scalar eps,
                                                     osprey::Scalar weightDecay, bool decay);
-  // The embedding backward (layers/encoder.hpp; fast/encoder_kernels.hpp), alone and onto the lm
+  // The embedding backward (layers/encoder.hpp; fast/token_sums.hpp), alone and onto the lm
   // head's share of dwte.
   osprey::Result<EncoderGrads<FastHandler>> encoderBackward(const Buffer& dout, const Buffer& tokens, osprey::Index N,
                                                             osprey::Index T, osprey::Index C, osprey::Index V,
@@ -186,6 +186,12 @@ class FastHandler : public osprey::Fast {
   // (width 0: cols).
   osprey::Result<void> copyRows(float* dst, osprey::Index ldDst, const float* src, osprey::Index ldSrc,
                                 osprey::Index rows, osprey::Index cols, osprey::Index width = 0);
+  // Each token's rows, sorted (fast/token_sums.hpp), with the device memory that holds them.
+  struct TokenRows {
+    std::shared_ptr<void> ints, scratch;
+    fast_kernels::TokenRuns runs;
+  };
+  osprey::Result<TokenRows> tokenRows(const Buffer& ids, osprey::Index N, osprey::Index V);
   // Both embedding backwards: dwteBase (or nothing) plus the gathered sums.
   osprey::Result<EncoderGrads<FastHandler>> encoderGradients(const Buffer* dwteBase, const Buffer& dout,
                                                              const Buffer& tokens, osprey::Index N, osprey::Index T,

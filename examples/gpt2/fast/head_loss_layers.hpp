@@ -1,8 +1,9 @@
 // The fast handler's lm head and loss (layers/head_loss.hpp). For the lm head's V (not a multiple
 // of 4), the logits are computed into rows padded to Vp (cuBLAS's aligned kernels), the
-// cross-entropy overwrites them with the probabilities in that layout, and the backward writes
-// dlogits in it for the padded products: the (N, V) logits are never packed, nor dlogits padded
-// again. `probs` is then (N, Vp), for headLossBackward alone. Other shapes: the layers one by one.
+// cross-entropy overwrites them with the probabilities in that layout, and the backward's padded
+// products read the probabilities as they are, taking the targets' one-hot share off afterwards:
+// the (N, V) logits are never packed and dlogits never formed. `probs` is then (N, Vp), for
+// headLossBackward alone. Other shapes: the layers one by one.
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -36,6 +37,7 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::headLossB
     osprey::Index V, osprey::Scalar dloss) {
   if (!fast_detail::padsRows(N, V)) return reference::headLossBackward(*this, probs, targets, z, wte, N, C, V, dloss);
   const char* L = "lm head and cross-entropy backward";
+  (void)OSPREY_TRY(fast_detail::intWidth(L, C));
   OSPREY_CHECK(fast_detail::checkShape(*this, z, N, C, L, "z"));
   OSPREY_CHECK(fast_detail::checkShape(*this, wte, V, C, L, "wte"));
   OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, L, "targets"));
@@ -45,12 +47,22 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::headLossB
     return osprey::Error{fmt::format("{}: probs holds {} values, where this handler's headLoss keeps {} ({} rows "
                                      "padded to {})",
                                      L, probs.size(), N * Vp, N, Vp)};
-  (void)OSPREY_TRY(build(targets.size(), fast_detail::TargetIndex{targets.view(), V}));
-  auto dlogits = OSPREY_TRY(allocate(N * Vp));
-  fast_kernels::crossEntropyBackward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
-      dlogits.data(), probs.data(), targets.data(), N, Vi, static_cast<float>(dloss), Vp);
-  OSPREY_CHECK(fast_detail::launched("fast cross-entropy backward launch"));
-  return paddedTransposedGrads(dlogits, z, wte, N, C, V);
+  // dlogits = (probs - onehot)·dloss, never formed: the padded products read probs as they are,
+  // then the one-hot's share is taken off in float (dz: each row's target row of wte; dwte: each
+  // token's rows of z, gathered in row order) and the sum scaled by dloss.
+  auto ids = OSPREY_TRY(build(targets.size(), fast_detail::TargetIndex{targets.view(), V}));
+  auto g = OSPREY_TRY(paddedTransposedGrads(probs, z, wte, N, C, V));  // probs·wte, probsᵀ·z
+  const osprey::Index NC = N * C;
+  const auto blocks = static_cast<unsigned>(std::min<osprey::Index>((NC + fast_kernels::kVocabThreads - 1) /
+                                                                        fast_kernels::kVocabThreads, 65535));
+  fast_kernels::headTargetCorrection<<<blocks, fast_kernels::kVocabThreads, 0, stream()>>>(
+      g.dx.data(), wte.data(), targets.data(), NC, static_cast<int>(C), Vi, static_cast<float>(dloss));
+  OSPREY_CHECK(fast_detail::launched("lm head backward: the targets' rows"));
+  const auto rows = OSPREY_TRY(tokenRows(ids, N, V));
+  OSPREY_CUDA_CHECK(fast_kernels::tokenSums(stream(), g.dwt.data(), g.dwt.data(), static_cast<float>(dloss),
+                                            static_cast<float>(-dloss), z.data(), rows.runs, Vi, static_cast<int>(C)),
+                    "lm head backward: the targets' sums");
+  return g;
 }
 
 }  // namespace gpt2

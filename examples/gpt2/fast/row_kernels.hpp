@@ -137,6 +137,18 @@ __global__ void __launch_bounds__(kVocabThreads)
     d[v] = v < V ? (p[v] - (v == target ? 1.0f : 0.0f)) * dloss : 0.0f;
 }
 
+// dz (N, C) = dloss·(dz - wte[target[n]]), in place: the lm head's input gradient from the product
+// probs·wte, less the one-hot's share (headLossBackward: dlogits = (probs - onehot)·dloss).
+__global__ void __launch_bounds__(kVocabThreads)
+    headTargetCorrection(float* dz, const float* wte, const float* targets, osprey::Index NC, int C, int V,
+                         float dloss) {
+  for (osprey::Index i = static_cast<osprey::Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < NC;
+       i += static_cast<osprey::Index>(gridDim.x) * blockDim.x) {
+    const osprey::Index n = i / C, c = i % C;
+    dz[i] = dloss * (dz[i] - wte[static_cast<osprey::Index>(targetOf(targets[n], V)) * C + c]);
+  }
+}
+
 // dst (rows, width) with rows ldDst apart: columns [0, cols) from src (rows ldSrc apart), columns
 // [cols, width) zero (the padding a product may read as its inner dimension).
 constexpr int kCopyThreads = 256;
