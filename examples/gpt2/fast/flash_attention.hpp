@@ -117,6 +117,22 @@ __device__ __forceinline__ void storeRows(float* rows, const float (&acc)[8][4],
   }
 }
 
+// A warp's 16 × 64 accumulator into rows rowA and rowA + 8 of a tensor (row r at base + r·ld), the
+// rows below T only, row rowA's values times scales[0] and row rowA + 8's times scales[1].
+__device__ __forceinline__ void storeOutputRows(float* base, std::size_t ld, const float (&acc)[8][4], int rowA, int T,
+                                                const float (&scales)[2], int c) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = rowA + 8 * half;
+    if (row >= T) continue;
+    float* dst = base + static_cast<std::size_t>(row) * ld + 2 * c;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+      *reinterpret_cast<float2*>(dst + nt * 8) =
+          make_float2(acc[nt][2 * half] * scales[half], acc[nt][2 * half + 1] * scales[half]);
+  }
+}
+
 // Rows [row0, row0 + 64) of a head's 64 columns (`src` is the head's first column of row 0; rows
 // `ld` floats apart) into a shared tile, TF32-rounded; rows at or past T are zeros.
 __device__ __forceinline__ void loadTile(float* tile, const float* src, std::size_t ld, int row0, int T) {
@@ -219,16 +235,11 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
   }
   l[0] = groupSum(l[0]);
   l[1] = groupSum(l[1]);
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = half == 0 ? rowA : rowB;
-    if (row >= T) continue;
-    const float inverse = 1.0f / l[half];
-    float* dst = out + head.row + static_cast<std::size_t>(row) * C + 2 * c;
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-      *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(o[nt][2 * half] * inverse, o[nt][2 * half + 1] * inverse);
-    if (c == 0) lse[head.stats + row] = m[half] + log2f(l[half]);
+  const float inverse[2] = {1.0f / l[0], 1.0f / l[1]};
+  storeOutputRows(out + head.row, static_cast<std::size_t>(C), o, rowA, T, inverse, c);
+  if (c == 0) {
+    if (rowA < T) lse[head.stats + rowA] = m[0] + log2f(l[0]);
+    if (rowB < T) lse[head.stats + rowB] = m[1] + log2f(l[1]);
   }
 }
 
@@ -317,17 +328,8 @@ __global__ void __launch_bounds__(kFlashThreads)
     productPlain(dk, pRows, sQ, g, c);  // dk += dsᵀ·q
     __syncwarp();
   }
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int key = half == 0 ? keyA : keyB;
-    if (key >= T) continue;
-    float* dst = dqkv + head.wide + static_cast<std::size_t>(key) * head.ld + 2 * c;
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      *reinterpret_cast<float2*>(dst + C + nt * 8) = make_float2(dk[nt][2 * half] * scale, dk[nt][2 * half + 1] * scale);
-      *reinterpret_cast<float2*>(dst + 2 * C + nt * 8) = make_float2(dv[nt][2 * half], dv[nt][2 * half + 1]);
-    }
-  }
+  storeOutputRows(dqkv + head.wide + C, head.ld, dk, keyA, T, {scale, scale}, c);
+  storeOutputRows(dqkv + head.wide + 2 * C, head.ld, dv, keyA, T, {1.0f, 1.0f}, c);
 }
 
 // dq into section 0 of dqkv. Grid (query tiles, B·NH), the longest first; block i visits the key
@@ -376,15 +378,7 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
     productPlain(dq, dsRows, sK, g, c);  // dq += ds·k
     __syncwarp();
   }
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = half == 0 ? rowA : rowB;
-    if (row >= T) continue;
-    float* dst = dqkv + head.wide + static_cast<std::size_t>(row) * head.ld + 2 * c;
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-      *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(dq[nt][2 * half] * scale, dq[nt][2 * half + 1] * scale);
-  }
+  storeOutputRows(dqkv + head.wide, head.ld, dq, rowA, T, {scale, scale}, c);
 }
 
 constexpr std::size_t kFlashForwardShared = 3 * kTileFloats * sizeof(float);
