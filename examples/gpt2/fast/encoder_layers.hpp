@@ -11,6 +11,9 @@ namespace gpt2 {
 
 inline osprey::Result<FastHandler::TokenRows> FastHandler::tokenRows(const Buffer& ids, osprey::Index N,
                                                                      osprey::Index V) {
+  if (N > INT_MAX || V > INT_MAX)
+    return osprey::Error{fmt::format("sorting rows by token: {} rows of ids below {} are more than int indices hold",
+                                     N, V)};
   const int Ni = static_cast<int>(N), Vi = static_cast<int>(V);
   std::size_t scratchBytes = 0;
   OSPREY_CUDA_CHECK(fast_kernels::tokenSortBytes(scratchBytes, Ni, Vi, stream()), "sorting rows by token: scratch size");
