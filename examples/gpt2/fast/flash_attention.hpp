@@ -79,31 +79,23 @@ __device__ __forceinline__ void loadA(float (&a)[4], const float* rows, int ks, 
   a[3] = rows[at(g + 8, ks * 8 + c + 4)];
 }
 
-// acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · Bᵀ, where B is a shared tile read by rows:
-// acc[r][n] += Σ_k A[r][k] · tile[n][k]  (q·kᵀ, dout·vᵀ, k·qᵀ, v·doutᵀ).
-__device__ __forceinline__ void productTransposed(float (&acc)[8][4], const float* rows, const float* tile, int g,
-                                                  int c) {
+// acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · B, where B is a shared tile:
+//   ByRows      B[k][n] = tile[n][k], the tile read by rows  (q·kᵀ, dout·vᵀ, k·qᵀ, v·doutᵀ)
+//   ByColumns   B[k][n] = tile[k][n]                          (p·v, ds·k, pᵀ·dout, dsᵀ·q)
+enum class TileRead { ByRows, ByColumns };
+template <TileRead read>
+__device__ __forceinline__ void product(float (&acc)[8][4], const float* rows, const float* tile, int g, int c) {
 #pragma unroll
   for (int ks = 0; ks < 8; ++ks) {
     float a[4];
     loadA(a, rows, ks, g, c);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      mma(acc[nt], a, tile[at(nt * 8 + g, ks * 8 + c)], tile[at(nt * 8 + g, ks * 8 + c + 4)]);
-    }
-  }
-}
-
-// acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · tile: acc[r][n] += Σ_k A[r][k] · tile[k][n]
-// (p·v, ds·k, pᵀ·dout, dsᵀ·q).
-__device__ __forceinline__ void productPlain(float (&acc)[8][4], const float* rows, const float* tile, int g, int c) {
-#pragma unroll
-  for (int ks = 0; ks < 8; ++ks) {
-    float a[4];
-    loadA(a, rows, ks, g, c);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      mma(acc[nt], a, tile[at(ks * 8 + c, nt * 8 + g)], tile[at(ks * 8 + c + 4, nt * 8 + g)]);
+      const int n = nt * 8 + g, k = ks * 8 + c;
+      if constexpr (read == TileRead::ByRows)
+        mma(acc[nt], a, tile[at(n, k)], tile[at(n, k + 4)]);
+      else
+        mma(acc[nt], a, tile[at(k, n)], tile[at(k + 4, n)]);
     }
   }
 }
@@ -230,7 +222,7 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
     m[1] = top[1];
     storeRows(rows, s, g, c);
     __syncwarp();
-    productPlain(o, rows, sV, g, c);
+    product<TileRead::ByColumns>(o, rows, sV, g, c);
     __syncwarp();
   }
   l[0] = groupSum(l[0]);
@@ -304,7 +296,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncthreads();
     // pᵀ[key][query] = exp2(s·log2 e - lse[query]); 0 where the query comes before the key.
     float p[8][4] = {};
-    productTransposed(p, kRows, sQ, g, c);
+    product<TileRead::ByRows>(p, kRows, sQ, g, c);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -315,9 +307,9 @@ __global__ void __launch_bounds__(kFlashThreads)
       }
     storeRows(pRows, p, g, c);
     __syncwarp();
-    productPlain(dv, pRows, sO, g, c);  // dv += pᵀ·dout
+    product<TileRead::ByColumns>(dv, pRows, sO, g, c);  // dv += pᵀ·dout
     float dp[8][4] = {};
-    productTransposed(dp, vRows, sO, g, c);  // dpᵀ = v·doutᵀ
+    product<TileRead::ByRows>(dp, vRows, sO, g, c);  // dpᵀ = v·doutᵀ
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -325,7 +317,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncwarp();  // every lane has read pᵀ
     storeRows(pRows, dp, g, c);
     __syncwarp();
-    productPlain(dk, pRows, sQ, g, c);  // dk += dsᵀ·q
+    product<TileRead::ByColumns>(dk, pRows, sQ, g, c);  // dk += dsᵀ·q
     __syncwarp();
   }
   storeOutputRows(dqkv + head.wide + C, head.ld, dk, keyA, T, {scale, scale}, c);
@@ -363,8 +355,8 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
     loadTile(sV, q + 2 * C, head.ld, kt * kFlashTile, T);
     __syncthreads();
     float p[8][4] = {}, dp[8][4] = {};
-    productTransposed(p, qRows, sK, g, c);   // s = q·kᵀ
-    productTransposed(dp, oRows, sV, g, c);  // dp = dout·vᵀ
+    product<TileRead::ByRows>(p, qRows, sK, g, c);   // s = q·kᵀ
+    product<TileRead::ByRows>(dp, oRows, sV, g, c);  // dp = dout·vᵀ
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -375,7 +367,7 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
       }
     storeRows(dsRows, dp, g, c);
     __syncwarp();
-    productPlain(dq, dsRows, sK, g, c);  // dq += ds·k
+    product<TileRead::ByColumns>(dq, dsRows, sK, g, c);  // dq += ds·k
     __syncwarp();
   }
   storeOutputRows(dqkv + head.wide, head.ld, dq, rowA, T, {scale, scale}, c);
