@@ -34,7 +34,7 @@ inline osprey::Result<EncoderGrads<FastHandler>> FastHandler::encoderGradients(
     osprey::Index C, osprey::Index V, osprey::Index maxT, osprey::Index posOffset) {
   const char* L = "encoder backward";
   OSPREY_CHECK(detail::checkEncoderBackward(*this, dout, tokens, dwteBase, N, T, C, V, maxT, posOffset));
-  for (osprey::Index n : {N, C, V, maxT})
+  for (osprey::Index n : {C, maxT})  // (tokenRows checks N and V)
     if (n > INT_MAX) return osprey::Error{fmt::format("{}: {} is more than the kernels' int indices hold", L, n)};
   // Every token an index in [0, V): a bad one is the reference's "index out of range" fault.
   auto ids = OSPREY_TRY(build(N, fast_detail::TargetIndex{tokens.view(), V}));

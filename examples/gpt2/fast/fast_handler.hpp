@@ -186,6 +186,15 @@ class FastHandler : public osprey::Fast {
   // (width 0: cols).
   osprey::Result<void> copyRows(float* dst, osprey::Index ldDst, const float* src, osprey::Index ldSrc,
                                 osprey::Index rows, osprey::Index cols, osprey::Index width = 0);
+  // headLoss' operands: z (N, C), wte (V, C), targets (N) as token ids below V; V and its padded
+  // width as the kernels take them, and the targets as checked ids.
+  struct HeadLossShape {
+    int V = 0, Vp = 0;
+    Buffer ids;
+  };
+  osprey::Result<HeadLossShape> checkHeadLoss(const char* layer, const Buffer& z, const Buffer& wte,
+                                              const Buffer& targets, osprey::Index N, osprey::Index C,
+                                              osprey::Index V);
   // Each token's rows, sorted (fast/token_sums.hpp), with the device memory that holds them.
   struct TokenRows {
     std::shared_ptr<void> ints, scratch;

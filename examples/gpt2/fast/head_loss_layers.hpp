@@ -13,21 +13,31 @@
 
 namespace gpt2 {
 
+inline osprey::Result<FastHandler::HeadLossShape> FastHandler::checkHeadLoss(const char* layer, const Buffer& z,
+                                                                              const Buffer& wte, const Buffer& targets,
+                                                                              osprey::Index N, osprey::Index C,
+                                                                              osprey::Index V) {
+  (void)OSPREY_TRY(fast_detail::intWidth(layer, C));
+  OSPREY_CHECK(fast_detail::checkShape(*this, z, N, C, layer, "z"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, wte, V, C, layer, "wte"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, layer, "targets"));
+  HeadLossShape shape;
+  shape.V = OSPREY_TRY(fast_detail::intWidth(layer, V));
+  shape.Vp = OSPREY_TRY(fast_detail::intWidth(layer, fast_detail::paddedWidth(V)));
+  // Every target an index in [0, V): a bad one is the reference's "index out of range" fault.
+  shape.ids = OSPREY_TRY(build(targets.size(), fast_detail::TargetIndex{targets.view(), V}));
+  return shape;
+}
+
 inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::headLoss(const Buffer& z, const Buffer& wte,
                                                                           const Buffer& targets, osprey::Index N,
                                                                           osprey::Index C, osprey::Index V) {
   if (!fast_detail::padsRows(N, V)) return reference::headLoss(*this, z, wte, targets, N, C, V);
-  const char* L = "lm head and cross-entropy";
-  OSPREY_CHECK(fast_detail::checkShape(*this, z, N, C, L, "z"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, wte, V, C, L, "wte"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, L, "targets"));
-  const int Vi = OSPREY_TRY(fast_detail::intWidth(L, V));
-  const int Vp = OSPREY_TRY(fast_detail::intWidth(L, fast_detail::paddedWidth(V)));
-  (void)OSPREY_TRY(build(targets.size(), fast_detail::TargetIndex{targets.view(), V}));
+  const auto checked = OSPREY_TRY(checkHeadLoss("lm head and cross-entropy", z, wte, targets, N, C, V));
   auto wide = OSPREY_TRY(paddedTransposedProduct(z, wte, N, C, V));  // logits, rows Vp wide
   auto losses = OSPREY_TRY(allocate(N));
   fast_kernels::crossEntropyForward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
-      wide.data(), losses.data(), wide.data(), targets.data(), N, Vi, Vp);
+      wide.data(), losses.data(), wide.data(), targets.data(), N, checked.V, checked.Vp);
   OSPREY_CHECK(fast_detail::launched("fast cross-entropy launch"));
   return CrossEntropyOut<FastHandler>{std::move(losses), std::move(wide)};
 }
@@ -37,30 +47,25 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::headLossB
     osprey::Index V, osprey::Scalar dloss) {
   if (!fast_detail::padsRows(N, V)) return reference::headLossBackward(*this, probs, targets, z, wte, N, C, V, dloss);
   const char* L = "lm head and cross-entropy backward";
-  (void)OSPREY_TRY(fast_detail::intWidth(L, C));
-  OSPREY_CHECK(fast_detail::checkShape(*this, z, N, C, L, "z"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, wte, V, C, L, "wte"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, targets, N, 1, L, "targets"));
-  const int Vi = OSPREY_TRY(fast_detail::intWidth(L, V));
-  const int Vp = OSPREY_TRY(fast_detail::intWidth(L, fast_detail::paddedWidth(V)));
-  if (probs.size() != N * Vp)
+  const auto checked = OSPREY_TRY(checkHeadLoss(L, z, wte, targets, N, C, V));
+  if (probs.size() != N * checked.Vp)
     return osprey::Error{fmt::format("{}: probs holds {} values, where this handler's headLoss keeps {} ({} rows "
                                      "padded to {})",
-                                     L, probs.size(), N * Vp, N, Vp)};
+                                     L, probs.size(), N * checked.Vp, N, checked.Vp)};
   // dlogits = (probs - onehot)·dloss, never formed: the padded products read probs as they are,
   // then the one-hot's share is taken off in float (dz: each row's target row of wte; dwte: each
   // token's rows of z, gathered in row order) and the sum scaled by dloss.
-  auto ids = OSPREY_TRY(build(targets.size(), fast_detail::TargetIndex{targets.view(), V}));
   auto g = OSPREY_TRY(paddedTransposedGrads(probs, z, wte, N, C, V));  // probs·wte, probsᵀ·z
   const osprey::Index NC = N * C;
   const auto blocks = static_cast<unsigned>(std::min<osprey::Index>((NC + fast_kernels::kVocabThreads - 1) /
                                                                         fast_kernels::kVocabThreads, 65535));
   fast_kernels::headTargetCorrection<<<blocks, fast_kernels::kVocabThreads, 0, stream()>>>(
-      g.dx.data(), wte.data(), targets.data(), NC, static_cast<int>(C), Vi, static_cast<float>(dloss));
+      g.dx.data(), wte.data(), targets.data(), NC, static_cast<int>(C), checked.V, static_cast<float>(dloss));
   OSPREY_CHECK(fast_detail::launched("lm head backward: the targets' rows"));
-  const auto rows = OSPREY_TRY(tokenRows(ids, N, V));
+  const auto rows = OSPREY_TRY(tokenRows(checked.ids, N, V));
   OSPREY_CUDA_CHECK(fast_kernels::tokenSums(stream(), g.dwt.data(), g.dwt.data(), static_cast<float>(dloss),
-                                            static_cast<float>(-dloss), z.data(), rows.runs, Vi, static_cast<int>(C)),
+                                            static_cast<float>(-dloss), z.data(), rows.runs, checked.V,
+                                            static_cast<int>(C)),
                     "lm head backward: the targets' sums");
   return g;
 }

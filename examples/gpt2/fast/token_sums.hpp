@@ -70,8 +70,7 @@ __global__ void __launch_bounds__(kTokenThreads)
   const long long v = i / C, c = i % C;
   float acc = 0.0f;
   for (int j = runs.start[v]; j < runs.end[v]; ++j) acc += src[static_cast<long long>(runs.rows[j]) * C + c];
-  const float sum = sumScale == 1.0f ? acc : sumScale * acc;
-  out[i] = base ? (baseScale == 1.0f ? base[i] : baseScale * base[i]) + sum : sum;
+  out[i] = base ? baseScale * base[i] + sumScale * acc : sumScale * acc;  // (x·1 is x: the embedding's sums)
 }
 
 // dwpe (maxT, C): positions [P0, P0 + T) gather their rows across the B sequences; others are 0.
