@@ -5,6 +5,8 @@
 // prompt may be any bytes: byte-level BPE encodes invalid UTF-8 too.
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "gpt2/cli.hpp"
 #include "gpt2/generate.hpp"
 
@@ -17,12 +19,16 @@ struct GenerateOptions {
   std::string prompt;
   Index tokens = 20;
   bool timing = false;
+  std::string decodeWeights;  // "bf16", "float", or empty: the backend's own
 };
 
 osprey::Result<void> generateCommand(const GenerateOptions& o, CliContext& ctx) {
   const JobRunner runner = OSPREY_TRY(selectRunner(o.backend, ctx.entries));
   if (o.prompt.empty())
     return osprey::Error{"the prompt is empty: give --prompt TEXT (GPT-2 continues at least one token)"};
+  if (o.decodeWeights == "bf16" && o.backend.backend != "fast")
+    return osprey::Error{fmt::format("--decode-weights bf16 applies to the fast backend; the {} backend decodes "
+                                     "from the model's own weights", o.backend.backend)};
   auto chosen = OSPREY_TRY(chooseModel(o.model));
   if (!chosen.notice.empty()) {
     ctx.streams.err << chosen.notice << "\n";
@@ -32,7 +38,7 @@ osprey::Result<void> generateCommand(const GenerateOptions& o, CliContext& ctx) 
   const std::vector<int> prompt = OSPREY_TRY(tokenizer.encode(o.prompt));
   OSPREY_CHECK(checkFitsContext(chosen.weights.config, static_cast<Index>(prompt.size()), o.tokens));
   ModelJob job = GenerateJob{std::move(chosen.weights), chosen.label, std::move(tokenizer), o.prompt,
-                             prompt, o.tokens, o.timing};
+                             prompt, o.tokens, o.timing, o.decodeWeights == "float"};
   return runner(job, ctx.streams);
 }
 
@@ -48,6 +54,9 @@ void addGenerateCommand(CLI::App& app, CliContext& ctx) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--timing", options->timing, "print timings on stderr");
+  sub->add_option("--decode-weights", options->decodeWeights,
+                  "fast backend: the weights decoding reads, bf16 copies (default) or the floats")
+      ->check(CLI::IsMember({"bf16", "float"}));
   sub->callback([options, &ctx] { ctx.result = generateCommand(*options, ctx); });
 }
 

@@ -44,6 +44,7 @@ struct GenerateJob {
   std::vector<int> prompt;   // its token ids (at least one)
   Index tokens = 0;          // how many to generate
   bool timing = false;       // timings on `err`
+  bool floatDecodeWeights = false;  // fast: decode from the float weights, not their bf16 copies
 };
 
 // `logits`: print the header line, then the last prompt position's V logits, one per line.

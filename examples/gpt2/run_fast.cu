@@ -1,5 +1,6 @@
 // The run body instantiated for the fast handler (float storage, TF32 tensor-core products, the
-// fused layers of gpt2/fast/), compiled by nvcc from the same headers as every other handler's.
+// fused layers of gpt2/fast/, decoding from bf16 weight copies unless the job asks for the floats),
+// compiled by nvcc from the same headers as every other handler's.
 #include "gpt2/fast/fast_handler.hpp"
 #include "gpt2/run_job.hpp"
 #include "osprey/strict.hpp"
@@ -12,6 +13,8 @@ osprey::Result<void> runJobOnFast(ModelJob& job, const Streams& streams) {
   auto base = osprey::Fast::open();
   if (!base.ok()) return base.error();
   FastHandler h(std::move(*base));
+  if (const auto* generate = std::get_if<GenerateJob>(&job); generate && generate->floatDecodeWeights)
+    h.setDecodeWeights(FastHandler::DecodeWeights::Float);
   return osprey::afterFlush(*h.runtime(), osprey::strictly([&] { return runJob(h, job, streams); }));
 }
 

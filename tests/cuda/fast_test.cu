@@ -52,6 +52,9 @@ double productBound(Index inner) { return std::ldexp(1.0, -10) + static_cast<dou
 constexpr double kLogitGap = 2e-3;       // largest |Δlogit| / largest |logit|
 constexpr double kLossGap = 2e-5;        // |Δloss| / loss
 constexpr double kGradientGap = 2e-2;    // ‖Δg‖ / ‖g‖ per tensor
+// Decoding from bf16 copies of the product weights: each weight rounded to 8 significant bits
+// (relative error up to 2^-9 ≈ 2e-3), through every block of the model.
+constexpr double kHalfWeightLogitGap = 1e-2;
 
 void report(const char* what, double measured, double bound) {
   std::printf("[ measured ] %s: %.3g (bound %.3g)\n", what, measured, bound);
@@ -105,6 +108,12 @@ struct Mixed {
     const Index k = (i * 7919 + salt * 104729) % 2003;
     return static_cast<Scalar>(k) / 1001.0 - 1.0;
   }
+};
+
+struct ScaledMixed {
+  Index salt;
+  Scalar scale;
+  OSPREY_FN Scalar operator()(Index i) const { return Mixed{salt}(i) * scale; }
 };
 
 // out (rows x cols) = op(a) · op(b) on the host in doubles, from the same float values.
@@ -410,6 +419,32 @@ struct TargetIds {
   OSPREY_FN Scalar operator()(Index n) const { return static_cast<Scalar>((n * 37 + 5) % V); }
 };
 
+// Decoding's attention (one query against the cache, the online softmax in one pass) against its
+// reference on fast: head sizes 64 (GPT-2's) and 48 (the general kernel), from one cached position
+// to past the warps' two-at-a-time stride, with flat and sharp softmax rows.
+TEST(Fast, DecodeAttentionMatchesItsReference) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  double worst = 0.0;
+  for (const auto [C, NH] : {std::pair<Index, Index>{128, 2}, std::pair<Index, Index>{96, 2}})
+    for (Index Tc : {1, 2, 31, 33, 100, 257})
+      for (double sharpness : {1.0, 8.0}) {
+        SCOPED_TRACE(::testing::Message() << "C " << C << " NH " << NH << " Tc " << Tc << " sharpness " << sharpness);
+        auto qkv = ok(h.build(3 * C, ScaledMixed{41, sharpness}));
+        auto keys = ok(h.build(Tc * C, Mixed{42})), values = ok(h.build(Tc * C, Mixed{43}));
+        const double gap = relativeGap(read(ok(h.attentionDecode(qkv, keys, values, Tc, C, NH))),
+                                       read(ok(reference::attentionDecode(h, qkv, keys, values, Tc, C, NH))));
+        worst = std::max(worst, gap);
+        EXPECT_LT(gap, kFusedFloatGap);
+      }
+  report("decode attention fused vs reference", worst, kFusedFloatGap);
+  auto qkv = ok(h.build(3 * 600, Mixed{41})), cache = ok(h.build(600, Mixed{42}));
+  auto wide = h.attentionDecode(qkv, cache, cache, 1, 600, 2);
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.error().message.find("heads 300 wide exceed the fused kernel's 256"), std::string::npos)
+      << wide.error().message;
+}
+
 TEST(Fast, HeadLossKeepsPaddedRows) {
   auto h = makeFast();
   auto exact = osprey::testing::makeHandler<GpuCuda>();
@@ -593,6 +628,38 @@ TEST(Fast, CachedStepNearFullPass) {
   EXPECT_LT(gap, kLogitGap);
 }
 
+// Decoding with bf16 copies of the product weights (a continuation's default) stays within
+// kHalfWeightLogitGap of exact on the tiny model's cached step; the copies are read while they
+// live and not after.
+TEST(Fast, HalfWeightDecodingWithinTolerance) {
+  auto h = makeFast();
+  auto exact = osprey::testing::makeHandler<GpuCuda>();
+  const std::vector<int> prompt(kPrompt.begin(), kPrompt.end() - 1);
+  const int one[1] = {kPrompt.back()};
+  auto cachedStep = [&](auto& handler, const auto& w) {
+    auto first = ok(prefill(handler, w, tokensOn(handler, prompt), static_cast<Index>(prompt.size())));
+    auto next = ok(decodeStep(handler, w, first.cache, tokensOn(handler, std::span<const int>(one))));
+    return osprey::testing::readAll(handler, next.logits);
+  };
+  const auto w = tinyOn(h);
+  const auto floats = cachedStep(h, w);
+  std::vector<Scalar> halves;
+  {
+    auto half = ok(h.halveWeights(w));
+    halves = cachedStep(h, w);
+    auto second = h.halveWeights(w);
+    ASSERT_FALSE(second.ok());
+    EXPECT_NE(second.error().message.find("already in use"), std::string::npos) << second.error().message;
+  }
+  EXPECT_EQ(cachedStep(h, w), floats) << "the copies were read after they were gone";
+  const auto want = cachedStep(exact, tinyOn(exact));
+  for (Scalar x : halves) ASSERT_TRUE(std::isfinite(x));
+  const double gap = largestGap(halves, want) / largestAbs(want);
+  report("tiny cached step with bf16 weights vs exact", gap, kHalfWeightLogitGap);
+  EXPECT_GT(largestGap(halves, floats), 0.0) << "the step did not read the bf16 copies";
+  EXPECT_LT(gap, kHalfWeightLogitGap);
+}
+
 TEST(Fast, GreedyTokenIsTheFirstMaximum) {
   auto h = makeFast();
   greedyTokenIsTheFirstMaximum(h);
@@ -653,15 +720,19 @@ ForwardWeights<FastHandler> positionalTiny(FastHandler& h) {
 }
 
 // Decoding replayed from one recorded step (a CUDA graph) gives the tokens of the step-by-step
-// continuation, streamed in order; prompts from one token to three short of the context.
+// continuation, streamed in order; prompts from one token to three short of the context, reading
+// bf16 copies of the weights and the floats.
 TEST(Fast, RecordedDecodingEqualsStepByStep) {
   auto h = makeFast();
   const auto w = positionalTiny(h);
   const auto before = fullLogits(h, w, kPrompt);
   std::vector<int> nearTheEnd(static_cast<std::size_t>(w.config.maxT - 3));
   for (std::size_t i = 0; i < nearTheEnd.size(); ++i) nearTheEnd[i] = static_cast<int>((i * 7919) % 50257);
+  for (const auto weights : {FastHandler::DecodeWeights::Bf16, FastHandler::DecodeWeights::Float})
   for (const std::vector<int>& prompt : {kPrompt, std::vector<int>{464}, nearTheEnd}) {
-    SCOPED_TRACE(::testing::Message() << prompt.size() << "-token prompt");
+    SCOPED_TRACE(::testing::Message() << prompt.size() << "-token prompt, "
+                                      << (weights == FastHandler::DecodeWeights::Bf16 ? "bf16" : "float") << " weights");
+    h.setDecodeWeights(weights);
     const Index count = std::min<Index>(40, w.config.maxT - static_cast<Index>(prompt.size()));
     auto continuation = [&](bool graphs, std::vector<int>* streamed) {
       h.setDecodeGraphs(graphs);

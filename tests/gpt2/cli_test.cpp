@@ -163,6 +163,26 @@ TEST(Gpt2Cli, PromptsThatDoNotFitAreErrors) {
   EXPECT_NE(negative.status, 0);
 }
 
+// bf16 weight copies are the fast backend's: asking another backend for them is an error naming
+// the option; the float weights are what every backend can read.
+TEST(Gpt2Cli, DecodeWeightsBelongToTheFastBackend) {
+  auto args = kTinyGenerate;
+  args.insert(args.end(), {"--backend", "lists", "--decode-weights", "bf16"});
+  auto r = run(args);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("--decode-weights bf16 applies to the fast backend; the lists backend"), std::string::npos)
+      << r.err;
+  args = kTinyGenerate;
+  args.insert(args.end(), {"--backend", "lists", "--decode-weights", "float"});
+  const auto floats = run(args);
+  EXPECT_EQ(floats.status, 0) << floats.err;
+  EXPECT_EQ(floats.out, run(kTinyGenerate).out);
+  args = kTinyGenerate;
+  args.insert(args.end(), {"--decode-weights", "fp8"});
+  EXPECT_NE(run(args).status, 0);
+}
+
 TEST(Gpt2Cli, AnyBytesArePrompts) {
   // Invalid UTF-8 and a NUL-free control byte: byte-level BPE encodes them; the text round-trips.
   const std::string prompt = "caf\xc3\xa9 \xff\xfe\x01 \xe2\x82";

@@ -100,6 +100,7 @@ class FastHandler::DecodeGraph {
   Buffer token;
   Recording recording{};
   std::optional<StepOut<FastHandler>> recorded;
+  ArgmaxScratch argmax;
 
  private:
   std::shared_ptr<osprey::CudaDevice> m_device;
@@ -142,9 +143,6 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
   const osprey::Index C = c.C, Tc = cache.length;
   if (Tc < 1 || Tc >= c.maxT)
     return osprey::Error{fmt::format("gpt2 decode: position {} is outside the context of {}", Tc, c.maxT)};
-  if (c.maxT > fast_kernels::kDecodeMaxPositions)
-    return osprey::Error{fmt::format("gpt2 decode: a context of {} exceeds the fused attention's {}", c.maxT,
-                                     fast_kernels::kDecodeMaxPositions)};
   if (cache.layers.size() != w.blocks.size())
     return osprey::Error{fmt::format("gpt2 decode: the cache has {} blocks, the model {}", cache.layers.size(),
                                      w.blocks.size())};
@@ -181,12 +179,8 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
                       "recording the decoding step");
     fast_detail::OpenCapture capture{graph->stream()};
     graph->recorded = OSPREY_TRY(decodeStep(*this, w, views, graph->token));
-    const Buffer& logits = graph->recorded->logits;
-    const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
-    OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(1, fast_kernels::kArgmaxThreads, 0, stream(), fast_kernels::argmaxKernel,
-                                                     graph->token.data(), logits.data(), n, position,
-                                                     graph->tokensOnDevice()),
-                      "fast argmax launch");
+    graph->argmax = OSPREY_TRY(launchArgmax(graph->token.data(), graph->recorded->logits, position,
+                                            graph->tokensOnDevice()));
     cudaGraph_t recorded = nullptr;
     capture.open = false;
     OSPREY_CUDA_CHECK(cudaStreamEndCapture(graph->stream(), &recorded), "recording the decoding step");
@@ -199,7 +193,10 @@ template <class Weights, class Step, class OnToken>
 osprey::Result<std::vector<int>> FastHandler::continueGreedy(const Weights& w, Step& step, osprey::Index count,
                                                              OnToken& onToken) {
   static_assert(std::is_same_v<Weights, ForwardWeights<FastHandler>> && std::is_same_v<Step, StepOut<FastHandler>>);
-  if (!m_decodeGraphs || count < 2) return reference::continueGreedy(*this, w, step, count, onToken);
+  if (count < 2) return reference::continueGreedy(*this, w, step, count, onToken);
+  std::unique_ptr<HalfWeights> half;  // outlives the graph that reads it
+  if (m_decodeWeights == DecodeWeights::Bf16) half = OSPREY_TRY(halveWeights(w));
+  if (!m_decodeGraphs) return reference::continueGreedy(*this, w, step, count, onToken);
   std::vector<int> out{static_cast<int>(OSPREY_TRY(greedyToken(step.logits)))};
   OSPREY_CHECK(onToken(out.back()));
   auto graph = OSPREY_TRY(recordDecodeStep(w, step.cache, out.back()));

@@ -12,14 +12,16 @@
 #error "gpt2/fast/decode_kernels.hpp is compiled by nvcc only"
 #endif
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
 #include "gpt2/fast/causal_softmax.hpp"  // warpSum, warpMax
-#include "gpt2/fast/row_kernels.hpp"     // kGeluScaleF, kGeluCubicF
+#include "gpt2/fast/row_kernels.hpp"     // kGeluScaleF, kGeluCubicF, rowStatistics
 #include "osprey/config.hpp"
 
 namespace gpt2::fast_kernels {
@@ -58,14 +60,18 @@ namespace {  // internal linkage (osprey/gpu/cuda.hpp says why)
 constexpr int kRowWarpsPerBlock = 8;
 // A lane's loads of one weight row are issued kRowLoadsInFlight at a time before any is used: a
 // decoding step is a chain of small products, each too short to hide a load's latency otherwise.
-constexpr int kRowLoadsInFlight = 4;
+// At least this many blocks fit on a multiprocessor (64 registers a thread): the next kernel's
+// blocks then start beside this one's (programmatic dependent launch, below).
+constexpr int kRowBlocksResident = 4;
+constexpr int kRowLoadsInFlight = 3;  // every row of GPT-2 124M's products, as rowSplit shares them
 
 // How many warps share one output row (1, 2, 4 or 8): enough warps in all (about 2048, half of
 // what the multiprocessors hold, so that the next kernel's blocks fit beside them) to keep every
 // multiprocessor's loads in flight, and few enough loads per lane to issue them all at once.
-inline int rowSplit(int IC, int OC) {
+// rowBytes: one weight row's bytes (IC times the weights' element size).
+inline int rowSplit(long long rowBytes, int OC) {
   int split = 1;
-  while (split < kRowWarpsPerBlock && (OC * split < 2048 || IC > 128 * kRowLoadsInFlight * split)) split *= 2;
+  while (split < kRowWarpsPerBlock && (OC * split < 2048 || rowBytes > 16LL * 32 * kRowLoadsInFlight * split)) split *= 2;
   return split;
 }
 
@@ -85,114 +91,151 @@ __device__ __forceinline__ void awaitEarlierKernels() {
 #endif
 }
 
-// y[o] = then(o, Σ_k wT[o][k]·x[k] + bias[o]) for o < OC; wT (OC, IC) row-major, bias may be null.
-// With RowNormalised, x is first replaced by its LayerNorm (IC floats of dynamic shared memory).
+// The one-row products read their weights as floats or as bf16 (the copies a continuation makes,
+// FastHandler::HalfWeights), 16 bytes at a time: 4 floats or 8 bf16 against the matching floats
+// of x (xAt(f): x's float4 number f). A bf16 is the top half of a float's bits, so widening it is
+// exact.
+__device__ __forceinline__ float widened(float w) { return w; }
+__device__ __forceinline__ float widened(__nv_bfloat16 w) { return __bfloat162float(w); }
+__device__ __forceinline__ float lowHalf(unsigned pair) { return __uint_as_float(pair << 16); }
+__device__ __forceinline__ float highHalf(unsigned pair) { return __uint_as_float(pair & 0xffff0000u); }
+template <class W, class XAt>
+__device__ __forceinline__ float vectorDot(const uint4& a, XAt xAt, int q) {
+  if constexpr (std::is_same_v<W, float>) {
+    const float4 b = xAt(q);
+    return __uint_as_float(a.x) * b.x + __uint_as_float(a.y) * b.y + __uint_as_float(a.z) * b.z +
+           __uint_as_float(a.w) * b.w;
+  } else {
+    const float4 b = xAt(2 * q), c = xAt(2 * q + 1);
+    return lowHalf(a.x) * b.x + highHalf(a.x) * b.y + lowHalf(a.y) * b.z + highHalf(a.y) * b.w +
+           lowHalf(a.z) * c.x + highHalf(a.z) * c.y + lowHalf(a.w) * c.z + highHalf(a.w) * c.w;
+  }
+}
+__device__ __forceinline__ bool onVectors(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// y[o] = then(o, Σ_k wT[o][k]·x[k] + bias[o]) for o < OC; wT (OC, IC) row-major (floats or bf16),
+// bias may be null.
+// With RowNormalised, x is first replaced by its LayerNorm (IC floats of dynamic shared memory):
+// every warp sums the row's statistics itself from registers (rowStatistics, in layerNormForward's
+// order: the same floats as the unfused pair) and writes its share of the normalised row, so the
+// block meets at one barrier.
 // `split` warps share a row (rowSplit): lane l of the row's warp p takes every (32·split)-th
-// element from (32·p + l), in ascending k; the warps' sums are added in warp order. The grouping
-// depends only on (IC, OC), so a layer gives the same floats on every call. The first batch of
-// weights is loaded before waiting for the kernel that writes x.
-template <class Then, class Row = RowAsIs>
+// 16-byte vector from (32·p + l), in ascending k; the warps' sums are added in warp order. The
+// grouping depends only on (IC, OC) and the weights' type, so a layer gives the same floats on every
+// call. A block takes its rows (8 / split at a time) every gridDim.x blocks, so a long product (the
+// lm head) normalises its row once per block, not once per 4 rows. The first batch of each row's
+// weights is loaded before the previous row is summed (the first row's before waiting for the
+// kernel that writes x).
+template <class Then, class Row = RowAsIs, class W = float>
 __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
-    linearRow(float* y, const float* wT, const float* x, const float* bias, int IC, int OC, int split, Then then,
+    linearRow(float* y, const W* wT, const float* x, const float* bias, int IC, int OC, int split, Then then,
               Row row = {}) {
+  constexpr bool kNormalised = std::is_same_v<Row, RowNormalised>;
   __shared__ float warpSums[kRowWarpsPerBlock];
   startDependents();
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const int o = static_cast<int>(blockIdx.x) * (kRowWarpsPerBlock / split) + warp / split;
+  const int rowsPerBlock = kRowWarpsPerBlock / split, rowStep = static_cast<int>(gridDim.x) * rowsPerBlock;
   const int start = (warp % split) * 32 + lane, stride = 32 * split;
-  const bool vectors = IC % 4 == 0;  // rows start on 16 bytes: vector loads
-  const int n4 = IC / 4;
-  const float4* w4 = reinterpret_cast<const float4*>(wT + static_cast<osprey::Index>(o < OC ? o : 0) * IC);
-  float4 a[kRowLoadsInFlight];
+  constexpr int kPerVector = static_cast<int>(16 / sizeof(W));
+  bool vectors = IC % kPerVector == 0 && onVectors(wT) && onVectors(x);  // then every row starts on 16 bytes
+  if constexpr (kNormalised) vectors = vectors && onVectors(row.weight) && onVectors(row.bias);
+  const int nv = IC / kPerVector;
+  int o = static_cast<int>(blockIdx.x) * rowsPerBlock + warp / split;
+  const uint4* wv = nullptr;
+  uint4 a[kRowLoadsInFlight];
   const auto load = [&](int first) {
 #pragma unroll
     for (int u = 0; u < kRowLoadsInFlight; ++u)
-      if (first + stride * u < n4) a[u] = __ldcs(w4 + first + stride * u);  // streamed: read once a token
+      if (first + stride * u < nv) a[u] = __ldcs(wv + first + stride * u);  // streamed: read once a token
   };
-  if (vectors && o < OC) load(start);
-  const bool writes = o < OC && lane == 0 && warp % split == 0;  // the lane that writes y[o]
-  const float biasValue = writes && bias ? bias[o] : 0.0f;
-  // The LayerNorm's weight and bias for this thread's elements (rows up to kNormalisedInRegisters
-  // times the block; longer rows read them where they are used).
-  constexpr int kNormalisedInRegisters = 4;
-  float normWeight[kNormalisedInRegisters], normBias[kNormalisedInRegisters];
-  if constexpr (std::is_same_v<Row, RowNormalised>) {
-#pragma unroll
-    for (int j = 0; j < kNormalisedInRegisters; ++j) {
-      const int c = static_cast<int>(threadIdx.x) + j * static_cast<int>(blockDim.x);
-      normWeight[j] = c < IC ? row.weight[c] : 0.0f;
-      normBias[j] = c < IC ? row.bias[c] : 0.0f;
+  const auto loadRow = [&](int r) {  // row r's first batch
+    wv = reinterpret_cast<const uint4*>(wT + static_cast<osprey::Index>(r) * IC);
+    if (vectors) load(start);
+  };
+  if (o < OC) loadRow(o);
+  float biasValue = o < OC && bias ? bias[o] : 0.0f;
+  // The LayerNorm's weight and bias for the group of four this warp writes (rows of up to
+  // 32·kHeldGroups groups; other rows read them where they are used).
+  float4 normWeight{}, normBias{};
+  const int group = lane + 32 * warp;
+  if constexpr (kNormalised) {
+    if (vectors && group < IC / 4) {
+      normWeight = reinterpret_cast<const float4*>(row.weight)[group];
+      normBias = reinterpret_cast<const float4*>(row.bias)[group];
     }
   }
   awaitEarlierKernels();
-  const float operand = writes ? then.operand(o) : 0.0f;
 
-  if constexpr (std::is_same_v<Row, RowNormalised>) {
+  if constexpr (kNormalised) {
     extern __shared__ float4 normalisedRow[];
     float* xs = reinterpret_cast<float*>(normalisedRow);
-    __shared__ float statistics[2];
-    for (int c = static_cast<int>(threadIdx.x); c < IC; c += static_cast<int>(blockDim.x)) xs[c] = x[c];
-    __syncthreads();
-    if (threadIdx.x < 32) {  // layerNormForward's warp, lane for lane
-      float sum = 0.0f;
-#pragma unroll 8
-      for (int c = lane; c < IC; c += 32) sum += xs[c];
-      const float m = warpSum(sum) / static_cast<float>(IC);
-      float squares = 0.0f;
-#pragma unroll 8
-      for (int c = lane; c < IC; c += 32) {
-        const float d = xs[c] - m;
-        squares += d * d;
-      }
-      const float s = rsqrtf(warpSum(squares) / static_cast<float>(IC) + row.eps);
-      if (lane == 0) {
-        statistics[0] = m;
-        statistics[1] = s;
-      }
-    }
-    __syncthreads();
-    const float m = statistics[0], s = statistics[1];
-    const int threads = static_cast<int>(blockDim.x);
+    HeldRow held;
+    const float2 statistics = rowStatistics(x, IC, row.eps, held);
+    const float m = statistics.x, s = statistics.y;
+    const auto normalised = [&](float v, float w, float b) { return ((v - m) * s) * w + b; };
+    static_assert(kHeldGroups <= kRowWarpsPerBlock, "a row held in registers is written by one warp a group");
+    if (held.inRegisters && vectors) {
 #pragma unroll
-    for (int j = 0; j < kNormalisedInRegisters; ++j) {
-      const int c = static_cast<int>(threadIdx.x) + j * threads;
-      if (c < IC) xs[c] = ((xs[c] - m) * s) * normWeight[j] + normBias[j];
+      for (int j = 0; j < kHeldGroups; ++j)
+        if (j == warp && group < IC / 4) {  // a constant index: held stays in registers
+          const float4 v = held.held[j];
+          normalisedRow[group] = {normalised(v.x, normWeight.x, normBias.x), normalised(v.y, normWeight.y, normBias.y),
+                                  normalised(v.z, normWeight.z, normBias.z), normalised(v.w, normWeight.w, normBias.w)};
+        }
+    } else {
+      for (int c = static_cast<int>(threadIdx.x); c < IC; c += static_cast<int>(blockDim.x))
+        xs[c] = normalised(x[c], row.weight[c], row.bias[c]);
     }
-    for (int c = static_cast<int>(threadIdx.x) + kNormalisedInRegisters * threads; c < IC; c += threads)
-      xs[c] = ((xs[c] - m) * s) * row.weight[c] + row.bias[c];
     __syncthreads();
     x = xs;
   }
-  float acc = 0.0f;
-  if (o < OC) {
-    if (vectors) {
-      const float4* x4 = reinterpret_cast<const float4*>(x);
-      for (int first = start; first < n4; first += stride * kRowLoadsInFlight) {
-        if (first != start) load(first);
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  const auto xAt = [&](int f) { return x4[f]; };
+  for (int first = static_cast<int>(blockIdx.x) * rowsPerBlock; first < OC; first += rowStep, o += rowStep) {
+    const bool writes = o < OC && lane == 0 && warp % split == 0;  // the lane that writes y[o]
+    const float operand = writes ? then.operand(o) : 0.0f;
+    float acc = 0.0f;
+    if (o < OC) {
+      if (vectors) {
+        for (int f = start; f < nv; f += stride * kRowLoadsInFlight) {
+          if (f != start) load(f);
 #pragma unroll
-        for (int u = 0; u < kRowLoadsInFlight; ++u)
-          if (first + stride * u < n4) {
-            const float4 b = x4[first + stride * u];
-            acc += a[u].x * b.x + a[u].y * b.y + a[u].z * b.z + a[u].w * b.w;
-          }
+          for (int u = 0; u < kRowLoadsInFlight; ++u)
+            if (f + stride * u < nv) acc += vectorDot<W>(a[u], xAt, f + stride * u);
+        }
+      } else {
+        const W* w = wT + static_cast<osprey::Index>(o) * IC;
+        for (int k = start; k < IC; k += stride) acc += widened(w[k]) * x[k];
       }
-    } else {
-      const float* w = wT + static_cast<osprey::Index>(o) * IC;
-      for (int k = start; k < IC; k += stride) acc += w[k] * x[k];
     }
+    const float rowBias = biasValue;
+    const bool more = first + rowStep < OC;
+    if (more && o + rowStep < OC) {
+      loadRow(o + rowStep);
+      biasValue = bias ? bias[o + rowStep] : 0.0f;
+    }
+    acc = warpSum(acc);
+    if (split == 1) {
+      if (writes) y[o] = then(o, bias ? acc + rowBias : acc, operand);
+      continue;
+    }
+    if (lane == 0) warpSums[warp] = acc;
+    __syncthreads();
+    if (writes) {
+      float total = warpSums[warp];
+      for (int p = 1; p < split; ++p) total += warpSums[warp + p];
+      y[o] = then(o, bias ? total + rowBias : total, operand);
+    }
+    if (more) __syncthreads();  // warpSums is written again
   }
-  acc = warpSum(acc);
-  if (split == 1) {
-    if (writes) y[o] = then(o, bias ? acc + biasValue : acc, operand);
-    return;
-  }
-  if (lane == 0) warpSums[warp] = acc;
-  __syncthreads();
-  if (writes) {
-    float total = warpSums[warp];
-    for (int p = 1; p < split; ++p) total += warpSums[warp + p];
-    y[o] = then(o, bias ? total + biasValue : total, operand);
-  }
+}
+
+// bf16 copies of float weights, rounded to nearest (even): what a continuation's one-row products
+// read (FastHandler::HalfWeights).
+__global__ void roundToBf16(__nv_bfloat16* out, const float* in, osprey::Index n) {
+  for (osprey::Index i = static_cast<osprey::Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<osprey::Index>(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16_rn(in[i]);
 }
 
 // One query (qkvRow's q, NH heads of hs) against Tc cached keys and values (Tc, C): a block per
@@ -201,129 +244,191 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
 // (`position`: Tc = *position + 1) and first writes the new position's key and value, qkvRow's
 // columns [C, 2C) and [2C, 3C), into row Tc - 1 of the cache, which has room for it (`append`);
 // each block writes and reads only its own head's columns.
-// HS: the head size when it is known at compile time (64, GPT-2's: each key is then 16 vector
-// loads issued together, with C a multiple of 4), else 0 and hs.
-constexpr int kDecodeThreads = 1024;  // 16 groups of 64 channels share the sum over positions
-constexpr int kDecodeMaxPositions = 1024;  // GPT-2's context; checked by the caller
-constexpr int kDecodeValuesInFlight = 8;   // value rows a thread loads before adding them
-template <int HS>
-__global__ void __launch_bounds__(kDecodeThreads)
+// In one pass (the online softmax): the block's threads form groups of Lanes lanes, each group
+// taking positions g, g + G, ... (two at a time, so that their sums overlap), each lane holding
+// channels sub + Lanes·i of q and of its running output; a position's score is a sum over the
+// group's lanes. The groups' running maxima, normalisers and outputs are then merged, in group
+// order. Decoding is a chain of small kernels, so this one is short: no pass over the scores to
+// find their maximum first, and many positions under way at once.
+// Lanes × PerLane covers the head: 8 × 8 for GPT-2's 64 channels (4 positions a warp at once),
+// 32 × kDecodeMaxPerLane for any head up to 256 wide.
+constexpr int kDecodeWarps = 16;
+constexpr int kDecodeMaxPerLane = 8;  // heads up to 256 wide
+template <int Lanes>
+__device__ __forceinline__ float groupSum(float x) {
+  for (int o = Lanes / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+template <int Lanes, int PerLane>
+__global__ void __launch_bounds__(kDecodeWarps * 32)
     attendOneRow(float* out, const float* qkvRow, float* keys, float* values, int Tc, int C, int hs, float scale,
                  const int* position = nullptr, bool append = false) {
-  __shared__ float pre[kDecodeMaxPositions];
-  __shared__ float scratch[kDecodeThreads / 32];
-  __shared__ float partial[kDecodeThreads];
-  __shared__ float4 query4[kDecodeThreads / 4];
-  float* query = reinterpret_cast<float*>(query4);
-  if constexpr (HS > 0) hs = HS;
+  constexpr int kThreads = kDecodeWarps * 32, kGroups = kThreads / Lanes, kPerWarp = 32 / Lanes;
+  __shared__ float runningMax[kGroups], normaliser[kGroups];
+  __shared__ float partial[kThreads * PerLane];  // (group, channel), hs channels a group
+  __shared__ float mergedTotal[kThreads], mergedSum[kThreads];
   startDependents();
   if (position) Tc = *position + 1;  // written by the previous replay, which has finished
   awaitEarlierKernels();
-  const int hh = static_cast<int>(blockIdx.x), tid = static_cast<int>(threadIdx.x);
-  if (tid < hs) {
-    query[tid] = qkvRow[hh * hs + tid];
-    if (append) {
-      const osprey::Index at = static_cast<osprey::Index>(Tc - 1) * C + hh * hs + tid;
-      keys[at] = qkvRow[C + hh * hs + tid];
-      values[at] = qkvRow[2 * C + hh * hs + tid];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int sub = lane % Lanes, group = tid / Lanes, head = static_cast<int>(blockIdx.x) * hs;
+  if (append) {
+    const osprey::Index at = static_cast<osprey::Index>(Tc - 1) * C + head;
+    for (int d = tid; d < hs; d += kThreads) {
+      keys[at + d] = qkvRow[C + head + d];
+      values[at + d] = qkvRow[2 * C + head + d];
     }
+    __syncthreads();  // the new row, visible to every warp of the block
+  }
+  float q[PerLane], acc[PerLane];
+#pragma unroll
+  for (int i = 0; i < PerLane; ++i) {
+    const int d = sub + Lanes * i;
+    q[i] = d < hs ? qkvRow[head + d] : 0.0f;
+    acc[i] = 0.0f;
+  }
+  const auto channel = [&](const float* row, int i) { return sub + Lanes * i < hs ? row[sub + Lanes * i] : 0.0f; };
+  float m = -INFINITY, l = 0.0f;
+  // Rounds are counted per warp, so that every lane of a warp takes part in every group sum.
+  for (int first = warp * kPerWarp; first < Tc; first += 2 * kGroups) {
+    const int t = first + group % kPerWarp, u = t + kGroups;
+    const bool one = t < Tc, two = u < Tc;
+    const float* k0 = keys + static_cast<osprey::Index>(one ? t : 0) * C + head;
+    const float* k1 = keys + static_cast<osprey::Index>(two ? u : 0) * C + head;
+    const float* v0 = values + static_cast<osprey::Index>(one ? t : 0) * C + head;
+    const float* v1 = values + static_cast<osprey::Index>(two ? u : 0) * C + head;
+    float va[PerLane], vb[PerLane], s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PerLane; ++i) {
+      va[i] = channel(v0, i);
+      vb[i] = channel(v1, i);
+      s0 += q[i] * channel(k0, i);
+      s1 += q[i] * channel(k1, i);
+    }
+    s0 = groupSum<Lanes>(s0) * scale;
+    s1 = groupSum<Lanes>(s1) * scale;
+    if (!one) continue;
+    const float mNew = two ? fmaxf(m, fmaxf(s0, s1)) : fmaxf(m, s0);
+    const float kept = __expf(m - mNew), p0 = __expf(s0 - mNew), p1 = two ? __expf(s1 - mNew) : 0.0f;
+    l = (l * kept + p0) + p1;
+#pragma unroll
+    for (int i = 0; i < PerLane; ++i) acc[i] = (acc[i] * kept + p0 * va[i]) + p1 * vb[i];
+    m = mNew;
+  }
+  if (sub == 0) {
+    runningMax[group] = m;
+    normaliser[group] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < PerLane; ++i)
+    if (sub + Lanes * i < hs) partial[group * hs + sub + Lanes * i] = acc[i];
+  __syncthreads();
+  // Merged in two steps: slice s of channel d adds groups s, s + slices, ...; then channel d adds
+  // its slices. A group without positions holds -inf and zeros, so its weight is 0.
+  float top = -INFINITY;
+#pragma unroll
+  for (int g = lane; g < kGroups; g += 32) top = fmaxf(top, runningMax[g]);
+  top = warpMax(top);
+  const int slices = kThreads / hs, d = tid % hs, slice = tid / hs;
+  if (slice < slices) {
+    float total = 0.0f, sum = 0.0f;
+#pragma unroll 8
+    for (int g = slice; g < kGroups; g += slices) {
+      const float weight = __expf(runningMax[g] - top);
+      total += partial[g * hs + d] * weight;
+      sum += normaliser[g] * weight;
+    }
+    mergedTotal[tid] = total;
+    mergedSum[tid] = sum;
   }
   __syncthreads();
-  float m = -INFINITY;
-  for (int t2 = tid; t2 < Tc; t2 += kDecodeThreads) {
-    const float* k = keys + static_cast<osprey::Index>(t2) * C + hh * hs;
-    float s = 0.0f;
-    if constexpr (HS > 0) {
-      const float4* k4 = reinterpret_cast<const float4*>(k);
-      float4 a[HS / 4];
-#pragma unroll
-      for (int d4 = 0; d4 < HS / 4; ++d4) a[d4] = k4[d4];
-#pragma unroll
-      for (int d4 = 0; d4 < HS / 4; ++d4) {
-        const float4 b = query4[d4];
-        s += a[d4].x * b.x + a[d4].y * b.y + a[d4].z * b.z + a[d4].w * b.w;
-      }
-    } else {
-      for (int d = 0; d < hs; ++d) s += query[d] * k[d];
-    }
-    pre[t2] = s * scale;
-    m = fmaxf(m, pre[t2]);
-  }
-  m = blockFold<true, kDecodeThreads>(m, scratch);
-  float sum = 0.0f;
-  for (int t2 = tid; t2 < Tc; t2 += kDecodeThreads) {
-    pre[t2] = __expf(pre[t2] - m);
-    sum += pre[t2];
-  }
-  sum = blockFold<false, kDecodeThreads>(sum, scratch);  // its barriers also publish pre[]
-  const float inverse = 1.0f / sum;
-  // Thread tid adds the positions t2 ≡ tid / hs (mod groups) for channel tid % hs.
-  const int groups = kDecodeThreads / hs, d = tid % hs, group = tid / hs;
-  float acc = 0.0f;
-  if (group < groups) {
-    const float* v = values + hh * hs + d;
-    for (int first = group; first < Tc; first += groups * kDecodeValuesInFlight) {
-      float held[kDecodeValuesInFlight];
-#pragma unroll
-      for (int u = 0; u < kDecodeValuesInFlight; ++u) {
-        const int t2 = first + u * groups;
-        held[u] = t2 < Tc ? v[static_cast<osprey::Index>(t2) * C] : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < kDecodeValuesInFlight; ++u)
-        if (first + u * groups < Tc) acc += pre[first + u * groups] * held[u];
-    }
-  }
-  partial[tid] = acc;
-  __syncthreads();
   if (tid < hs) {
-    float total = 0.0f;
-    for (int g = 0; g < groups; ++g) total += partial[g * hs + tid];
-    out[hh * hs + tid] = total * inverse;
+    float total = 0.0f, sum = 0.0f;
+    for (int p = 0; p < slices; ++p) {
+      total += mergedTotal[p * hs + tid];
+      sum += mergedSum[p * hs + tid];
+    }
+    out[head + tid] = total / sum;
   }
 }
 
 // The smallest index of the largest non-NaN value of x (n), as a float (exact below 2^24), or -1
-// when every value is NaN. One block. A recorded decoding step also moves its position on by one
-// (`advance`), after every kernel of the step has read it, and writes the token for the host into
-// `byPosition` at the position it was chosen for (mapped pinned memory: no copy to wait for).
-constexpr int kArgmaxThreads = 1024;
-__global__ void __launch_bounds__(kArgmaxThreads)
-    argmaxKernel(float* result, const float* x, int n, int* advance = nullptr, int* byPosition = nullptr) {
+// when every value is NaN. kArgmaxBlocks blocks each find their slice's best and leave it in
+// `scratch`; the last block to finish (a ticket counter, zero before the launch and again after
+// it) picks the best of those. The choice is the same whichever block finishes last: (value
+// descending, index ascending) orders the candidates totally. A recorded decoding step also moves
+// its position on by one (`advance`), after every kernel of the step has read it, and writes the
+// token for the host into `byPosition` at the position it was chosen for (mapped pinned memory: no
+// copy to wait for).
+constexpr int kArgmaxThreads = 512;
+constexpr int kArgmaxBlocks = 64;
+struct ArgmaxScratch {
+  float value[kArgmaxBlocks];
+  int index[kArgmaxBlocks];
+  unsigned finished;  // blocks done; the last one sets it back to 0
+};
+// Whether (v, j) is a better answer than (best, at): j a real index and v not NaN, and nothing yet
+// (at < 0), a larger value, or an equal one earlier.
+__device__ __forceinline__ bool betterMaximum(float v, int j, float best, int at) {
+  return j >= 0 && v == v && (at < 0 || v > best || (v == best && j < at));
+}
+// The block's best (value, index), in thread 0.
+__device__ void blockMaximum(float& best, int& at) {
   __shared__ float bestValue[kArgmaxThreads];
   __shared__ int bestIndex[kArgmaxThreads];
-  startDependents();
-  awaitEarlierKernels();
   const int tid = static_cast<int>(threadIdx.x);
-  float best = -INFINITY;
-  int at = -1;
-#pragma unroll 8
-  for (int i = tid; i < n; i += kArgmaxThreads) {
-    const float v = x[i];
-    if (v == v && (at < 0 || v > best)) {  // ascending i: the first of equal values stays
-      best = v;
-      at = i;
-    }
-  }
   bestValue[tid] = best;
   bestIndex[tid] = at;
   __syncthreads();
   for (int stride = kArgmaxThreads / 2; stride > 0; stride /= 2) {
-    if (tid < stride) {
-      const int j = bestIndex[tid + stride];
-      const float v = bestValue[tid + stride];
-      const int i = bestIndex[tid];
-      if (j >= 0 && (i < 0 || v > bestValue[tid] || (v == bestValue[tid] && j < i))) {
-        bestValue[tid] = v;
-        bestIndex[tid] = j;
-      }
+    if (tid < stride && betterMaximum(bestValue[tid + stride], bestIndex[tid + stride], bestValue[tid], bestIndex[tid])) {
+      bestValue[tid] = bestValue[tid + stride];
+      bestIndex[tid] = bestIndex[tid + stride];
     }
     __syncthreads();
   }
+  best = bestValue[0];
+  at = bestIndex[0];
+}
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmaxKernel(float* result, const float* x, int n, ArgmaxScratch* scratch, int* advance = nullptr,
+                 int* byPosition = nullptr) {
+  __shared__ bool last;
+  startDependents();
+  awaitEarlierKernels();
+  const int tid = static_cast<int>(threadIdx.x), block = static_cast<int>(blockIdx.x);
+  float best = -INFINITY;
+  int at = -1;
+#pragma unroll 4
+  for (int i = block * kArgmaxThreads + tid; i < n; i += kArgmaxBlocks * kArgmaxThreads) {
+    const float v = x[i];
+    if (betterMaximum(v, i, best, at)) {  // ascending i: the first of equal values stays
+      best = v;
+      at = i;
+    }
+  }
+  blockMaximum(best, at);
   if (tid == 0) {
-    *result = static_cast<float>(bestIndex[0]);
+    scratch->value[block] = best;
+    scratch->index[block] = at;
+    __threadfence();  // the candidate, visible before the ticket
+    last = atomicAdd(&scratch->finished, 1u) == kArgmaxBlocks - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // every block's candidate, read after its ticket
+  best = -INFINITY;
+  at = -1;
+  if (tid < kArgmaxBlocks) {
+    best = __ldcg(&scratch->value[tid]);
+    at = __ldcg(&scratch->index[tid]);
+  }
+  blockMaximum(best, at);
+  if (tid == 0) {
+    scratch->finished = 0;
+    *result = static_cast<float>(at);
     if (advance) {
-      if (byPosition) byPosition[*advance] = bestIndex[0];
+      if (byPosition) byPosition[*advance] = at;
       ++*advance;
     }
   }

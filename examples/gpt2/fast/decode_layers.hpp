@@ -100,33 +100,43 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attendRow(const char* L,
                                                                   osprey::Index NH, const int* position) {
   const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
   const osprey::Index positions = position ? held + 1 : held;
-  if (positions > fast_kernels::kDecodeMaxPositions || hs > fast_kernels::kDecodeThreads)
-    return osprey::Error{fmt::format("{}: {} positions of {}-wide heads exceed the fused kernel's {} and {}", L,
-                                     positions, hs, fast_kernels::kDecodeMaxPositions, fast_kernels::kDecodeThreads)};
+  if (hs > 32 * fast_kernels::kDecodeMaxPerLane)
+    return osprey::Error{fmt::format("{}: heads {} wide exceed the fused kernel's {}", L, hs,
+                                     32 * fast_kernels::kDecodeMaxPerLane)};
   OSPREY_CHECK(fast_detail::checkShape(*this, qkvRow, 3, C, L, "qkv row"));
   OSPREY_CHECK(fast_detail::checkShape(*this, keys, held, C, L, "key cache"));
   OSPREY_CHECK(fast_detail::checkShape(*this, values, held, C, L, "value cache"));
   auto out = OSPREY_TRY(allocate(C));
   const auto launch = [&](auto kernel) {
-    return fast_kernels::launchOverlapped(static_cast<unsigned>(NH), fast_kernels::kDecodeThreads, 0, stream(), kernel,
-                                          out.data(), qkvRow.data(), keys.data(), values.data(),
+    return fast_kernels::launchOverlapped(static_cast<unsigned>(NH), fast_kernels::kDecodeWarps * 32, 0, stream(),
+                                          kernel, out.data(), qkvRow.data(), keys.data(), values.data(),
                                           static_cast<int>(positions), static_cast<int>(C), static_cast<int>(hs),
                                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))), position,
                                           position != nullptr);
   };
-  OSPREY_CUDA_CHECK(hs == 64 && C % 4 == 0 ? launch(fast_kernels::attendOneRow<64>) : launch(fast_kernels::attendOneRow<0>),
+  OSPREY_CUDA_CHECK(hs == 64 ? launch(fast_kernels::attendOneRow<8, 8>)
+                             : launch(fast_kernels::attendOneRow<32, fast_kernels::kDecodeMaxPerLane>),
                     "fast attention decode launch");
   return out;
 }
 
-inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logits) {
+inline osprey::Result<FastHandler::ArgmaxScratch> FastHandler::launchArgmax(float* result, const Buffer& logits,
+                                                                            int* advance, int* byPosition) {
   const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
   if (n >= (1 << 24)) return osprey::Error{"generate: more than 2^24 logits"};
-  auto best = OSPREY_TRY(allocate(1));
-  int* const none = nullptr;  // no position to advance, no host slot
-  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(1, fast_kernels::kArgmaxThreads, 0, stream(), fast_kernels::argmaxKernel,
-                                                   best.data(), logits.data(), n, none, none),
+  auto* raw = OSPREY_TRY(m_device->allocate<fast_kernels::ArgmaxScratch>(1));
+  ArgmaxScratch scratch(m_device, raw, 1);
+  OSPREY_CUDA_CHECK(cudaMemsetAsync(raw, 0, sizeof(fast_kernels::ArgmaxScratch), stream()), "zeroing the argmax's tickets");
+  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(fast_kernels::kArgmaxBlocks, fast_kernels::kArgmaxThreads, 0, stream(),
+                                                   fast_kernels::argmaxKernel, result, logits.data(), n, raw, advance,
+                                                   byPosition),
                     "fast argmax launch");
+  return scratch;
+}
+
+inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logits) {
+  auto best = OSPREY_TRY(allocate(1));
+  const auto scratch = OSPREY_TRY(launchArgmax(best.data(), logits, nullptr, nullptr));
   const osprey::Scalar at = get(best, 0);
   if (at < 0) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
   return static_cast<osprey::Index>(at);

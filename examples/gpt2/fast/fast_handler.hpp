@@ -26,7 +26,8 @@
 // Decoding (fast/decode_layers.hpp, fast/decode_graph.hpp): one bandwidth kernel per linear layer
 // with the LayerNorm before it and the GELU or residual after it, one kernel for attention and the
 // cache's new row, the argmax on the device; and the whole step recorded once as a CUDA graph and
-// replayed for every further token.
+// replayed for every further token, reading bf16 copies of the product weights
+// (fast/half_weights.hpp) unless told to read the floats.
 //
 // How far the results may be from the exact handlers' is docs/FAST.md; tests/cuda/fast_test.cu
 // checks each fused layer against its reference definition on this handler, and the model
@@ -155,13 +156,25 @@ class FastHandler : public osprey::Fast {
                                                                   osprey::Index C, osprey::Index NH);
   void setDecodeGraphs(bool on) { m_decodeGraphs = on; }
 
+  // What a continuation's one-row products read (fast/half_weights.hpp): bf16 copies of the
+  // product weights, made when it starts (the default: half the bytes a token, the bound of
+  // decoding), or the float weights themselves. Prefill and training always read the floats.
+  enum class DecodeWeights { Bf16, Float };
+  void setDecodeWeights(DecodeWeights weights) { m_decodeWeights = weights; }
+  DecodeWeights decodeWeights() const { return m_decodeWeights; }
+  // bf16 copies of w's product weights (each block's four and the tied lm head), which one-row
+  // products read in place of the floats while the returned object lives.
+  class HalfWeights;
+  template <class Weights>
+  osprey::Result<std::unique_ptr<HalfWeights>> halveWeights(const Weights& w);
+
  private:
   // out (N, OC) = x · op(w) + bias: the bias in cuBLASLt's epilogue, or (where it has no algorithm)
   // written first and the product added onto it.
   osprey::Result<Buffer> linearProduct(osprey::Operand x, osprey::Operand w, const Buffer& bias, osprey::Index N,
                                        osprey::Index IC, osprey::Index OC);
   // y (OC) = then(o, x · wTᵀ[o] + bias[o]) for one row x (IC), by linearRow; bias may be null.
-  // The caller has checked the shapes.
+  // The caller has checked the shapes. Reads wT's bf16 copy where one is held (halfOf).
   template <class Then, class Row = fast_kernels::RowAsIs>
   osprey::Result<Buffer> oneRow(const Buffer& x, const Buffer& wT, const float* bias, osprey::Index IC,
                                 osprey::Index OC, Then then, Row row = {});
@@ -233,10 +246,19 @@ class FastHandler : public osprey::Fast {
     std::vector<Buffer> keys, values;
   };
   class DecodeGraph;
+  // The device-side argmax of logits into *result (fast_kernels::argmaxKernel; advance and
+  // byPosition as it says), launched with its scratch zeroed; the caller keeps the scratch for as
+  // long as the launch may run (a recording: as long as it is replayed).
+  using ArgmaxScratch = osprey::GpuBuffer<osprey::CudaDevice, fast_kernels::ArgmaxScratch>;
+  osprey::Result<ArgmaxScratch> launchArgmax(float* result, const Buffer& logits, int* advance, int* byPosition);
   template <class Weights, class Cache>
   osprey::Result<std::unique_ptr<DecodeGraph>> recordDecodeStep(const Weights& w, const Cache& cache, int token);
   Recording* m_recording = nullptr;
   bool m_decodeGraphs = true;
+  DecodeWeights m_decodeWeights = DecodeWeights::Bf16;
+  HalfWeights* m_halfWeights = nullptr;  // while one lives
+  // The bf16 copy of w that m_halfWeights holds, or null.
+  const __nv_bfloat16* halfOf(const Buffer& w) const;
 };
 
 OSPREY_ASSERT_HANDLER(FastHandler, "fast (gpt2)");
@@ -281,5 +303,6 @@ struct One {
 #include "gpt2/fast/encoder_layers.hpp"
 #include "gpt2/fast/head_loss_layers.hpp"
 #include "gpt2/fast/decode_layers.hpp"
+#include "gpt2/fast/half_weights.hpp"
 #include "gpt2/fast/decode_graph.hpp"
 #undef OSPREY_GPT2_FAST_HANDLER_PARTS

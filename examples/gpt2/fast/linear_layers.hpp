@@ -27,13 +27,25 @@ osprey::Result<FastHandler::Buffer> FastHandler::oneRow(const Buffer& x, const B
   if (normalises && IC > kMaxNormalisedRow)
     return osprey::Error{fmt::format("linear: a normalised row of {} exceeds the fused kernel's {}", IC, kMaxNormalisedRow)};
   auto y = OSPREY_TRY(allocate(OC));
-  const int split = fast_kernels::rowSplit(ic, oc), rowsPerBlock = fast_kernels::kRowWarpsPerBlock / split;
-  const auto blocks = static_cast<unsigned>((OC + rowsPerBlock - 1) / rowsPerBlock);
   const std::size_t shared = normalises ? static_cast<std::size_t>(IC) * sizeof(float) : 0;
-  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(blocks, fast_kernels::kRowWarpsPerBlock * 32, shared, stream(),
-                                                   fast_kernels::linearRow<Then, Row>, y.data(), wT.data(), x.data(),
-                                                   bias, ic, oc, split, then, row),
-                    "fast one-row linear launch");
+  const auto launch = [&](const auto* weights) {
+    using W = std::remove_cv_t<std::remove_pointer_t<decltype(weights)>>;
+    const int split = fast_kernels::rowSplit(static_cast<long long>(ic) * sizeof(W), oc);
+    const int rowsPerBlock = fast_kernels::kRowWarpsPerBlock / split;
+    const auto kernel = fast_kernels::linearRow<Then, Row, W>;
+    // At most as many blocks as the multiprocessors hold at once; a longer product's blocks take
+    // several turns of rows.
+    int resident = 0;
+    const cudaError_t asked = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &resident, kernel, fast_kernels::kRowWarpsPerBlock * 32, shared);
+    if (asked != cudaSuccess) return asked;
+    const auto blocks = static_cast<unsigned>(std::min<osprey::Index>(
+        (OC + rowsPerBlock - 1) / rowsPerBlock, std::max(resident, 1) * osprey::Index{m_device->multiprocessors()}));
+    return fast_kernels::launchOverlapped(blocks, fast_kernels::kRowWarpsPerBlock * 32, shared, stream(), kernel,
+                                          y.data(), weights, x.data(), bias, ic, oc, split, then, row);
+  };
+  const __nv_bfloat16* half = halfOf(wT);
+  OSPREY_CUDA_CHECK(half ? launch(half) : launch(wT.data()), "fast one-row linear launch");
   return y;
 }
 

@@ -11,6 +11,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "gpt2/fast/causal_softmax.hpp"  // warpSum, warpMax
 #include "osprey/config.hpp"
 
@@ -22,7 +24,74 @@ constexpr int kVocabThreads = 512;  // cross-entropy: one block per row
 
 inline unsigned rowBlocks(osprey::Index rows) { return static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps); }
 
-// mean = Σx / C;  var = Σ(x - mean)² / C;  rstd = 1 / sqrt(var + eps);  out = (x - mean)·rstd·w + b
+// A warp's walk over a row of C floats in groups of four: lane l takes groups l, l + 32, ...
+// (elements 4g .. 4g + 3), each in ascending order, calling f(c, value). With C a multiple of 4 and
+// the row on 16 bytes a group is one vector load; otherwise element by element, in the same order.
+// The LayerNorm sums below walk rows this way, so every kernel that normalises a row (the training
+// layer and the one-row products of decoding) gets the same floats.
+template <class F>
+__device__ __forceinline__ void walkGroups(const float* row, int C, int lane, F f) {
+  if (C % 4 == 0 && reinterpret_cast<std::uintptr_t>(row) % 16 == 0) {
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+#pragma unroll 4
+    for (int g = lane; g < C / 4; g += 32) {
+      const float4 v = row4[g];
+      f(4 * g, v.x);
+      f(4 * g + 1, v.y);
+      f(4 * g + 2, v.z);
+      f(4 * g + 3, v.w);
+    }
+    return;
+  }
+  for (int g = lane; 4 * g < C; g += 32)
+    for (int c = 4 * g; c < 4 * g + 4 && c < C; ++c) f(c, row[c]);
+}
+
+// A row's LayerNorm statistics, summed by one warp (walkGroups' order; every lane gets the same
+// bits, as warpSum's butterfly adds the same pairs on every lane):
+// mean = Σx / C;  var = Σ(x - mean)² / C;  rstd = 1 / sqrt(var + eps)
+// Rows of up to 32·kHeldGroups groups on 16 bytes are read once, into registers (`held`, group
+// l + 32j of lane l in held[j]); longer or unaligned rows are walked twice, with the same sums.
+constexpr int kHeldGroups = 6;  // rows up to 768 floats (GPT-2 124M's width): 24 registers
+struct HeldRow {
+  float4 held[kHeldGroups];
+  bool inRegisters = false;
+};
+__device__ __forceinline__ float2 rowStatistics(const float* row, int C, float eps, HeldRow& r) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int groups = C / 4;
+  r.inRegisters = C % 4 == 0 && reinterpret_cast<std::uintptr_t>(row) % 16 == 0 && groups <= 32 * kHeldGroups;
+  float sum = 0.0f, m = 0.0f, squares = 0.0f;
+  const auto square = [&](float v) {
+    const float d = v - m;
+    squares += d * d;
+  };
+  if (r.inRegisters) {
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+#pragma unroll
+    for (int j = 0; j < kHeldGroups; ++j)
+      if (lane + 32 * j < groups) r.held[j] = row4[lane + 32 * j];
+#pragma unroll
+    for (int j = 0; j < kHeldGroups; ++j)
+      if (lane + 32 * j < groups) sum = (((sum + r.held[j].x) + r.held[j].y) + r.held[j].z) + r.held[j].w;
+    m = warpSum(sum) / static_cast<float>(C);
+#pragma unroll
+    for (int j = 0; j < kHeldGroups; ++j)
+      if (lane + 32 * j < groups) {
+        square(r.held[j].x);
+        square(r.held[j].y);
+        square(r.held[j].z);
+        square(r.held[j].w);
+      }
+  } else {
+    walkGroups(row, C, lane, [&](int, float v) { sum += v; });
+    m = warpSum(sum) / static_cast<float>(C);
+    walkGroups(row, C, lane, [&](int, float v) { square(v); });
+  }
+  return {m, rsqrtf(warpSum(squares) / static_cast<float>(C) + eps)};
+}
+
+// out = (x - mean)·rstd·w + b, with rowStatistics' mean and rstd
 __global__ void __launch_bounds__(kRowWarps * 32)
     layerNormForward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
                      osprey::Index N, int C, float eps) {
@@ -30,17 +99,24 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   if (n >= N) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const float* row = x + n * C;
-  float sum = 0.0f;
-  for (int c = lane; c < C; c += 32) sum += row[c];
-  const float m = warpSum(sum) / static_cast<float>(C);
-  float squares = 0.0f;
-  for (int c = lane; c < C; c += 32) {
-    const float d = row[c] - m;
-    squares += d * d;
-  }
-  const float s = rsqrtf(warpSum(squares) / static_cast<float>(C) + eps);
+  HeldRow held;
+  const float2 statistics = rowStatistics(row, C, eps, held);
+  const float m = statistics.x, s = statistics.y;
   float* o = out + n * C;
-  for (int c = lane; c < C; c += 32) o[c] = ((row[c] - m) * s) * w[c] + b[c];
+  const auto normalise = [&](int c, float v) { o[c] = ((v - m) * s) * w[c] + b[c]; };
+  if (held.inRegisters) {
+#pragma unroll
+    for (int j = 0; j < kHeldGroups; ++j)
+      if (lane + 32 * j < C / 4) {
+        const int c = 4 * (lane + 32 * j);
+        normalise(c, held.held[j].x);
+        normalise(c + 1, held.held[j].y);
+        normalise(c + 2, held.held[j].z);
+        normalise(c + 3, held.held[j].w);
+      }
+  } else {
+    walkGroups(row, C, lane, normalise);
+  }
   if (lane == 0) {
     mean[n] = m;
     rstd[n] = s;
