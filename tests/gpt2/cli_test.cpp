@@ -40,12 +40,17 @@ std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); 
 const std::vector<std::string> kTinyGenerate{"generate", "--preset", "tiny", "--prompt",
                                              "The capital of France is", "--tokens", "12"};
 
+// The tiny generation above with more options after it.
+Run runTinyGenerate(const std::vector<std::string>& options) {
+  auto args = kTinyGenerate;
+  args.insert(args.end(), options.begin(), options.end());
+  return run(args);
+}
+
 TEST(Gpt2Cli, GenerateOnListsAndGpuHostPrintsTheSameTextAfterTheHeader) {
   auto lists = run(kTinyGenerate);
   ASSERT_EQ(lists.status, 0) << lists.err;
-  auto args = kTinyGenerate;
-  args.insert(args.end(), {"--backend", "gpu", "--device", "host"});
-  auto host = run(args);
+  auto host = runTinyGenerate({"--backend", "gpu", "--device", "host"});
   ASSERT_EQ(host.status, 0) << host.err;
 
   EXPECT_EQ(firstLine(lists.out), "gpt2 (tiny) on lists");
@@ -75,9 +80,7 @@ TEST(Gpt2Cli, GeneratedTextIsThePromptAndTheGreedyTokens) {
 }
 
 TEST(Gpt2Cli, TimingGoesToStderrOnlyWhenAsked) {
-  auto args = kTinyGenerate;
-  args.push_back("--timing");
-  auto r = run(args);
+  auto r = runTinyGenerate({"--timing"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("timing:"), std::string::npos);
   EXPECT_EQ(r.out.find("timing"), std::string::npos);
@@ -86,16 +89,12 @@ TEST(Gpt2Cli, TimingGoesToStderrOnlyWhenAsked) {
 // The fast backend lives on the cuda device only: asking for it on the host is an error naming
 // why, and on a machine without a GPU (CI) it is the cuda device's own error; nothing runs.
 TEST(Gpt2Cli, FastBackendNeedsTheCudaDevice) {
-  auto args = kTinyGenerate;
-  args.insert(args.end(), {"--backend", "fast", "--device", "host"});
-  auto r = run(args);
+  auto r = runTinyGenerate({"--backend", "fast", "--device", "host"});
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("--device host: the fast backend runs on the cuda device only"), std::string::npos) << r.err;
 
-  args = kTinyGenerate;
-  args.insert(args.end(), {"--backend", "fast"});
-  r = run(args);
+  r = runTinyGenerate({"--backend", "fast"});
   if (r.status == 0) {
     EXPECT_EQ(r.out.rfind("gpt2 (tiny) on fast cuda: ", 0), 0u) << r.out;  // a GPU is present
   } else {
@@ -108,39 +107,29 @@ TEST(Gpt2Cli, FastBackendNeedsTheCudaDevice) {
 }
 
 TEST(Gpt2Cli, UnknownBackendAndDeviceAreErrors) {
-  auto args = kTinyGenerate;
-  args.insert(args.end(), {"--backend", "tpu"});
-  auto r = run(args);
+  auto r = runTinyGenerate({"--backend", "tpu"});
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("unknown backend `tpu`: choose gpu, fast or lists"), std::string::npos) << r.err;
 
-  args = kTinyGenerate;
-  args.insert(args.end(), {"--backend", "gpu", "--device", "metal"});
-  r = run(args);
+  r = runTinyGenerate({"--backend", "gpu", "--device", "metal"});
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("unknown gpu device `metal`: choose host or cuda"), std::string::npos) << r.err;
 
   ScopedEnv gpu("OSPREY_GPU", "vulkan");
-  args = kTinyGenerate;
-  args.insert(args.end(), {"--backend", "gpu"});
-  r = run(args);
+  r = runTinyGenerate({"--backend", "gpu"});
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("unknown gpu device `vulkan`"), std::string::npos) << r.err;
 }
 
 TEST(Gpt2Cli, CudaWithoutNvccIsAnErrorNeverAHostRun) {
-  auto args = kTinyGenerate;
-  args.insert(args.end(), {"--backend", "gpu", "--device", "cuda"});
-  auto r = run(args);
+  auto r = runTinyGenerate({"--backend", "gpu", "--device", "cuda"});
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("built without nvcc"), std::string::npos) << r.err;
 
   ScopedEnv gpu("OSPREY_GPU", "cuda");
-  args = kTinyGenerate;
-  args.insert(args.end(), {"--backend", "gpu"});
-  r = run(args);
+  r = runTinyGenerate({"--backend", "gpu"});
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("cuda"), std::string::npos) << r.err;
@@ -166,21 +155,15 @@ TEST(Gpt2Cli, PromptsThatDoNotFitAreErrors) {
 // bf16 weight copies are the fast backend's: asking another backend for them is an error naming
 // the option; the float weights are what every backend can read.
 TEST(Gpt2Cli, DecodeWeightsBelongToTheFastBackend) {
-  auto args = kTinyGenerate;
-  args.insert(args.end(), {"--backend", "lists", "--decode-weights", "bf16"});
-  auto r = run(args);
+  auto r = runTinyGenerate({"--backend", "lists", "--decode-weights", "bf16"});
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("--decode-weights bf16 applies to the fast backend; the lists backend"), std::string::npos)
       << r.err;
-  args = kTinyGenerate;
-  args.insert(args.end(), {"--backend", "lists", "--decode-weights", "float"});
-  const auto floats = run(args);
+  const auto floats = runTinyGenerate({"--backend", "lists", "--decode-weights", "float"});
   EXPECT_EQ(floats.status, 0) << floats.err;
   EXPECT_EQ(floats.out, run(kTinyGenerate).out);
-  args = kTinyGenerate;
-  args.insert(args.end(), {"--decode-weights", "fp8"});
-  EXPECT_NE(run(args).status, 0);
+  EXPECT_NE(runTinyGenerate({"--decode-weights", "fp8"}).status, 0);
 }
 
 TEST(Gpt2Cli, AnyBytesArePrompts) {
