@@ -3,9 +3,9 @@
 // query against the key/value cache, and the greedy argmax on the device. nvcc units only.
 //
 // Decoding reads every weight once per token, so these are bandwidth kernels: a warp per output
-// streams one weight row with 16-byte loads. The formulas are the reference's (model.hpp's
-// linear, linearGelu, linearResidual; attention.hpp's attentionDecode; generate.hpp's greedyToken),
-// in float.
+// streams one weight row with 16-byte loads, of floats or of the bf16 copies a continuation makes
+// (fast/half_weights.hpp). The formulas are the reference's (model.hpp's linear, linearGelu,
+// linearResidual; attention.hpp's attentionDecode; generate.hpp's greedyToken), in float.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -60,9 +60,6 @@ namespace {  // internal linkage (osprey/gpu/cuda.hpp says why)
 constexpr int kRowWarpsPerBlock = 8;
 // A lane's loads of one weight row are issued kRowLoadsInFlight at a time before any is used: a
 // decoding step is a chain of small products, each too short to hide a load's latency otherwise.
-// At least this many blocks fit on a multiprocessor (64 registers a thread): the next kernel's
-// blocks then start beside this one's (programmatic dependent launch, below).
-constexpr int kRowBlocksResident = 4;
 constexpr int kRowLoadsInFlight = 3;  // every row of GPT-2 124M's products, as rowSplit shares them
 
 // How many warps share one output row (1, 2, 4 or 8): enough warps in all (about 2048, half of
