@@ -269,6 +269,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   awaitEarlierKernels();
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int sub = lane % Lanes, group = tid / Lanes, head = static_cast<int>(blockIdx.x) * hs;
+  float q[PerLane], acc[PerLane];
+#pragma unroll
+  for (int i = 0; i < PerLane; ++i) {
+    const int d = sub + Lanes * i;
+    q[i] = d < hs ? qkvRow[head + d] : 0.0f;
+    acc[i] = 0.0f;
+  }
   if (append) {
     const osprey::Index at = static_cast<osprey::Index>(Tc - 1) * C + head;
     for (int d = tid; d < hs; d += kThreads) {
@@ -276,13 +283,6 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
       values[at + d] = qkvRow[2 * C + head + d];
     }
     __syncthreads();  // the new row, visible to every warp of the block
-  }
-  float q[PerLane], acc[PerLane];
-#pragma unroll
-  for (int i = 0; i < PerLane; ++i) {
-    const int d = sub + Lanes * i;
-    q[i] = d < hs ? qkvRow[head + d] : 0.0f;
-    acc[i] = 0.0f;
   }
   const auto channel = [&](const float* row, int i) { return sub + Lanes * i < hs ? row[sub + Lanes * i] : 0.0f; };
   float m = -INFINITY, l = 0.0f;
@@ -369,23 +369,33 @@ struct ArgmaxScratch {
 __device__ __forceinline__ bool betterMaximum(float v, int j, float best, int at) {
   return j >= 0 && v == v && (at < 0 || v > best || (v == best && j < at));
 }
-// The block's best (value, index), in thread 0.
-__device__ void blockMaximum(float& best, int& at) {
-  __shared__ float bestValue[kArgmaxThreads];
-  __shared__ int bestIndex[kArgmaxThreads];
-  const int tid = static_cast<int>(threadIdx.x);
-  bestValue[tid] = best;
-  bestIndex[tid] = at;
-  __syncthreads();
-  for (int stride = kArgmaxThreads / 2; stride > 0; stride /= 2) {
-    if (tid < stride && betterMaximum(bestValue[tid + stride], bestIndex[tid + stride], bestValue[tid], bestIndex[tid])) {
-      bestValue[tid] = bestValue[tid + stride];
-      bestIndex[tid] = bestIndex[tid + stride];
+// The best of (best, at) over a warp, in every lane: the butterfly pairs lanes, and any order of
+// picking gives the same answer.
+__device__ __forceinline__ void warpMaximum(float& best, int& at) {
+  for (int o = 16; o > 0; o /= 2) {
+    const float v = __shfl_xor_sync(0xffffffffu, best, o);
+    const int j = __shfl_xor_sync(0xffffffffu, at, o);
+    if (betterMaximum(v, j, best, at)) {
+      best = v;
+      at = j;
     }
-    __syncthreads();
   }
-  best = bestValue[0];
-  at = bestIndex[0];
+}
+// The block's best (value, index), in its first warp.
+__device__ void blockMaximum(float& best, int& at) {
+  constexpr int kWarps = kArgmaxThreads / 32;
+  __shared__ float warpBest[kWarps];
+  __shared__ int warpAt[kWarps];
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  warpMaximum(best, at);
+  if (lane == 0) {
+    warpBest[warp] = best;
+    warpAt[warp] = at;
+  }
+  __syncthreads();
+  best = lane < kWarps ? warpBest[lane] : -INFINITY;
+  at = lane < kWarps ? warpAt[lane] : -1;
+  warpMaximum(best, at);
 }
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmaxKernel(float* result, const float* x, int n, ArgmaxScratch* scratch, int* advance = nullptr,
