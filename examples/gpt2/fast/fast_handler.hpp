@@ -161,7 +161,6 @@ class FastHandler : public osprey::Fast {
   // decoding), or the float weights themselves. Prefill and training always read the floats.
   enum class DecodeWeights { Bf16, Float };
   void setDecodeWeights(DecodeWeights weights) { m_decodeWeights = weights; }
-  DecodeWeights decodeWeights() const { return m_decodeWeights; }
   // bf16 copies of w's product weights (each block's four and the tied lm head), which one-row
   // products read in place of the floats while the returned object lives.
   class HalfWeights;
