@@ -612,15 +612,22 @@ TEST(Fast, TinyLogitsWithinTolerance) {
   EXPECT_LT(gap, kLogitGap);
 }
 
-// The cached step on fast stays as near the full pass as fast is to exact.
-TEST(Fast, CachedStepNearFullPass) {
-  auto h = makeFast();
-  const auto w = tinyOn(h);
+// The logits of kPrompt's last token by a cached step: the prompt before it through prefill, then
+// one decodeStep.
+template <class H>
+std::vector<Scalar> cachedStepLogits(H& h, const ForwardWeights<H>& w) {
   const std::vector<int> prompt(kPrompt.begin(), kPrompt.end() - 1);
   const int one[1] = {kPrompt.back()};
   auto first = ok(prefill(h, w, tokensOn(h, prompt), static_cast<Index>(prompt.size())));
   auto next = ok(decodeStep(h, w, first.cache, tokensOn(h, std::span<const int>(one))));
-  const auto cached = osprey::testing::readAll(h, next.logits);
+  return osprey::testing::readAll(h, next.logits);
+}
+
+// The cached step on fast stays as near the full pass as fast is to exact.
+TEST(Fast, CachedStepNearFullPass) {
+  auto h = makeFast();
+  const auto w = tinyOn(h);
+  const auto cached = cachedStepLogits(h, w);
   const auto full = fullLogits(h, w, kPrompt);
   const std::vector<Scalar> lastRow(full.end() - static_cast<std::ptrdiff_t>(cached.size()), full.end());
   const double gap = largestGap(cached, lastRow) / largestAbs(lastRow);
@@ -634,25 +641,18 @@ TEST(Fast, CachedStepNearFullPass) {
 TEST(Fast, HalfWeightDecodingWithinTolerance) {
   auto h = makeFast();
   auto exact = osprey::testing::makeHandler<GpuCuda>();
-  const std::vector<int> prompt(kPrompt.begin(), kPrompt.end() - 1);
-  const int one[1] = {kPrompt.back()};
-  auto cachedStep = [&](auto& handler, const auto& w) {
-    auto first = ok(prefill(handler, w, tokensOn(handler, prompt), static_cast<Index>(prompt.size())));
-    auto next = ok(decodeStep(handler, w, first.cache, tokensOn(handler, std::span<const int>(one))));
-    return osprey::testing::readAll(handler, next.logits);
-  };
   const auto w = tinyOn(h);
-  const auto floats = cachedStep(h, w);
+  const auto floats = cachedStepLogits(h, w);
   std::vector<Scalar> halves;
   {
     auto half = ok(h.halveWeights(w));
-    halves = cachedStep(h, w);
+    halves = cachedStepLogits(h, w);
     auto second = h.halveWeights(w);
     ASSERT_FALSE(second.ok());
     EXPECT_NE(second.error().message.find("already in use"), std::string::npos) << second.error().message;
   }
-  EXPECT_EQ(cachedStep(h, w), floats) << "the copies were read after they were gone";
-  const auto want = cachedStep(exact, tinyOn(exact));
+  EXPECT_EQ(cachedStepLogits(h, w), floats) << "the copies were read after they were gone";
+  const auto want = cachedStepLogits(exact, tinyOn(exact));
   for (Scalar x : halves) ASSERT_TRUE(std::isfinite(x));
   const double gap = largestGap(halves, want) / largestAbs(want);
   report("tiny cached step with bf16 weights vs exact", gap, kHalfWeightLogitGap);

@@ -30,10 +30,13 @@ __device__ __forceinline__ float warpMax(float x) {
   for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
   return x;
 }
-__device__ __forceinline__ float warpSum(float x) {
-  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+// The sum over each aligned group of Lanes lanes (a power of two), in every lane of the group.
+template <int Lanes>
+__device__ __forceinline__ float groupSum(float x) {
+  for (int o = Lanes / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
 }
+__device__ __forceinline__ float warpSum(float x) { return groupSum<32>(x); }
 
 // rows = B·NH·T rows of T scores each; row r's query position is r % T.
 __global__ void __launch_bounds__(kSoftmaxWarps * 32)

@@ -20,7 +20,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "gpt2/fast/causal_softmax.hpp"  // warpSum, warpMax
+#include "gpt2/fast/causal_softmax.hpp"  // groupSum, warpSum, warpMax
 #include "gpt2/fast/row_kernels.hpp"     // kGeluScaleF, kGeluCubicF, rowStatistics
 #include "osprey/config.hpp"
 
@@ -251,11 +251,6 @@ __global__ void roundToBf16(__nv_bfloat16* out, const float* in, osprey::Index n
 // 32 × kDecodeMaxPerLane for any head up to 256 wide.
 constexpr int kDecodeWarps = 16;
 constexpr int kDecodeMaxPerLane = 8;  // heads up to 256 wide
-template <int Lanes>
-__device__ __forceinline__ float groupSum(float x) {
-  for (int o = Lanes / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 template <int Lanes, int PerLane>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attendOneRow(float* out, const float* qkvRow, float* keys, float* values, int Tc, int C, int hs, float scale,

@@ -17,14 +17,12 @@ inline osprey::Result<FastHandler::TokenRows> FastHandler::tokenRows(const Buffe
   const int Ni = static_cast<int>(N), Vi = static_cast<int>(V);
   std::size_t scratchBytes = 0;
   OSPREY_CUDA_CHECK(fast_kernels::tokenSortBytes(scratchBytes, Ni, Vi, stream()), "sorting rows by token: scratch size");
-  auto* device = runtime().get();
-  auto release = [device](void* p) { device->release(p); };
   TokenRows held;
-  int* ints = OSPREY_TRY(device->allocate<int>(fast_kernels::tokenWorkspaceInts(N, V)));
-  held.ints = std::shared_ptr<void>(ints, release);
-  auto* scratch = OSPREY_TRY(device->allocate<unsigned char>(static_cast<osprey::Index>(scratchBytes) + 1));
-  held.scratch = std::shared_ptr<void>(scratch, release);
-  OSPREY_CUDA_CHECK(fast_kernels::sortTokenRows(stream(), held.runs, ids.data(), ints, scratch, scratchBytes, Ni, Vi),
+  const osprey::Index ints = fast_kernels::tokenWorkspaceInts(N, V), bytes = static_cast<osprey::Index>(scratchBytes) + 1;
+  held.ints = {m_device, OSPREY_TRY(m_device->allocate<int>(ints)), ints};
+  held.scratch = {m_device, OSPREY_TRY(m_device->allocate<unsigned char>(bytes)), bytes};
+  OSPREY_CUDA_CHECK(fast_kernels::sortTokenRows(stream(), held.runs, ids.data(), held.ints.data(), held.scratch.data(),
+                                                scratchBytes, Ni, Vi),
                     "sorting rows by token");
   return held;
 }

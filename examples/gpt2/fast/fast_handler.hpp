@@ -92,8 +92,9 @@ class FastHandler : public osprey::Fast {
                                                                 const Buffer& mean, const Buffer& rstd,
                                                                 osprey::Index N, osprey::Index C);
   // The lm head and the loss (layers/head_loss.hpp): for the lm head's V, the logits stay in rows
-  // padded to a multiple of 4, the probabilities overwrite them there, and the backward's dlogits
-  // are written in that layout for the padded products: no packing and no re-padding.
+  // padded to a multiple of 4 and the probabilities overwrite them there; the backward's padded
+  // products read the probabilities as they are and take the targets' one-hot share off after, so
+  // the logits are never packed and dlogits never formed (fast/head_loss_layers.hpp).
   osprey::Result<CrossEntropyOut<FastHandler>> headLoss(const Buffer& z, const Buffer& wte, const Buffer& targets,
                                                         osprey::Index N, osprey::Index C, osprey::Index V);
   osprey::Result<MatmulTransposedGrads<FastHandler>> headLossBackward(const Buffer& probs, const Buffer& targets,
@@ -209,7 +210,8 @@ class FastHandler : public osprey::Fast {
                                               osprey::Index V);
   // Each token's rows, sorted (fast/token_sums.hpp), with the device memory that holds them.
   struct TokenRows {
-    std::shared_ptr<void> ints, scratch;
+    osprey::GpuBuffer<osprey::CudaDevice, int> ints;
+    osprey::GpuBuffer<osprey::CudaDevice, unsigned char> scratch;
     fast_kernels::TokenRuns runs;
   };
   osprey::Result<TokenRows> tokenRows(const Buffer& ids, osprey::Index N, osprey::Index V);

@@ -136,12 +136,13 @@ __device__ __forceinline__ void loadTile(float* tile, const float* src, std::siz
   }
 }
 
-// The max and sum of a 16-row accumulator's rows g and g + 8 are split over the 4 lanes of a group.
-__device__ __forceinline__ float groupMax(float x) {
+// The max and sum of a 16-row accumulator's rows g and g + 8 are split over the 4 lanes of a group
+// (a quad: lanes 4g .. 4g + 3).
+__device__ __forceinline__ float quadMax(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
-__device__ __forceinline__ float groupSum(float x) {
+__device__ __forceinline__ float quadSum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
@@ -205,8 +206,8 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
         top[e >> 1] = fmaxf(top[e >> 1], v);
       }
     // Key 0 is in every row's prefix, so top is finite from the first tile on.
-    top[0] = groupMax(top[0]);
-    top[1] = groupMax(top[1]);
+    top[0] = quadMax(top[0]);
+    top[1] = quadMax(top[1]);
     const float alpha[2] = {exp2f(m[0] - top[0]), exp2f(m[1] - top[1])};
     l[0] *= alpha[0];
     l[1] *= alpha[1];
@@ -225,8 +226,8 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
     product<TileRead::ByColumns>(o, rows, sV, g, c);
     __syncwarp();
   }
-  l[0] = groupSum(l[0]);
-  l[1] = groupSum(l[1]);
+  l[0] = quadSum(l[0]);
+  l[1] = quadSum(l[1]);
   const float inverse[2] = {1.0f / l[0], 1.0f / l[1]};
   storeOutputRows(out + head.row, static_cast<std::size_t>(C), o, rowA, T, inverse, c);
   if (c == 0) {
@@ -377,7 +378,8 @@ constexpr std::size_t kFlashForwardShared = 3 * kTileFloats * sizeof(float);
 constexpr std::size_t kFlashKeysShared = (5 * kTileFloats + 2 * kFlashTile) * sizeof(float);
 constexpr std::size_t kFlashQueriesShared = 5 * kTileFloats * sizeof(float);
 
-// Opting in to more than 48 KiB of dynamic shared memory, once per kernel and device.
+// Opting in to more than 48 KiB of dynamic shared memory (a kernel's attribute on the current
+// device; set before each launch, a host call of no device work).
 template <class Kernel>
 cudaError_t allowShared(Kernel kernel, std::size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));

@@ -201,16 +201,15 @@ __global__ void __launch_bounds__(kVocabThreads)
   for (int v = threadIdx.x; v < ld; v += kVocabThreads) p[v] = v < V ? __expf(row[v] - m) * inverse : 0.0f;
 }
 
-// dlogits = (probs - [v == target])·dloss; rows ld ≥ V apart, columns [V, ld) written 0.
+// dlogits = (probs - [v == target])·dloss
 __global__ void __launch_bounds__(kVocabThreads)
     crossEntropyBackward(float* dlogits, const float* probs, const float* targets, osprey::Index N, int V,
-                         float dloss, int ld) {
+                         float dloss) {
   const osprey::Index n = blockIdx.x;
   const int target = targetOf(targets[n], V);
-  const float* p = probs + n * ld;
-  float* d = dlogits + n * ld;
-  for (int v = threadIdx.x; v < ld; v += kVocabThreads)
-    d[v] = v < V ? (p[v] - (v == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+  const float* p = probs + n * V;
+  float* d = dlogits + n * V;
+  for (int v = threadIdx.x; v < V; v += kVocabThreads) d[v] = (p[v] - (v == target ? 1.0f : 0.0f)) * dloss;
 }
 
 // dz (N, C) = dloss·(dz - wte[target[n]]), in place: the lm head's input gradient from the product

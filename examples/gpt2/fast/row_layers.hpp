@@ -93,7 +93,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::crossEntropyBackward(con
   auto dlogits = OSPREY_TRY(allocate(N * V));
   if (N > 0) {
     fast_kernels::crossEntropyBackward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
-        dlogits.data(), probs.data(), targets.data(), N, Vi, static_cast<float>(dloss), Vi);
+        dlogits.data(), probs.data(), targets.data(), N, Vi, static_cast<float>(dloss));
     OSPREY_CHECK(fast_detail::launched("fast cross-entropy backward launch"));
   }
   return dlogits;
