@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -337,6 +338,26 @@ TEST(CudaMemory, ReleasedBlocksAreHandedOutAgain) {
   // Blocks are kept by size class (size_class.hpp): the whole rounded block left the cache.
   EXPECT_EQ(dev->cachedBytes(), cached - sizeClass(12345u * sizeof(Scalar)));
   dev->release(*second);
+}
+
+// Parts of one block share it: each starts at its offset and holds its length (clamped to the
+// block), and the block goes back to the cache only when the last part is gone.
+TEST(CudaMemory, PartsOfABlockShareItUntilTheLastIsGone) {
+  auto dev = cudaDevice();
+  auto raw = dev->allocate(1000);
+  ASSERT_TRUE(raw.ok()) << raw.error().message;
+  const std::size_t cached = dev->cachedBytes();
+  {
+    auto whole = std::make_unique<CudaBuffer>(dev, *raw, 1000);
+    const CudaBuffer second = whole->part(400, 400), tail = whole->part(900, 400), past = whole->part(2000, 5);
+    EXPECT_EQ(second.data(), *raw + 400);
+    EXPECT_EQ(second.size(), 400);
+    EXPECT_EQ(tail.size(), 100);
+    EXPECT_EQ(past.size(), 0);
+    whole.reset();
+    EXPECT_EQ(dev->cachedBytes(), cached) << "the block went back while parts of it live";
+  }
+  EXPECT_EQ(dev->cachedBytes(), cached + sizeClass(1000u * sizeof(Scalar)));
 }
 
 // A block released while a queued kernel still reads it is handed out again at once; the kernel

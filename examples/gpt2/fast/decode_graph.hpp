@@ -155,15 +155,21 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
   OSPREY_CHECK(m_device->upload(position, &start, 1));
   const osprey::Scalar id[1] = {static_cast<osprey::Scalar>(token)};
   graph->token = OSPREY_TRY(fromList(std::span<const osprey::Scalar>(id)));
+  graph->argmax = OSPREY_TRY(argmaxScratch());
   Recording& r = graph->recording;
   r.position = position;
   r.start = Tc;
   KvCache<FastHandler> views{{}, Tc};
+  // Every block's keys and values with room for the context, in one allocation.
+  const osprey::Index roomSize = OSPREY_TRY(checkedProduct("gpt2 decode", {c.maxT, C}));
+  const auto rooms = OSPREY_TRY(allocate(OSPREY_TRY(
+      checkedProduct("gpt2 decode", {2, static_cast<osprey::Index>(cache.layers.size()), roomSize}))));
+  osprey::Index nextRoom = 0;
   for (const LayerCache<FastHandler>& held : cache.layers) {
     OSPREY_CHECK(fast_detail::checkShape(*this, held.keys, Tc, C, "gpt2 decode", "key cache"));
     OSPREY_CHECK(fast_detail::checkShape(*this, held.values, Tc, C, "gpt2 decode", "value cache"));
     for (auto [from, into] : {std::pair{&held.keys, &r.keys}, std::pair{&held.values, &r.values}}) {
-      auto room = OSPREY_TRY(allocate(c.maxT * C));
+      auto room = rooms.part(nextRoom++ * roomSize, roomSize);
       OSPREY_CUDA_CHECK(cudaMemcpyAsync(room.data(), from->data(), static_cast<std::size_t>(Tc * C) * sizeof(float),
                                         cudaMemcpyDeviceToDevice, stream()),
                         "copying the cache into room for the whole context");
@@ -179,8 +185,8 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
                       "recording the decoding step");
     fast_detail::OpenCapture capture{graph->stream()};
     graph->recorded = OSPREY_TRY(decodeStep(*this, w, views, graph->token));
-    graph->argmax = OSPREY_TRY(launchArgmax(graph->token.data(), graph->recorded->logits, position,
-                                            graph->tokensOnDevice()));
+    OSPREY_CHECK(launchArgmax(graph->token.data(), graph->recorded->logits, graph->argmax, position,
+                              graph->tokensOnDevice()));
     cudaGraph_t recorded = nullptr;
     capture.open = false;
     OSPREY_CUDA_CHECK(cudaStreamEndCapture(graph->stream(), &recorded), "recording the decoding step");

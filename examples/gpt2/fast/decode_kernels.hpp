@@ -261,9 +261,28 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   __shared__ float mergedTotal[kThreads], mergedSum[kThreads];
   startDependents();
   if (position) Tc = *position + 1;  // written by the previous replay, which has finished
-  awaitEarlierKernels();
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int sub = lane % Lanes, group = tid / Lanes, head = static_cast<int>(blockIdx.x) * hs;
+  const auto channel = [&](const float* row, int i) { return sub + Lanes * i < hs ? row[sub + Lanes * i] : 0.0f; };
+  // One round: this lane's channels of the keys and values at positions t and u = t + kGroups.
+  float k0[PerLane], k1[PerLane], v0[PerLane], v1[PerLane];
+  const auto loadRound = [&](int t, int u) {
+    const osprey::Index at0 = static_cast<osprey::Index>(t < Tc ? t : 0) * C + head;
+    const osprey::Index at1 = static_cast<osprey::Index>(u < Tc ? u : 0) * C + head;
+#pragma unroll
+    for (int i = 0; i < PerLane; ++i) {
+      k0[i] = channel(keys + at0, i);
+      k1[i] = channel(keys + at1, i);
+      v0[i] = channel(values + at0, i);
+      v1[i] = channel(values + at1, i);
+    }
+  };
+  // Rounds are counted per warp, so that every lane of a warp takes part in every group sum.
+  const int firstRound = warp * kPerWarp, firstT = firstRound + group % kPerWarp;
+  // Appending, every position before the new one was written by an earlier step, which has
+  // finished: the first round's keys and values load before the wait, all but the new row's.
+  if (append) loadRound(firstT, firstT + kGroups);
+  awaitEarlierKernels();
   float q[PerLane], acc[PerLane];
 #pragma unroll
   for (int i = 0; i < PerLane; ++i) {
@@ -278,24 +297,18 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
       values[at + d] = qkvRow[2 * C + head + d];
     }
     __syncthreads();  // the new row, visible to every warp of the block
+    if (firstT == Tc - 1 || firstT + kGroups == Tc - 1) loadRound(firstT, firstT + kGroups);
   }
-  const auto channel = [&](const float* row, int i) { return sub + Lanes * i < hs ? row[sub + Lanes * i] : 0.0f; };
   float m = -INFINITY, l = 0.0f;
-  // Rounds are counted per warp, so that every lane of a warp takes part in every group sum.
-  for (int first = warp * kPerWarp; first < Tc; first += 2 * kGroups) {
+  for (int first = firstRound; first < Tc; first += 2 * kGroups) {
     const int t = first + group % kPerWarp, u = t + kGroups;
     const bool one = t < Tc, two = u < Tc;
-    const float* k0 = keys + static_cast<osprey::Index>(one ? t : 0) * C + head;
-    const float* k1 = keys + static_cast<osprey::Index>(two ? u : 0) * C + head;
-    const float* v0 = values + static_cast<osprey::Index>(one ? t : 0) * C + head;
-    const float* v1 = values + static_cast<osprey::Index>(two ? u : 0) * C + head;
-    float va[PerLane], vb[PerLane], s0 = 0.0f, s1 = 0.0f;
+    if (first != firstRound || !append) loadRound(t, u);
+    float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
     for (int i = 0; i < PerLane; ++i) {
-      va[i] = channel(v0, i);
-      vb[i] = channel(v1, i);
-      s0 += q[i] * channel(k0, i);
-      s1 += q[i] * channel(k1, i);
+      s0 += q[i] * k0[i];
+      s1 += q[i] * k1[i];
     }
     s0 = groupSum<Lanes>(s0) * scale;
     s1 = groupSum<Lanes>(s1) * scale;
@@ -304,7 +317,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     const float kept = __expf(m - mNew), p0 = __expf(s0 - mNew), p1 = two ? __expf(s1 - mNew) : 0.0f;
     l = (l * kept + p0) + p1;
 #pragma unroll
-    for (int i = 0; i < PerLane; ++i) acc[i] = (acc[i] * kept + p0 * va[i]) + p1 * vb[i];
+    for (int i = 0; i < PerLane; ++i) acc[i] = (acc[i] * kept + p0 * v0[i]) + p1 * v1[i];
     m = mNew;
   }
   if (sub == 0) {

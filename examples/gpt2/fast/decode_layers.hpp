@@ -120,23 +120,28 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attendRow(const char* L,
   return out;
 }
 
-inline osprey::Result<FastHandler::ArgmaxScratch> FastHandler::launchArgmax(float* result, const Buffer& logits,
-                                                                            int* advance, int* byPosition) {
-  const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
-  if (n >= (1 << 24)) return osprey::Error{"generate: more than 2^24 logits"};
+inline osprey::Result<FastHandler::ArgmaxScratch> FastHandler::argmaxScratch() {
   auto* raw = OSPREY_TRY(m_device->allocate<fast_kernels::ArgmaxScratch>(1));
   ArgmaxScratch scratch(m_device, raw, 1);
   OSPREY_CUDA_CHECK(cudaMemsetAsync(raw, 0, sizeof(fast_kernels::ArgmaxScratch), stream()), "zeroing the argmax's tickets");
-  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(fast_kernels::kArgmaxBlocks, fast_kernels::kArgmaxThreads, 0, stream(),
-                                                   fast_kernels::argmaxKernel, result, logits.data(), n, raw, advance,
-                                                   byPosition),
-                    "fast argmax launch");
   return scratch;
+}
+
+inline osprey::Result<void> FastHandler::launchArgmax(float* result, const Buffer& logits, const ArgmaxScratch& scratch,
+                                                      int* advance, int* byPosition) {
+  const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
+  if (n >= (1 << 24)) return osprey::Error{"generate: more than 2^24 logits"};
+  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(fast_kernels::kArgmaxBlocks, fast_kernels::kArgmaxThreads, 0, stream(),
+                                                   fast_kernels::argmaxKernel, result, logits.data(), n, scratch.data(),
+                                                   advance, byPosition),
+                    "fast argmax launch");
+  return {};
 }
 
 inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logits) {
   auto best = OSPREY_TRY(allocate(1));
-  const auto scratch = OSPREY_TRY(launchArgmax(best.data(), logits, nullptr, nullptr));
+  const auto scratch = OSPREY_TRY(argmaxScratch());
+  OSPREY_CHECK(launchArgmax(best.data(), logits, scratch, nullptr, nullptr));
   const osprey::Scalar at = get(best, 0);
   if (at < 0) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
   return static_cast<osprey::Index>(at);

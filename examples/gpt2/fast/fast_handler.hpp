@@ -38,6 +38,8 @@
 #include <memory>
 #include <cmath>
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gpt2/fast/causal_softmax.hpp"
@@ -179,6 +181,12 @@ class FastHandler : public osprey::Fast {
   osprey::Result<Buffer> oneRow(const Buffer& x, const Buffer& wT, const float* bias, osprey::Index IC,
                                 osprey::Index OC, Then then, Row row = {});
   static constexpr osprey::Index kMaxNormalisedRow = 12 * 1024;  // floats of shared memory per block
+  // How many blocks of `kernel` (threads each, `shared` bytes of dynamic shared memory) a
+  // multiprocessor holds: the occupancy query, asked once per kernel and size (decoding asks for
+  // every product of every step it records).
+  template <class Kernel>
+  cudaError_t residentBlocks(int* blocks, Kernel kernel, int threads, std::size_t shared);
+  std::vector<std::pair<std::tuple<const void*, int, std::size_t>, int>> m_residentBlocks;
   // normLinear and normLinearGelu: one row through oneRow with the LayerNorm inside and `then`
   // after; more rows: layernormForward, then `layer` (linear or linearGelu) on its output.
   template <class Then, class Layer>
@@ -248,10 +256,13 @@ class FastHandler : public osprey::Fast {
   };
   class DecodeGraph;
   // The device-side argmax of logits into *result (fast_kernels::argmaxKernel; advance and
-  // byPosition as it says), launched with its scratch zeroed; the caller keeps the scratch for as
-  // long as the launch may run (a recording: as long as it is replayed).
+  // byPosition as it says). Its scratch starts zeroed (argmaxScratch) and each launch leaves it so,
+  // so a recording zeroes it once, before it records; the caller keeps the scratch for as long as
+  // the launch may run (a recording: as long as it is replayed).
   using ArgmaxScratch = osprey::GpuBuffer<osprey::CudaDevice, fast_kernels::ArgmaxScratch>;
-  osprey::Result<ArgmaxScratch> launchArgmax(float* result, const Buffer& logits, int* advance, int* byPosition);
+  osprey::Result<ArgmaxScratch> argmaxScratch();
+  osprey::Result<void> launchArgmax(float* result, const Buffer& logits, const ArgmaxScratch& scratch, int* advance,
+                                    int* byPosition);
   template <class Weights, class Cache>
   osprey::Result<std::unique_ptr<DecodeGraph>> recordDecodeStep(const Weights& w, const Cache& cache, int token);
   Recording* m_recording = nullptr;

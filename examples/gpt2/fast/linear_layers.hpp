@@ -19,6 +19,19 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForward(const Buff
   return linearProduct({x.data()}, {w.data()}, bias, N, IC, OC);
 }
 
+template <class Kernel>
+cudaError_t FastHandler::residentBlocks(int* blocks, Kernel kernel, int threads, std::size_t shared) {
+  const auto key = std::tuple{reinterpret_cast<const void*>(kernel), threads, shared};
+  for (const auto& [asked, answer] : m_residentBlocks)
+    if (asked == key) {
+      *blocks = answer;
+      return cudaSuccess;
+    }
+  const cudaError_t status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, threads, shared);
+  if (status == cudaSuccess) m_residentBlocks.emplace_back(key, *blocks);
+  return status;
+}
+
 template <class Then, class Row>
 osprey::Result<FastHandler::Buffer> FastHandler::oneRow(const Buffer& x, const Buffer& wT, const float* bias,
                                                         osprey::Index IC, osprey::Index OC, Then then, Row row) {
@@ -36,8 +49,7 @@ osprey::Result<FastHandler::Buffer> FastHandler::oneRow(const Buffer& x, const B
     // At most as many blocks as the multiprocessors hold at once; a longer product's blocks take
     // several turns of rows.
     int resident = 0;
-    const cudaError_t asked = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &resident, kernel, fast_kernels::kRowWarpsPerBlock * 32, shared);
+    const cudaError_t asked = residentBlocks(&resident, kernel, fast_kernels::kRowWarpsPerBlock * 32, shared);
     if (asked != cudaSuccess) return asked;
     const auto blocks = static_cast<unsigned>(std::min<osprey::Index>(
         (OC + rowsPerBlock - 1) / rowsPerBlock, std::max(resident, 1) * osprey::Index{m_device->multiprocessors()}));

@@ -42,6 +42,15 @@ class GpuBuffer {
     b.m_n = n < m_n ? n : m_n;
     return b;
   }
+  // The n elements from `offset` (clamped to this buffer), sharing its memory: one block
+  // allocated for several buffers, released when the last part is gone.
+  GpuBuffer part(Index offset, Index n) const {
+    GpuBuffer b(*this);
+    const Index from = offset < 0 ? 0 : offset < m_n ? offset : m_n;
+    b.m_memory = std::shared_ptr<T>(m_memory, m_memory.get() + from);
+    b.m_n = n < m_n - from ? (n < 0 ? 0 : n) : m_n - from;
+    return b;
+  }
 
  private:
   std::shared_ptr<D> m_device;
