@@ -45,6 +45,7 @@ class FastHandler::DecodeGraph {
     }
     for (cudaEvent_t e : m_done)
       if (e) (void)cudaEventDestroy(e);
+    if (m_first) (void)cudaEventDestroy(m_first);
     if (m_stream) (void)cudaStreamDestroy(m_stream);
     if (m_tokens) (void)cudaFreeHost(m_tokens);
   }
@@ -62,7 +63,10 @@ class FastHandler::DecodeGraph {
     void* onDevice = nullptr;
     OSPREY_CUDA_CHECK(cudaHostGetDevicePointer(&onDevice, pinned, 0), "mapping the token read-back");
     m_tokensOnDevice = static_cast<int*>(onDevice);
-    OSPREY_CHECK(m_device->flush());  // everything queued on the legacy stream before, done
+    OSPREY_CUDA_CHECK(cudaEventCreateWithFlags(&m_first, cudaEventDisableTiming), "creating the decoding graph's events");
+    // No wait for the device: the stream is a blocking one, so its work (the first token, the
+    // cache's copies, every replay) runs after what the legacy stream holds (the prompt's pass),
+    // and the host records the step meanwhile.
     m_device->holdReleases(true);
     m_device->setStream(m_stream);
     m_begun = true;
@@ -85,19 +89,28 @@ class FastHandler::DecodeGraph {
     OSPREY_CUDA_CHECK(cudaEventRecord(m_done[step % 2], m_stream), "marking a replay's end");
     return {};
   }
+  // The first token (chosen from the prompt's logits before the first replay), once it is.
+  osprey::Result<void> markFirst() {
+    OSPREY_CUDA_CHECK(cudaEventRecord(m_first, m_stream), "marking the first token");
+    return {};
+  }
+  osprey::Result<int> awaitFirst(osprey::Index V) {
+    OSPREY_CUDA_CHECK(cudaEventSynchronize(m_first), "waiting for the first token");
+    return tokenAt(recording.start - 1, V);
+  }
   // The token replay `step` chose, once it has run. Its kernels record no faults (the strict
   // checks live in the reference kernels, none of which the recording holds); a CUDA error
   // surfaces here.
   osprey::Result<int> await(osprey::Index step, osprey::Index V) {
     OSPREY_CUDA_CHECK(cudaEventSynchronize(m_done[step % 2]), "waiting for a replayed decoding step");
-    const int id = static_cast<const volatile int*>(m_tokens)[recording.start + step];
-    if (id < 0 || id >= V) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
-    return id;
+    return tokenAt(recording.start + step, V);
   }
 
   // What the graph reads and writes, kept for as long as it may run.
   osprey::GpuBuffer<osprey::CudaDevice, int> position;
   Buffer token;
+  Buffer embedding;                                  // the next replay's token, embedded
+  osprey::GpuBuffer<osprey::CudaDevice, int> choice;  // the lm head's candidates and ticket (NextToken)
   Recording recording{};
   std::optional<StepOut<FastHandler>> recorded;
   ArgmaxScratch argmax;
@@ -108,6 +121,13 @@ class FastHandler::DecodeGraph {
   cudaGraph_t m_graph = nullptr;
   cudaGraphExec_t m_instance = nullptr;
   cudaEvent_t m_done[2] = {nullptr, nullptr};
+  // The token chosen after `position`, as the step there wrote it.
+  osprey::Result<int> tokenAt(osprey::Index position, osprey::Index V) const {
+    const int id = static_cast<const volatile int*>(m_tokens)[position];
+    if (id < 0 || id >= V) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
+    return id;
+  }
+  cudaEvent_t m_first = nullptr;
   int* m_tokens = nullptr;          // pinned and mapped: the token chosen at each position
   int* m_tokensOnDevice = nullptr;  // the same memory, as the device addresses it
   bool m_begun = false;  // the device's stream is ours and its releases are held
@@ -137,7 +157,8 @@ struct Scoped {
 
 template <class Weights, class Cache>
 osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDecodeStep(const Weights& w,
-                                                                                        const Cache& cache, int token) {
+                                                                                        const Cache& cache,
+                                                                                        const Buffer& logits) {
   static_assert(std::is_same_v<Weights, ForwardWeights<FastHandler>> && std::is_same_v<Cache, KvCache<FastHandler>>);
   const Config& c = w.config;
   const osprey::Index C = c.C, Tc = cache.length;
@@ -146,19 +167,33 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
   if (cache.layers.size() != w.blocks.size())
     return osprey::Error{fmt::format("gpt2 decode: the cache has {} blocks, the model {}", cache.layers.size(),
                                      w.blocks.size())};
+  OSPREY_CHECK(fast_detail::checkShape(*this, logits, 1, c.V, "gpt2 decode", "logits"));
   auto graph = std::make_unique<DecodeGraph>(m_device);
+  OSPREY_CHECK(graph->begin(c.maxT));
 
-  // The device-side state, on the legacy stream before recording starts.
-  const int start = static_cast<int>(Tc);
+  // The device-side state, on the graph's stream before recording starts: the first token, chosen
+  // by the argmax the replays end with (from position start - 1, which it moves on to start), and
+  // its embedding (later replays' comes from the step before: NextToken); the lm head's candidates
+  // for the fused argmax.
+  const int start = static_cast<int>(Tc), Ci = OSPREY_TRY(fast_detail::intWidth("gpt2 decode", C));
   int* position = OSPREY_TRY(m_device->allocate<int>(1));
   graph->position = osprey::GpuBuffer<osprey::CudaDevice, int>(m_device, position, 1);
-  OSPREY_CHECK(m_device->upload(position, &start, 1));
-  const osprey::Scalar id[1] = {static_cast<osprey::Scalar>(token)};
-  graph->token = OSPREY_TRY(fromList(std::span<const osprey::Scalar>(id)));
+  fast_kernels::storeInt<<<1, 1, 0, stream()>>>(position, start - 1);
+  OSPREY_CHECK(fast_detail::launched("fast decoding position store"));
+  graph->token = OSPREY_TRY(allocate(1));
   graph->argmax = OSPREY_TRY(argmaxScratch());
+  OSPREY_CHECK(launchArgmax(graph->token.data(), logits, graph->argmax, position, graph->tokensOnDevice()));
+  graph->embedding = OSPREY_TRY(allocate(C));
+  OSPREY_CHECK(launchEmbedding(graph->embedding, graph->token, w.wte, w.wpe, position, Ci));
+  const int slots = fast_kernels::kMaxHeadBlocksPerMultiprocessor * m_device->multiprocessors();
+  int* choice = OSPREY_TRY(m_device->allocate<int>(2 * slots + 1));
+  graph->choice = osprey::GpuBuffer<osprey::CudaDevice, int>(m_device, choice, 2 * slots + 1);
+  OSPREY_CUDA_CHECK(cudaMemsetAsync(choice, 0, static_cast<std::size_t>(2 * slots + 1) * sizeof(int), stream()),
+                    "zeroing the lm head's tickets");
   Recording& r = graph->recording;
   r.position = position;
   r.start = Tc;
+  r.embedding = graph->embedding;
   KvCache<FastHandler> views{{}, Tc};
   // Every block's keys and values with room for the context, in one allocation.
   const osprey::Index roomSize = OSPREY_TRY(checkedProduct("gpt2 decode", {c.maxT, C}));
@@ -178,15 +213,22 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
     views.layers.push_back(LayerCache<FastHandler>{r.keys.back().prefix(Tc * C), r.values.back().prefix(Tc * C)});
   }
 
-  OSPREY_CHECK(graph->begin(c.maxT));
+  OSPREY_CHECK(graph->markFirst());
+  r.next = fast_kernels::NextToken{reinterpret_cast<float*>(choice), choice + slots,
+                                   reinterpret_cast<unsigned*>(choice + 2 * slots), position, graph->tokensOnDevice(),
+                                   graph->embedding.data(), w.wte.data(), w.wpe.data(), Ci,
+                                   static_cast<int>(c.V), static_cast<int>(c.maxT)};
   {
     fast_detail::Scoped<Recording> recording(m_recording, &r);
     OSPREY_CUDA_CHECK(cudaStreamBeginCapture(graph->stream(), cudaStreamCaptureModeRelaxed),
                       "recording the decoding step");
     fast_detail::OpenCapture capture{graph->stream()};
     graph->recorded = OSPREY_TRY(decodeStep(*this, w, views, graph->token));
-    OSPREY_CHECK(launchArgmax(graph->token.data(), graph->recorded->logits, graph->argmax, position,
-                              graph->tokensOnDevice()));
+    if (!r.chose) {  // the lm head did not choose the token (normLogits): the argmax, then the embedding
+      OSPREY_CHECK(launchArgmax(graph->token.data(), graph->recorded->logits, graph->argmax, position,
+                                graph->tokensOnDevice()));
+      OSPREY_CHECK(launchEmbedding(graph->embedding, graph->token, w.wte, w.wpe, position, Ci));
+    }
     cudaGraph_t recorded = nullptr;
     capture.open = false;
     OSPREY_CUDA_CHECK(cudaStreamEndCapture(graph->stream(), &recorded), "recording the decoding step");
@@ -203,11 +245,13 @@ osprey::Result<std::vector<int>> FastHandler::continueGreedy(const Weights& w, S
   std::unique_ptr<HalfWeights> half;  // outlives the graph that reads it
   if (m_decodeWeights == DecodeWeights::Bf16) half = OSPREY_TRY(halveWeights(w));
   if (!m_decodeGraphs) return reference::continueGreedy(*this, w, step, count, onToken);
-  std::vector<int> out{static_cast<int>(OSPREY_TRY(greedyToken(step.logits)))};
-  OSPREY_CHECK(onToken(out.back()));
-  auto graph = OSPREY_TRY(recordDecodeStep(w, step.cache, out.back()));
+  // The host records the step while the device still runs the prompt's pass and chooses the first
+  // token; the first replay is queued before the host waits for that token.
+  auto graph = OSPREY_TRY(recordDecodeStep(w, step.cache, step.logits));
   const osprey::Index replays = count - 1;
   OSPREY_CHECK(graph->queue(0));
+  std::vector<int> out{OSPREY_TRY(graph->awaitFirst(w.config.V))};
+  OSPREY_CHECK(onToken(out.back()));
   for (osprey::Index i = 0; i < replays; ++i) {
     if (i + 1 < replays) OSPREY_CHECK(graph->queue(i + 1));  // the device goes on while the host streams
     out.push_back(OSPREY_TRY(graph->await(i, w.config.V)));
@@ -226,18 +270,24 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::encoderForward(const Buf
     return osprey::Error{fmt::format("{}: expected one token at position {}, got {} at {}", L, m_recording->start, N,
                                      posOffset)};
   OSPREY_CHECK(fast_detail::checkShape(*this, tokens, 1, 1, L, "tokens"));
-  const int Ci = OSPREY_TRY(fast_detail::intWidth(L, C));
+  if (C != m_recording->embedding.size() || wte.data() != m_recording->next.wte || wpe.data() != m_recording->next.wpe)
+    return osprey::Error{fmt::format("{}: the embedding is not the recording's", L)};
+  return m_recording->embedding;  // written before the first replay, and by each replay's lm head for the next
+}
+
+inline osprey::Result<void> FastHandler::launchEmbedding(const Buffer& out, const Buffer& token, const Buffer& wte,
+                                                         const Buffer& wpe, const int* position, int C) {
+  const char* L = "encoder (recorded decoding step)";
   if (wte.size() % C != 0 || wpe.size() % C != 0)
     return osprey::Error{fmt::format("{}: wte ({}) and wpe ({}) must be whole rows of {} channels", L, wte.size(),
                                      wpe.size(), C)};
   const int V = OSPREY_TRY(fast_detail::intWidth(L, wte.size() / C));
-  auto out = OSPREY_TRY(allocate(C));
   constexpr int threads = 256;
-  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(static_cast<unsigned>((Ci + threads - 1) / threads), threads, 0,
-                                                   stream(), fast_kernels::embedOne, out.data(), tokens.data(), wte.data(),
-                                                   wpe.data(), m_recording->position, Ci, V),
+  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(static_cast<unsigned>((C + threads - 1) / threads), threads, 0,
+                                                   stream(), fast_kernels::embedOne, out.data(), token.data(), wte.data(),
+                                                   wpe.data(), position, C, V),
                     "fast one-token encoder launch");
-  return out;
+  return {};
 }
 
 inline osprey::Result<AttendAppendingOut<FastHandler>> FastHandler::attendAppending(const Buffer& qkvRow,

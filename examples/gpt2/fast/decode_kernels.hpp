@@ -225,6 +225,7 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
     }
     if (more) __syncthreads();  // warpSums is written again
   }
+  if constexpr (requires { then.finishBlock(); }) then.finishBlock();  // ArgmaxThen
 }
 
 // bf16 copies of float weights, rounded to nearest (even): what a continuation's one-row products
@@ -389,9 +390,10 @@ __device__ __forceinline__ void warpMaximum(float& best, int& at) {
     }
   }
 }
-// The block's best (value, index), in its first warp.
+// The block's best (value, index), in its first warp; Threads: the block's size.
+template <int Threads = kArgmaxThreads>
 __device__ void blockMaximum(float& best, int& at) {
-  constexpr int kWarps = kArgmaxThreads / 32;
+  constexpr int kWarps = Threads / 32;
   __shared__ float warpBest[kWarps];
   __shared__ int warpAt[kWarps];
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
@@ -448,6 +450,86 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     }
   }
 }
+
+// The lm head of a recorded decoding step with the greedy choice in its own kernel (linearRow's
+// `then`): argmaxKernel's answer without a kernel of its own, and the next step's embedding
+// written by the kernel that chooses its token, so that a replayed step starts with its first
+// block. Each writing lane keeps the best of the logits it writes; each block leaves its best in
+// `values`/`indices` (one slot a block: room for kMaxHeadBlocksPerMultiprocessor a
+// multiprocessor), and the last block to finish (the ticket `finished`, zero before the launch and
+// again after it) picks the best of those, as argmaxKernel does: the same token. It then writes
+// the token where the host reads it (`byPosition` at the position it was chosen for), moves the
+// position on, and writes embedding (C) = wte[token] + wpe[position + 1], embedOne's sum (NaNs
+// past the context, or for no token: all logits NaN, which the host reports).
+constexpr int kMaxHeadBlocksPerMultiprocessor = 8;  // 2048 threads over 256-thread blocks
+struct NextToken {
+  float* values;
+  int* indices;
+  unsigned* finished;
+  int* position;
+  int* byPosition;
+  float* embedding;
+  const float* wte;
+  const float* wpe;
+  int C, V, maxT;
+};
+struct ArgmaxThen {
+  NextToken next;
+  float best = -INFINITY;
+  int at = -1;
+  __device__ float operand(int) const { return 0.0f; }
+  __device__ float operator()(int o, float y, float) {
+    if (betterMaximum(y, o, best, at)) {  // a lane's rows ascend: the first of equal values stays
+      best = y;
+      at = o;
+    }
+    return y;
+  }
+  __device__ void finishBlock() {
+    constexpr int kThreads = kRowWarpsPerBlock * 32;
+    __shared__ bool last;
+    __shared__ int chosen, nextPosition;
+    const int tid = static_cast<int>(threadIdx.x);
+    blockMaximum<kThreads>(best, at);
+    if (tid == 0) {
+      next.values[blockIdx.x] = best;
+      next.indices[blockIdx.x] = at;
+      __threadfence();  // the candidate, visible before the ticket
+      last = atomicAdd(next.finished, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // every block's candidate, read after its ticket
+    float b = -INFINITY;
+    int a = -1;
+    for (int i = tid; i < static_cast<int>(gridDim.x); i += kThreads) {
+      const float v = __ldcg(&next.values[i]);
+      const int j = __ldcg(&next.indices[i]);
+      if (betterMaximum(v, j, b, a)) {
+        b = v;
+        a = j;
+      }
+    }
+    blockMaximum<kThreads>(b, a);
+    if (tid == 0) {
+      *next.finished = 0;
+      const int p = *next.position;
+      next.byPosition[p] = a;
+      *next.position = p + 1;
+      chosen = a;
+      nextPosition = p + 1;
+    }
+    __syncthreads();
+    const bool real = chosen >= 0 && chosen < next.V && nextPosition < next.maxT;
+    for (int c = tid; c < next.C; c += kThreads)
+      next.embedding[c] = real ? next.wte[static_cast<osprey::Index>(chosen) * next.C + c] +
+                                     next.wpe[static_cast<osprey::Index>(nextPosition) * next.C + c]
+                               : NAN;
+  }
+};
+
+// *at = value, queued with the kernels around it.
+__global__ void storeInt(int* at, int value) { *at = value; }
 
 // out (C) = wte[token] + wpe[position], the encoder for one new token whose id (a float) and
 // position are on the device: a recorded decoding step. The same sum as the reference encoder's

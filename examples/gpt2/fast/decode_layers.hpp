@@ -80,6 +80,11 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::normLogits(const Buffer&
   OSPREY_CHECK(fast_detail::checkShape(*this, lnBias, 1, C, L, "layernorm bias"));
   OSPREY_CHECK(fast_detail::checkShape(*this, x, 1, C, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, wte, V, C, L, "weight"));
+  if (m_recording && m_recording->next.wte == wte.data() && m_recording->next.V == V && m_recording->next.C == C &&
+      !m_recording->chose) {  // the recorded step's lm head also chooses its token
+    m_recording->chose = true;
+    return oneRow(x, wte, nullptr, C, V, fast_kernels::ArgmaxThen{m_recording->next}, normalised(lnWeight, lnBias));
+  }
   return oneRow(x, wte, nullptr, C, V, fast_kernels::Biased{}, normalised(lnWeight, lnBias));
 }
 

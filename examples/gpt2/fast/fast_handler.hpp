@@ -249,10 +249,16 @@ class FastHandler : public osprey::Fast {
   // A decoding step being recorded (fast/decode_graph.hpp): where its position lives on the
   // device, the position it had when recording began, and each block's keys and values with room
   // for maxT positions.
+  // While it records, the step's lm head also chooses the token and writes the next step's
+  // embedding (`next`, fast_kernels::ArgmaxThen; `chose` once it has), and its encoder is that
+  // embedding.
   struct Recording {
     int* position;
     osprey::Index start;
     std::vector<Buffer> keys, values;
+    Buffer embedding;
+    fast_kernels::NextToken next{};
+    bool chose = false;
   };
   class DecodeGraph;
   // The device-side argmax of logits into *result (fast_kernels::argmaxKernel; advance and
@@ -263,8 +269,12 @@ class FastHandler : public osprey::Fast {
   osprey::Result<ArgmaxScratch> argmaxScratch();
   osprey::Result<void> launchArgmax(float* result, const Buffer& logits, const ArgmaxScratch& scratch, int* advance,
                                     int* byPosition);
+  // out (C) = wte[token] + wpe[*position] (fast_kernels::embedOne), token and position on the device.
+  osprey::Result<void> launchEmbedding(const Buffer& out, const Buffer& token, const Buffer& wte, const Buffer& wpe,
+                                       const int* position, int C);
   template <class Weights, class Cache>
-  osprey::Result<std::unique_ptr<DecodeGraph>> recordDecodeStep(const Weights& w, const Cache& cache, int token);
+  osprey::Result<std::unique_ptr<DecodeGraph>> recordDecodeStep(const Weights& w, const Cache& cache,
+                                                                 const Buffer& logits);
   Recording* m_recording = nullptr;
   bool m_decodeGraphs = true;
   DecodeWeights m_decodeWeights = DecodeWeights::Bf16;
