@@ -421,13 +421,14 @@ struct TargetIds {
 
 // Decoding's attention (one query against the cache, the online softmax in one pass) against its
 // reference on fast: head sizes 64 (GPT-2's) and 48 (the general kernel), from one cached position
-// to past the warps' two-at-a-time stride, with flat and sharp softmax rows.
+// to past the warps' two-at-a-time stride and to many rounds of the block, with flat and sharp
+// softmax rows.
 TEST(Fast, DecodeAttentionMatchesItsReference) {
   auto h = makeFast();
   auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
   double worst = 0.0;
   for (const auto [C, NH] : {std::pair<Index, Index>{128, 2}, std::pair<Index, Index>{96, 2}})
-    for (Index Tc : {1, 2, 31, 33, 100, 257})
+    for (Index Tc : {1, 2, 31, 33, 100, 129, 257, 1000})
       for (double sharpness : {1.0, 8.0}) {
         SCOPED_TRACE(::testing::Message() << "C " << C << " NH " << NH << " Tc " << Tc << " sharpness " << sharpness);
         auto qkv = ok(h.build(3 * C, ScaledMixed{41, sharpness}));
