@@ -3,8 +3,11 @@
 // continuation records the model's own decodeStep (model.hpp) once, with stream capture, and
 // replays that recording for every further token:
 //
-//   * the token and its position stay on the device: the step's encoder reads both from there,
-//     its argmax writes the next token where the encoder will read it and moves the position on;
+//   * the token and its position stay on the device: the step's lm head also chooses the next
+//     token (fast_kernels::ArgmaxThen), moves the position on and writes the token's embedding,
+//     which is the next replay's encoder output; the step is 61 kernels, the first a product;
+//   * the host records while the device still runs the prompt's pass: the first token is chosen
+//     on the device by the argmax the replays end with, and read after the first replay is queued;
 //   * the cache has room for every position (maxT rows per block), and each block's attention
 //     writes the new key and value into it before attending (attendAppending), so the step
 //     allocates nothing that changes from one token to the next;

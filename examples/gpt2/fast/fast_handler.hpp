@@ -147,8 +147,9 @@ class FastHandler : public osprey::Fast {
 
   // Decoding as a CUDA graph (fast/decode_graph.hpp): continueGreedy records one decodeStep and
   // replays it for every further token, the token and its position staying on the device; while it
-  // records, encoderForward and attendAppending read the position from the device and the cache
-  // grows in place. Otherwise (and with setDecodeGraphs(false)) they are the reference definitions.
+  // records, encoderForward is the embedding the step before wrote, attendAppending reads the
+  // position from the device and grows the cache in place, and normLogits also chooses the token.
+  // Otherwise (and with setDecodeGraphs(false)) they are the reference definitions.
   // (Weights, Step: ForwardWeights and StepOut of this handler, named once it is complete.)
   template <class Weights, class Step, class OnToken>
   osprey::Result<std::vector<int>> continueGreedy(const Weights& w, Step& step, osprey::Index count, OnToken& onToken);
