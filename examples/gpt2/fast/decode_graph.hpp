@@ -67,9 +67,11 @@ class FastHandler::DecodeGraph {
     OSPREY_CUDA_CHECK(cudaHostGetDevicePointer(&onDevice, pinned, 0), "mapping the token read-back");
     m_tokensOnDevice = static_cast<int*>(onDevice);
     OSPREY_CUDA_CHECK(cudaEventCreateWithFlags(&m_first, cudaEventDisableTiming), "creating the decoding graph's events");
-    // No wait for the device: the stream is a blocking one, so its work (the first token, the
-    // cache's copies, every replay) runs after what the legacy stream holds (the prompt's pass),
-    // and the host records the step meanwhile.
+    // No wait for the device: the stream's work (the first token, the cache's copies, every
+    // replay) waits on the device for what the device's stream holds (the prompt's pass), and the
+    // host records the step meanwhile.
+    OSPREY_CUDA_CHECK(cudaEventRecord(m_first, m_device->stream()), "marking the prompt's pass");
+    OSPREY_CUDA_CHECK(cudaStreamWaitEvent(m_stream, m_first, 0), "ordering the decoding graph after the prompt");
     m_device->holdReleases(true);
     m_device->setStream(m_stream);
     m_begun = true;
