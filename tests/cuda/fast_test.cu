@@ -758,6 +758,39 @@ TEST(Fast, RecordedDecodingEqualsStepByStep) {
   EXPECT_EQ(fullLogits(h, w, kPrompt), before);
 }
 
+// A continuation whose logits have no maximum (all NaN) stops with the argmax's error and streams
+// nothing after it: at the first token (the prompt's logits, chosen on the device before the first
+// replay) and in a replay (the lm head's own choice), as the step-by-step continuation does; the
+// device works as before afterwards.
+TEST(Fast, RecordedDecodingStopsAtLogitsWithoutAMaximum) {
+  auto h = makeFast();
+  const Index C = tinyWeights().config.C, maxT = tinyWeights().config.maxT;
+  for (const Index from : {Index{0}, Index{8}}) {  // every position's embedding NaN from `from` on
+    SCOPED_TRACE(::testing::Message() << "wpe NaN from position " << from);
+    HostWeights host = tinyWeights();
+    for (Index i = from * C; i < maxT * C; ++i) host.tensors[kWpeIndex].values[static_cast<std::size_t>(i)] = std::nan("");
+    const auto w = ok(prepareForward(h, ok(upload(h, host))));
+    std::vector<int> streamed[2];
+    for (const bool graphs : {true, false}) {
+      h.setDecodeGraphs(graphs);
+      auto refused = generateGreedy(h, w, std::span<const int>(kPrompt), 20, [&](int id) -> osprey::Result<void> {
+        streamed[graphs].push_back(id);
+        return {};
+      });
+      ASSERT_FALSE(refused.ok());
+      EXPECT_NE(refused.error().message.find("no maximum"), std::string::npos) << refused.error().message;
+      EXPECT_EQ(h.stream(), nullptr);
+    }
+    // Positions 5, 6 and 7 have their tokens; the step at position 8 reads a NaN embedding.
+    EXPECT_EQ(streamed[1].size(), from == 0 ? 0u : 4u);
+    EXPECT_EQ(streamed[1], streamed[0]);
+  }
+  const auto w = tinyOn(h);
+  EXPECT_EQ(ok(generateGreedy(h, w, std::span<const int>(kPrompt), 5, [](int) -> osprey::Result<void> { return {}; }))
+                .size(),
+            5u);
+}
+
 // A recording refuses a cache that does not fit the model, and leaves the device as it was.
 TEST(Fast, RecordingRefusesAForeignCache) {
   auto h = makeFast();
