@@ -229,11 +229,9 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
                       "recording the decoding step");
     fast_detail::OpenCapture capture{graph->stream()};
     graph->recorded = OSPREY_TRY(decodeStep(*this, w, views, graph->token));
-    if (!r.chose) {  // the lm head did not choose the token (normLogits): the argmax, then the embedding
-      OSPREY_CHECK(launchArgmax(graph->token.data(), graph->recorded->logits, graph->argmax, position,
-                                graph->tokensOnDevice()));
-      OSPREY_CHECK(launchEmbedding(graph->embedding, graph->token, w.wte, w.wpe, position, Ci));
-    }
+    // The step's lm head (normLogits) chose the token and wrote the next step's embedding; a step
+    // that ended otherwise would replay on a stale embedding.
+    if (!r.chose) return osprey::Error{"gpt2 decode: the recorded step did not end in the lm head"};
     cudaGraph_t recorded = nullptr;
     capture.open = false;
     OSPREY_CUDA_CHECK(cudaStreamEndCapture(graph->stream(), &recorded), "recording the decoding step");
