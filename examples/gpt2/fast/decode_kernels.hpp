@@ -267,16 +267,24 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const auto channel = [&](const float* row, int i) { return sub + Lanes * i < hs ? row[sub + Lanes * i] : 0.0f; };
   // One round: this lane's channels of the keys and values at positions t and u = t + kGroups.
   float k0[PerLane], k1[PerLane], v0[PerLane], v1[PerLane];
-  const auto loadRound = [&](int t, int u) {
-    const osprey::Index at0 = static_cast<osprey::Index>(t < Tc ? t : 0) * C + head;
-    const osprey::Index at1 = static_cast<osprey::Index>(u < Tc ? u : 0) * C + head;
+  const auto rowAt = [&](int t) { return static_cast<osprey::Index>(t < Tc ? t : 0) * C + head; };
+  const auto loadKeys = [&](int t, int u) {
 #pragma unroll
     for (int i = 0; i < PerLane; ++i) {
-      k0[i] = channel(keys + at0, i);
-      k1[i] = channel(keys + at1, i);
-      v0[i] = channel(values + at0, i);
-      v1[i] = channel(values + at1, i);
+      k0[i] = channel(keys + rowAt(t), i);
+      k1[i] = channel(keys + rowAt(u), i);
     }
+  };
+  const auto loadValues = [&](int t, int u) {
+#pragma unroll
+    for (int i = 0; i < PerLane; ++i) {
+      v0[i] = channel(values + rowAt(t), i);
+      v1[i] = channel(values + rowAt(u), i);
+    }
+  };
+  const auto loadRound = [&](int t, int u) {
+    loadKeys(t, u);
+    loadValues(t, u);
   };
   // Rounds are counted per warp, so that every lane of a warp takes part in every group sum.
   const int firstRound = warp * kPerWarp, firstT = firstRound + group % kPerWarp;
@@ -301,25 +309,30 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     if (firstT == Tc - 1 || firstT + kGroups == Tc - 1) loadRound(firstT, firstT + kGroups);
   }
   float m = -INFINITY, l = 0.0f;
+  if (!append) loadRound(firstT, firstT + kGroups);
   for (int first = firstRound; first < Tc; first += 2 * kGroups) {
     const int t = first + group % kPerWarp, u = t + kGroups;
-    const bool one = t < Tc, two = u < Tc;
-    if (first != firstRound || !append) loadRound(t, u);
+    const bool one = t < Tc, two = u < Tc, more = first + 2 * kGroups < Tc;
     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
     for (int i = 0; i < PerLane; ++i) {
       s0 += q[i] * k0[i];
       s1 += q[i] * k1[i];
     }
+    // The next round's keys load as soon as this round's are used, and its values once this
+    // round's are: each wait overlaps this round's sums and softmax.
+    if (more) loadKeys(t + 2 * kGroups, u + 2 * kGroups);
     s0 = groupSum<Lanes>(s0) * scale;
     s1 = groupSum<Lanes>(s1) * scale;
-    if (!one) continue;
-    const float mNew = two ? fmaxf(m, fmaxf(s0, s1)) : fmaxf(m, s0);
-    const float kept = __expf(m - mNew), p0 = __expf(s0 - mNew), p1 = two ? __expf(s1 - mNew) : 0.0f;
-    l = (l * kept + p0) + p1;
+    if (one) {
+      const float mNew = two ? fmaxf(m, fmaxf(s0, s1)) : fmaxf(m, s0);
+      const float kept = __expf(m - mNew), p0 = __expf(s0 - mNew), p1 = two ? __expf(s1 - mNew) : 0.0f;
+      l = (l * kept + p0) + p1;
 #pragma unroll
-    for (int i = 0; i < PerLane; ++i) acc[i] = (acc[i] * kept + p0 * v0[i]) + p1 * v1[i];
-    m = mNew;
+      for (int i = 0; i < PerLane; ++i) acc[i] = (acc[i] * kept + p0 * v0[i]) + p1 * v1[i];
+      m = mNew;
+    }
+    if (more) loadValues(t + 2 * kGroups, u + 2 * kGroups);
   }
   if (sub == 0) {
     runningMax[group] = m;
