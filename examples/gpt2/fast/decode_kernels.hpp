@@ -375,10 +375,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 // when every value is NaN. kArgmaxBlocks blocks each find their slice's best and leave it in
 // `scratch`; the last block to finish (a ticket counter, zero before the launch and again after
 // it) picks the best of those. The choice is the same whichever block finishes last: (value
-// descending, index ascending) orders the candidates totally. A recorded decoding step also moves
-// its position on by one (`advance`), after every kernel of the step has read it, and writes the
-// token for the host into `byPosition` at the position it was chosen for (mapped pinned memory: no
-// copy to wait for).
+// descending, index ascending) orders the candidates totally. Choosing a recorded continuation's
+// first token, it also writes the token for the host into `byPosition` at the position it was
+// chosen for (mapped pinned memory: no copy to wait for) and moves that position on by one
+// (`advance`); the replays' own choice is ArgmaxThen's, in the lm head.
 constexpr int kArgmaxThreads = 512;
 constexpr int kArgmaxBlocks = 64;
 struct ArgmaxScratch {
@@ -545,9 +545,10 @@ struct ArgmaxThen {
 __global__ void storeInt(int* at, int value) { *at = value; }
 
 // out (C) = wte[token] + wpe[position], the encoder for one new token whose id (a float) and
-// position are on the device: a recorded decoding step. The same sum as the reference encoder's
-// (a float sum rounded once). An id outside [0, V), which only an argmax that found no maximum
-// leaves, gives NaNs: the step's own argmax then reports the failure again.
+// position are on the device: a recorded continuation's first token (the replays' come from
+// ArgmaxThen). The same sum as the reference encoder's (a float sum rounded once). An id outside
+// [0, V), which only an argmax that found no maximum leaves, gives NaNs; the host reports that
+// argmax's failure before any replay is read.
 __global__ void embedOne(float* out, const float* token, const float* wte, const float* wpe, const int* position,
                          int C, int V) {
   startDependents();
