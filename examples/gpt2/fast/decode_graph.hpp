@@ -7,7 +7,8 @@
 //     token (fast_kernels::ArgmaxThen), moves the position on and writes the token's embedding,
 //     which is the next replay's encoder output; the step is 61 kernels, the first a product;
 //   * the host records while the device still runs the prompt's pass: the first token is chosen
-//     on the device by the argmax the replays end with, and read after the first replay is queued;
+//     on the device (argmaxKernel: the lm head's choice, gridMaximum), and read after the first
+//     replay is queued;
 //   * the cache has room for every position (maxT rows per block), and each block's attention
 //     writes the new key and value into it before attending (attendAppending), so the step
 //     allocates nothing that changes from one token to the next;
@@ -114,11 +115,9 @@ class FastHandler::DecodeGraph {
   // What the graph reads and writes, kept for as long as it may run.
   osprey::GpuBuffer<osprey::CudaDevice, int> position;
   Buffer token;
-  Buffer embedding;                                  // the next replay's token, embedded
-  osprey::GpuBuffer<osprey::CudaDevice, int> choice;  // the lm head's candidates and ticket (NextToken)
+  CandidateRoom firstChoice, choice;  // the first token's argmax, and the lm head's (NextToken)
   Recording recording{};
   std::optional<StepOut<FastHandler>> recorded;
-  ArgmaxScratch argmax;
 
  private:
   std::shared_ptr<osprey::CudaDevice> m_device;
@@ -177,7 +176,7 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
   OSPREY_CHECK(graph->begin(c.maxT));
 
   // The device-side state, on the graph's stream before recording starts: the first token, chosen
-  // by the argmax the replays end with (from position start - 1, which it moves on to start), and
+  // as the replays' lm head chooses (gridMaximum) from position start - 1, which it moves on, and
   // its embedding (later replays' comes from the step before: NextToken); the lm head's candidates
   // for the fused argmax.
   const int start = static_cast<int>(Tc), Ci = OSPREY_TRY(fast_detail::intWidth("gpt2 decode", C));
@@ -186,19 +185,15 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
   fast_kernels::storeInt<<<1, 1, 0, stream()>>>(position, start - 1);
   OSPREY_CHECK(fast_detail::launched("fast decoding position store"));
   graph->token = OSPREY_TRY(allocate(1));
-  graph->argmax = OSPREY_TRY(argmaxScratch());
-  OSPREY_CHECK(launchArgmax(graph->token.data(), logits, graph->argmax, position, graph->tokensOnDevice()));
-  graph->embedding = OSPREY_TRY(allocate(C));
-  OSPREY_CHECK(launchEmbedding(graph->embedding, graph->token, w.wte, w.wpe, position, Ci));
-  const int slots = fast_kernels::kMaxHeadBlocksPerMultiprocessor * m_device->multiprocessors();
-  int* choice = OSPREY_TRY(m_device->allocate<int>(2 * slots + 1));
-  graph->choice = osprey::GpuBuffer<osprey::CudaDevice, int>(m_device, choice, 2 * slots + 1);
-  OSPREY_CUDA_CHECK(cudaMemsetAsync(choice, 0, static_cast<std::size_t>(2 * slots + 1) * sizeof(int), stream()),
-                    "zeroing the lm head's tickets");
+  graph->firstChoice = OSPREY_TRY(candidateRoom(fast_kernels::kArgmaxBlocks));
+  OSPREY_CHECK(launchArgmax(graph->token.data(), logits, graph->firstChoice, position, graph->tokensOnDevice()));
   Recording& r = graph->recording;
   r.position = position;
   r.start = Tc;
-  r.embedding = graph->embedding;
+  r.embedding = OSPREY_TRY(allocate(C));
+  OSPREY_CHECK(launchEmbedding(r.embedding, graph->token, w.wte, w.wpe, position, Ci));
+  const int slots = fast_kernels::kMaxHeadBlocksPerMultiprocessor * m_device->multiprocessors();
+  graph->choice = OSPREY_TRY(candidateRoom(slots));
   KvCache<FastHandler> views{{}, Tc};
   // Every block's keys and values with room for the context, in one allocation.
   const osprey::Index roomSize = OSPREY_TRY(checkedProduct("gpt2 decode", {c.maxT, C}));
@@ -219,9 +214,8 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
   }
 
   OSPREY_CHECK(graph->markFirst());
-  r.next = fast_kernels::NextToken{reinterpret_cast<float*>(choice), choice + slots,
-                                   reinterpret_cast<unsigned*>(choice + 2 * slots), position, graph->tokensOnDevice(),
-                                   graph->embedding.data(), w.wte.data(), w.wpe.data(), Ci,
+  r.next = fast_kernels::NextToken{fast_kernels::candidatesIn(graph->choice.data(), slots), position,
+                                   graph->tokensOnDevice(), r.embedding.data(), w.wte.data(), w.wpe.data(), Ci,
                                    static_cast<int>(c.V), static_cast<int>(c.maxT)};
   {
     fast_detail::Scoped<Recording> recording(m_recording, &r);

@@ -372,20 +372,23 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 }
 
 // The smallest index of the largest non-NaN value of x (n), as a float (exact below 2^24), or -1
-// when every value is NaN. kArgmaxBlocks blocks each find their slice's best and leave it in
-// `scratch`; the last block to finish (a ticket counter, zero before the launch and again after
-// it) picks the best of those. The choice is the same whichever block finishes last: (value
-// descending, index ascending) orders the candidates totally. Choosing a recorded continuation's
-// first token, it also writes the token for the host into `byPosition` at the position it was
-// chosen for (mapped pinned memory: no copy to wait for) and moves that position on by one
-// (`advance`); the replays' own choice is ArgmaxThen's, in the lm head.
+// when every value is NaN. kArgmaxBlocks blocks each find their slice's best, and the last of them
+// to finish picks the best of those (gridMaximum). Choosing a recorded continuation's first token,
+// it also writes the token for the host and moves the position on (noteToken); the replays' own
+// choice is ArgmaxThen's, in the lm head.
 constexpr int kArgmaxThreads = 512;
 constexpr int kArgmaxBlocks = 64;
-struct ArgmaxScratch {
-  float value[kArgmaxBlocks];
-  int index[kArgmaxBlocks];
-  unsigned finished;  // blocks done; the last one sets it back to 0
+// Where the blocks of a grid leave their best (value, index), one slot a block, and the ticket
+// that finds the last of them: laid out in one allocation of 2·slots + 1 ints (candidatesIn), the
+// ticket zero before a launch and left zero after it.
+struct Candidates {
+  float* values;
+  int* indices;
+  unsigned* finished;
 };
+inline Candidates candidatesIn(int* room, int slots) {
+  return {reinterpret_cast<float*>(room), room + slots, reinterpret_cast<unsigned*>(room + 2 * slots)};
+}
 // Whether (v, j) is a better answer than (best, at): j a real index and v not NaN, and nothing yet
 // (at < 0), a larger value, or an equal one earlier.
 __device__ __forceinline__ bool betterMaximum(float v, int j, float best, int at) {
@@ -420,10 +423,49 @@ __device__ void blockMaximum(float& best, int& at) {
   at = lane < kWarps ? warpAt[lane] : -1;
   warpMaximum(best, at);
 }
-__global__ void __launch_bounds__(kArgmaxThreads)
-    argmaxKernel(float* result, const float* x, int n, ArgmaxScratch* scratch, int* advance = nullptr,
-                 int* byPosition = nullptr) {
+// The grid's best (value, index), from every thread's (best, at): each block leaves its best in
+// `c`, and the last block to finish (the ticket) picks the best of those, returning true with the
+// answer in its first warp; every other block returns false. The answer is the same whichever
+// block finishes last: (value descending, index ascending) orders the candidates totally.
+template <int Threads>
+__device__ bool gridMaximum(float& best, int& at, Candidates c) {
   __shared__ bool last;
+  const int tid = static_cast<int>(threadIdx.x);
+  blockMaximum<Threads>(best, at);
+  if (tid == 0) {
+    c.values[blockIdx.x] = best;
+    c.indices[blockIdx.x] = at;
+    __threadfence();  // the candidate, visible before the ticket
+    last = atomicAdd(c.finished, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();  // every block's candidate, read after its ticket
+  best = -INFINITY;
+  at = -1;
+  for (int i = tid; i < static_cast<int>(gridDim.x); i += Threads) {
+    const float v = __ldcg(&c.values[i]);
+    const int j = __ldcg(&c.indices[i]);
+    if (betterMaximum(v, j, best, at)) {
+      best = v;
+      at = j;
+    }
+  }
+  blockMaximum<Threads>(best, at);
+  if (tid == 0) *c.finished = 0;
+  return true;
+}
+// A recorded continuation's token `at`, chosen at *position: into the host's slot for that
+// position (mapped pinned memory: no copy to wait for), and the position moved on. Returns it.
+__device__ __forceinline__ int noteToken(int at, int* position, int* byPosition) {
+  const int p = *position;
+  byPosition[p] = at;
+  *position = p + 1;
+  return p + 1;
+}
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmaxKernel(float* result, const float* x, int n, Candidates candidates, int* position = nullptr,
+                 int* byPosition = nullptr) {
   startDependents();
   awaitEarlierKernels();
   const int tid = static_cast<int>(threadIdx.x), block = static_cast<int>(blockIdx.x);
@@ -437,48 +479,22 @@ __global__ void __launch_bounds__(kArgmaxThreads)
       at = i;
     }
   }
-  blockMaximum(best, at);
-  if (tid == 0) {
-    scratch->value[block] = best;
-    scratch->index[block] = at;
-    __threadfence();  // the candidate, visible before the ticket
-    last = atomicAdd(&scratch->finished, 1u) == kArgmaxBlocks - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // every block's candidate, read after its ticket
-  best = -INFINITY;
-  at = -1;
-  if (tid < kArgmaxBlocks) {
-    best = __ldcg(&scratch->value[tid]);
-    at = __ldcg(&scratch->index[tid]);
-  }
-  blockMaximum(best, at);
-  if (tid == 0) {
-    scratch->finished = 0;
-    *result = static_cast<float>(at);
-    if (advance) {
-      if (byPosition) byPosition[*advance] = at;
-      ++*advance;
-    }
-  }
+  if (!gridMaximum<kArgmaxThreads>(best, at, candidates) || tid != 0) return;
+  *result = static_cast<float>(at);
+  if (position) noteToken(at, position, byPosition);
 }
 
 // The lm head of a recorded decoding step with the greedy choice in its own kernel (linearRow's
 // `then`): argmaxKernel's answer without a kernel of its own, and the next step's embedding
 // written by the kernel that chooses its token, so that a replayed step starts with its first
-// block. Each writing lane keeps the best of the logits it writes; each block leaves its best in
-// `values`/`indices` (one slot a block: room for kMaxHeadBlocksPerMultiprocessor a
-// multiprocessor), and the last block to finish (the ticket `finished`, zero before the launch and
-// again after it) picks the best of those, as argmaxKernel does: the same token. It then writes
-// the token where the host reads it (`byPosition` at the position it was chosen for), moves the
-// position on, and writes embedding (C) = wte[token] + wpe[position + 1], embedOne's sum (NaNs
-// past the context, or for no token: all logits NaN, which the host reports).
+// block. Each writing lane keeps the best of the logits it writes, and gridMaximum picks from
+// those (`candidates`: a slot for each of up to kMaxHeadBlocksPerMultiprocessor blocks a
+// multiprocessor), as argmaxKernel does: the same token. The last block then notes the token
+// (noteToken) and writes embedding (C) = wte[token] + wpe[position + 1], embedOne's sum (NaNs past
+// the context, or for no token: all logits NaN, which the host reports).
 constexpr int kMaxHeadBlocksPerMultiprocessor = 8;  // 2048 threads over 256-thread blocks
 struct NextToken {
-  float* values;
-  int* indices;
-  unsigned* finished;
+  Candidates candidates;
   int* position;
   int* byPosition;
   float* embedding;
@@ -500,37 +516,12 @@ struct ArgmaxThen {
   }
   __device__ void finishBlock() {
     constexpr int kThreads = kRowWarpsPerBlock * 32;
-    __shared__ bool last;
     __shared__ int chosen, nextPosition;
     const int tid = static_cast<int>(threadIdx.x);
-    blockMaximum<kThreads>(best, at);
+    if (!gridMaximum<kThreads>(best, at, next.candidates)) return;
     if (tid == 0) {
-      next.values[blockIdx.x] = best;
-      next.indices[blockIdx.x] = at;
-      __threadfence();  // the candidate, visible before the ticket
-      last = atomicAdd(next.finished, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();  // every block's candidate, read after its ticket
-    float b = -INFINITY;
-    int a = -1;
-    for (int i = tid; i < static_cast<int>(gridDim.x); i += kThreads) {
-      const float v = __ldcg(&next.values[i]);
-      const int j = __ldcg(&next.indices[i]);
-      if (betterMaximum(v, j, b, a)) {
-        b = v;
-        a = j;
-      }
-    }
-    blockMaximum<kThreads>(b, a);
-    if (tid == 0) {
-      *next.finished = 0;
-      const int p = *next.position;
-      next.byPosition[p] = a;
-      *next.position = p + 1;
-      chosen = a;
-      nextPosition = p + 1;
+      chosen = at;
+      nextPosition = noteToken(at, next.position, next.byPosition);
     }
     __syncthreads();
     const bool real = chosen >= 0 && chosen < next.V && nextPosition < next.maxT;

@@ -125,28 +125,30 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attendRow(const char* L,
   return out;
 }
 
-inline osprey::Result<FastHandler::ArgmaxScratch> FastHandler::argmaxScratch() {
-  auto* raw = OSPREY_TRY(m_device->allocate<fast_kernels::ArgmaxScratch>(1));
-  ArgmaxScratch scratch(m_device, raw, 1);
-  OSPREY_CUDA_CHECK(cudaMemsetAsync(raw, 0, sizeof(fast_kernels::ArgmaxScratch), stream()), "zeroing the argmax's tickets");
-  return scratch;
+inline osprey::Result<FastHandler::CandidateRoom> FastHandler::candidateRoom(int slots) {
+  const osprey::Index ints = 2 * osprey::Index{slots} + 1;
+  CandidateRoom room(m_device, OSPREY_TRY(m_device->allocate<int>(ints)), ints);
+  OSPREY_CUDA_CHECK(cudaMemsetAsync(room.data(), 0, static_cast<std::size_t>(ints) * sizeof(int), stream()),
+                    "zeroing the argmax's ticket");
+  return room;
 }
 
-inline osprey::Result<void> FastHandler::launchArgmax(float* result, const Buffer& logits, const ArgmaxScratch& scratch,
-                                                      int* advance, int* byPosition) {
+inline osprey::Result<void> FastHandler::launchArgmax(float* result, const Buffer& logits, const CandidateRoom& room,
+                                                      int* position, int* byPosition) {
   const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
   if (n >= (1 << 24)) return osprey::Error{"generate: more than 2^24 logits"};
   OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(fast_kernels::kArgmaxBlocks, fast_kernels::kArgmaxThreads, 0, stream(),
-                                                   fast_kernels::argmaxKernel, result, logits.data(), n, scratch.data(),
-                                                   advance, byPosition),
+                                                   fast_kernels::argmaxKernel, result, logits.data(), n,
+                                                   fast_kernels::candidatesIn(room.data(), fast_kernels::kArgmaxBlocks),
+                                                   position, byPosition),
                     "fast argmax launch");
   return {};
 }
 
 inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logits) {
   auto best = OSPREY_TRY(allocate(1));
-  const auto scratch = OSPREY_TRY(argmaxScratch());
-  OSPREY_CHECK(launchArgmax(best.data(), logits, scratch, nullptr, nullptr));
+  const auto room = OSPREY_TRY(candidateRoom(fast_kernels::kArgmaxBlocks));
+  OSPREY_CHECK(launchArgmax(best.data(), logits, room, nullptr, nullptr));
   const osprey::Scalar at = get(best, 0);
   if (at < 0) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
   return static_cast<osprey::Index>(at);

@@ -262,13 +262,14 @@ class FastHandler : public osprey::Fast {
     bool chose = false;
   };
   class DecodeGraph;
-  // The device-side argmax of logits into *result (fast_kernels::argmaxKernel; advance and
-  // byPosition as it says). Its scratch starts zeroed (argmaxScratch) and each launch leaves it so,
-  // so a recording zeroes it once, before it records; the caller keeps the scratch for as long as
-  // the launch may run (a recording: as long as it is replayed).
-  using ArgmaxScratch = osprey::GpuBuffer<osprey::CudaDevice, fast_kernels::ArgmaxScratch>;
-  osprey::Result<ArgmaxScratch> argmaxScratch();
-  osprey::Result<void> launchArgmax(float* result, const Buffer& logits, const ArgmaxScratch& scratch, int* advance,
+  // Room for `slots` blocks' candidates and their ticket (fast_kernels::Candidates), zeroed; each
+  // launch that uses it leaves the ticket zero, so a recording zeroes it once, before it records.
+  // The caller keeps it for as long as the launch may run (a recording: as long as it is replayed).
+  using CandidateRoom = osprey::GpuBuffer<osprey::CudaDevice, int>;
+  osprey::Result<CandidateRoom> candidateRoom(int slots);
+  // The device-side argmax of logits into *result (fast_kernels::argmaxKernel; position and
+  // byPosition as it says), its candidates in `room` (candidateRoom(kArgmaxBlocks)).
+  osprey::Result<void> launchArgmax(float* result, const Buffer& logits, const CandidateRoom& room, int* position,
                                     int* byPosition);
   // out (C) = wte[token] + wpe[*position] (fast_kernels::embedOne), token and position on the device.
   osprey::Result<void> launchEmbedding(const Buffer& out, const Buffer& token, const Buffer& wte, const Buffer& wpe,

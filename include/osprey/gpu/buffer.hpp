@@ -37,11 +37,7 @@ class GpuBuffer {
   const std::shared_ptr<D>& device() const { return m_device; }
   // The first n elements (n <= size()), sharing this buffer's memory: a result computed into a
   // larger, padded block and handed out at its own length.
-  GpuBuffer prefix(Index n) const {
-    GpuBuffer b(*this);
-    b.m_n = n < m_n ? n : m_n;
-    return b;
-  }
+  GpuBuffer prefix(Index n) const { return part(0, n); }
   // The n elements from `offset` (clamped to this buffer), sharing its memory: one block
   // allocated for several buffers, released when the last part is gone.
   GpuBuffer part(Index offset, Index n) const {
