@@ -17,6 +17,9 @@ void addModelOptions(CLI::App& sub, ModelRequest& request) {
 void addBackendOptions(CLI::App& sub, BackendChoice& choice) {
   sub.add_option("--backend", choice.backend, "handler: lists, gpu or fast (float storage on the cuda device)")->capture_default_str();
   sub.add_option("--device", choice.device, "gpu device: host or cuda (default: $OSPREY_GPU, else host)");
+  sub.add_option("--products", choice.products,
+                 "fast backend: the linear layers' products, bf16 operands (default) or tf32 on the floats")
+      ->check(CLI::IsMember({"bf16", "tf32"}));
 }
 
 osprey::Result<Tokenizer> tokenizerFor(const std::optional<std::filesystem::path>& modelDir) {

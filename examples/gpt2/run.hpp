@@ -17,6 +17,7 @@
 // ModelJob and a `runJob(H&, YourJob&, const Streams&)` overload visible to run_job.hpp.
 #pragma once
 
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <variant>
@@ -56,20 +57,27 @@ struct LogitsJob {
 
 using ModelJob = std::variant<GenerateJob, LogitsJob, TrainStepJob, TrainJob>;
 
-using JobRunner = osprey::Result<void> (*)(ModelJob& job, const Streams& streams);
+// An entry point, and a job's runner: an entry point, or one bound to its settings.
+using HandlerRunner = osprey::Result<void> (*)(ModelJob& job, const Streams& streams);
+using JobRunner = std::function<osprey::Result<void>(ModelJob& job, const Streams& streams)>;
+
+// What the fast handler's linear layers multiply (FastHandler::Products): bf16 twins of their
+// operands (the default) or the floats on the TF32 tensor cores. `--products`.
+enum class FastProducts { Bf16, Tf32 };
+using FastRunner = osprey::Result<void> (*)(ModelJob& job, const Streams& streams, FastProducts products);
 
 osprey::Result<void> runJobOnLists(ModelJob& job, const Streams& streams);
 osprey::Result<void> runJobOnGpuHost(ModelJob& job, const Streams& streams);
 osprey::Result<void> runJobOnGpuCuda(ModelJob& job, const Streams& streams);  // nvcc builds only
-osprey::Result<void> runJobOnFast(ModelJob& job, const Streams& streams);     // nvcc builds only
+osprey::Result<void> runJobOnFast(ModelJob& job, const Streams& streams, FastProducts products);  // nvcc only
 
 // The entry points a program links. The cuda ones are null when the program was built without
 // nvcc: choosing one is then an error that says so, never a run on another device.
 struct HandlerEntries {
-  JobRunner lists = nullptr;
-  JobRunner gpuHost = nullptr;
-  JobRunner gpuCuda = nullptr;
-  JobRunner fast = nullptr;
+  HandlerRunner lists = nullptr;
+  HandlerRunner gpuHost = nullptr;
+  HandlerRunner gpuCuda = nullptr;
+  FastRunner fast = nullptr;
 };
 
 // lists and gpu/host; gpuCuda and fast left null (main.cpp adds them when gpt2_cuda is linked).
@@ -77,10 +85,11 @@ HandlerEntries hostEntries();
 
 // --backend / --device (or $OSPREY_GPU) -> the entry point, or the error naming the bad choice:
 //   "unknown backend `x`: choose gpu, fast or lists", "unknown gpu device `x`: choose host or cuda".
-// The fast backend runs on the cuda device only.
+// The fast backend runs on the cuda device only; --products (bf16 or tf32) applies to it alone.
 struct BackendChoice {
   std::string backend = "lists";
-  std::string device;  // empty: $OSPREY_GPU, else host (gpu backend only)
+  std::string device;    // empty: $OSPREY_GPU, else host (gpu backend only)
+  std::string products;  // empty: bf16 (fast backend only)
 };
 osprey::Result<JobRunner> selectRunner(const BackendChoice& choice, const HandlerEntries& entries);
 

@@ -29,32 +29,40 @@ torch_of() { awk -F'|' -v k="$1" '$2 == k {print $4}' "$logs/torch-fast.log" 2>/
 # FLOPs per token: 6·N (N = 124.44M parameters) for the matmuls plus 6·L·C·T for attention
 # (forward + backward), the count llm.c's MFU uses; MFU is against the 790 TFLOP/s bf16 rate
 # measured on this H200 (the issue's figure; llm.c's 522.6k tok/s is 53% of it).
-# Rows say "(tf32)": TF32 products are the only kind the handler has so far.
-out=$logs/fast-train.out err=$logs/fast-train.err
-if "$gpt2" train --preset 124M --data "$data" --batch 16 --seq 1024 --steps "$steps" --backend fast \
-     > "$out" 2> "$err"; then
+# Both kinds of products: bf16 operands (the default; every ratio) and TF32 on the floats.
+train() {  # $1: bf16 or tf32
+  local out=$logs/fast-train-$1.out err=$logs/fast-train-$1.err name="osprey fast ($1 products)" tps
+  if ! "$gpt2" train --preset 124M --data "$data" --batch 16 --seq 1024 --steps "$steps" --backend fast \
+       --products "$1" > "$out" 2> "$err"; then
+    echo "RESULT|$name train step B16 T1024|FAIL|$(tail -1 "$err")"
+    return
+  fi
   # Each step line's tokens/s is that step's own time (data, forward, backward, AdamW, the wait for
   # the device); the median over the steps after the first two (warm-up: cuBLAS heuristics, cold
   # allocator). (The s/step column is the running average since the start.)
   tps=$(sed -n 's/^step \([0-9]*\)\/[0-9]*:.* | \([0-9.]*\) tokens\/s |.*/\1 \2/p' "$out" |
         awk '$1 > 2 {print $2}' | sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}')
-  peak=$(sed -n 's/.*peak device memory \([0-9.]*\) GiB.*/\1/p' "$out" | tail -1)
-  if [[ -n $tps ]]; then
-    echo "RESULT|osprey fast (tf32) train step B16 T1024|ms|$(py "round(16 * 1024 / $tps * 1000, 2)")"
-    echo "RESULT|osprey fast (tf32) train tokens/s|tok/s|$tps"
-    echo "RESULT|osprey fast (tf32) train MFU (of 790 TFLOP/s bf16)|%|$(py "round($tps * (6 * 124.44e6 + 6 * 12 * 768 * 1024) / 790e12 * 100, 2)")"
-    echo "RESULT|osprey fast (tf32) train peak memory|GiB|$peak"
-    for peer in "fp32 eager" "bf16 autocast" "bf16 autocast + compile"; do
-      t=$(torch_of "torch $peer train tokens/s")
-      [[ -n $t ]] && echo "RESULT|train tokens/s: osprey fast (tf32) / torch $peer|ratio|$(py "round($tps / $t, 3)")"
-    done
-    echo "RESULT|train tokens/s: osprey fast (tf32) / llm.c bf16 + cuDNN (522.6k, the issue's figure)|ratio|$(py "round($tps / 522600, 3)")"
-  else
-    echo "RESULT|osprey fast (tf32) train step B16 T1024|FAIL|no step lines in $out"
+  if [[ -z $tps ]]; then
+    echo "RESULT|$name train step B16 T1024|FAIL|no step lines in $out"
+    return
   fi
-else
-  echo "RESULT|osprey fast (tf32) train step B16 T1024|FAIL|$(tail -1 "$err")"
-fi
+  echo "RESULT|$name train step B16 T1024|ms|$(py "round(16 * 1024 / $tps * 1000, 2)")"
+  echo "RESULT|$name train tokens/s|tok/s|$tps"
+  echo "RESULT|$name train MFU (of 790 TFLOP/s bf16)|%|$(py "round($tps * (6 * 124.44e6 + 6 * 12 * 768 * 1024) / 790e12 * 100, 2)")"
+  echo "RESULT|$name train peak memory|GiB|$(sed -n 's/.*peak device memory \([0-9.]*\) GiB.*/\1/p' "$out" | tail -1)"
+  printf -v "train_$1_tps" %s "$tps"
+  [[ $1 == bf16 ]] || return
+  for peer in "fp32 eager" "bf16 autocast" "bf16 autocast + compile"; do
+    t=$(torch_of "torch $peer train tokens/s")
+    [[ -n $t ]] && echo "RESULT|train tokens/s: $name / torch $peer|ratio|$(py "round($tps / $t, 3)")"
+  done
+  echo "RESULT|train tokens/s: $name / llm.c bf16 + cuDNN (522.6k, the issue's figure)|ratio|$(py "round($tps / 522600, 3)")"
+}
+train_bf16_tps= train_tf32_tps=
+train bf16
+train tf32
+[[ -n $train_bf16_tps && -n $train_tf32_tps ]] &&
+  echo "RESULT|train tokens/s: bf16 products / tf32 products|ratio|$(py "round($train_bf16_tps / $train_tf32_tps, 3)")"
 
 # ---- Osprey fast: batch-1 decoding ----------------------------------------------------------------
 # The weights are read once per token: 124.4M of them (the tied embedding read once). As bf16

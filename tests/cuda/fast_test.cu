@@ -47,11 +47,26 @@ T ok(osprey::Result<T> r) {
 // ---- Tolerances (docs/FAST.md; each measured gap is printed) -------------------------------------
 // A product's element: TF32 rounds each input to 11 significant bits (relative 2^-11 each, so
 // 2^-10 a term), and float sums add up to `inner` roundings of 2^-24; relative to Σ|a||b|.
-double productBound(Index inner) { return std::ldexp(1.0, -10) + static_cast<double>(inner + 1) * std::ldexp(1.0, -24); }
+// bf16 keeps 8 significant bits (relative 2^-8 each input, 2^-7 a term); a product of two bf16
+// values is exact in float, so the sums' roundings are all that is left once the inputs are bf16.
+double productBound(Index inner, int termBits = 10) {
+  return std::ldexp(1.0, -termBits) + static_cast<double>(inner + 1) * std::ldexp(1.0, -24);
+}
 // Model quantities, relative to the largest exact magnitude (logits) or the tensor's norm (grads).
-constexpr double kLogitGap = 2e-3;       // largest |Δlogit| / largest |logit|
 constexpr double kLossGap = 2e-5;        // |Δloss| / loss
 constexpr double kGradientGap = 2e-2;    // ‖Δg‖ / ‖g‖ per tensor
+
+// The linear layers' two kinds of products (FastHandler::Products), each with what it rounds: a
+// term's relative error (2^-10 for TF32, 2^-7 for bf16 inputs) and, through the model, the largest
+// |Δlogit| / largest |logit| (errors add across layers rather than grow: a few times a term's).
+struct ProductsCase {
+  FastHandler::Products products;
+  const char* name;
+  int termBits;
+  double logitGap;
+};
+constexpr ProductsCase kProductsCases[] = {{FastHandler::Products::Bf16, "bf16", 7, 1e-2},
+                                           {FastHandler::Products::Tf32, "tf32", 10, 2e-3}};
 // Decoding from bf16 copies of the product weights: each weight rounded to 8 significant bits
 // (relative error up to 2^-9 ≈ 2e-3), through every block of the model.
 constexpr double kHalfWeightLogitGap = 1e-2;
@@ -163,6 +178,52 @@ TEST(Fast, ProductsWithinTheTf32Bound) {
         }
       }
   report("product |Δ| / Σ|a·b|", worst, productBound(3072));
+}
+
+// bf16 operands (osprey::HalfOperand): the inputs are bf16 values already, their products exact in
+// float, so only the float sums round: (inner + 1)·2^-24 of Σ|a·b| against the same bf16 values
+// multiplied in double.
+TEST(Fast, Bf16ProductsWithinTheFloatSumBound) {
+  auto h = makeFast();
+  struct Shape {
+    Index rows, inner, cols;
+  };
+  const auto halves = [&](const FastHandler::Buffer& b) {
+    __nv_bfloat16* p = ok(h.runtime()->allocate<__nv_bfloat16>(b.size()));
+    osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> held(h.runtime(), p, b.size());
+    fast_kernels::bf16Copy<<<64, fast_kernels::kTwinThreads, 0, h.stream()>>>(p, b.data(), b.size(), b.size());
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    return held;
+  };
+  const auto rounded = [](std::vector<Scalar> v) {
+    for (Scalar& x : v) x = static_cast<Scalar>(__bfloat162float(__float2bfloat16_rn(static_cast<float>(x))));
+    return v;
+  };
+  double worst = 0.0;
+  for (Shape s : {Shape{1, 1, 1}, Shape{3, 5, 7}, Shape{64, 768, 50}, Shape{17, 3072, 768}, Shape{129, 0, 5}})
+    for (bool aT : {false, true})
+      for (bool bT : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.inner << "x" << s.cols << " aT " << aT << " bT " << bT);
+        auto a = ok(h.build(s.rows * s.inner, Mixed{3}));
+        auto b = ok(h.build(s.inner * s.cols, Mixed{4}));
+        const auto a16 = halves(a), b16 = halves(b);
+        auto out = ok(h.allocate(s.rows * s.cols));
+        ASSERT_TRUE(h.product(out.data(), osprey::HalfOperand{a16.data(), aT}, osprey::HalfOperand{b16.data(), bT},
+                              s.rows, s.inner, s.cols)
+                        .ok());
+        std::vector<Scalar> scale;
+        const auto want = hostProduct(rounded(osprey::testing::readAll(h, a)), aT,
+                                      rounded(osprey::testing::readAll(h, b)), bT, s.rows, s.inner, s.cols, &scale);
+        const auto got = osprey::testing::readAll(h, out);
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t e = 0; e < got.size(); ++e) {
+          const double gap = std::abs(got[e] - want[e]);
+          const double bound = static_cast<double>(s.inner + 1) * std::ldexp(1.0, -24);
+          ASSERT_LE(gap, bound * scale[e] + 1e-30) << "element " << e;
+          if (scale[e] > 0) worst = std::max(worst, gap / scale[e]);
+        }
+      }
+  report("bf16 product |Δ| / Σ|a·b| (bf16 inputs)", worst, 3073 * std::ldexp(1.0, -24));
 }
 
 TEST(Fast, MatMulAndBatchedProductsAgree) {
@@ -358,29 +419,44 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
     }
   }
   // The linear layers, including the padded path of an output width that is not a multiple of 4
-  // (the lm head's V): against the reference products, within the TF32 bound.
+  // (the lm head's V): against the reference products, within the bound of each kind of product.
+  for (const ProductsCase& c : kProductsCases)
   for (Index OC : {48, 1027}) {
-    SCOPED_TRACE(::testing::Message() << "OC " << OC);
+    SCOPED_TRACE(::testing::Message() << c.name << " OC " << OC);
+    h.setProducts(c.products);
+    const auto termBound = [&](Index inner) { return productBound(inner, c.termBits); };
     const Index N = 64, IC = 40;
     auto x = ok(h.build(N * IC, Mixed{23})), wt = ok(h.build(OC * IC, Mixed{24})), dout = ok(h.build(N * OC, Mixed{25}));
     auto bias = ok(h.build(OC, Mixed{26}));
-    const double bound = 4.0 * productBound(N) * IC;  // |values| <= 1: Σ|a·b| <= inner
+    const double bound = 4.0 * termBound(N) * IC;  // |values| <= 1: Σ|a·b| <= inner
     EXPECT_LT(largestGap(read(ok(h.matmulForwardTransposed(x, wt, N, IC, OC))),
                          read(ok(reference::matmulForwardTransposed(h, x, wt, N, IC, OC)))), bound);
     const auto g = ok(h.matmulBackwardTransposed(dout, x, wt, N, IC, OC));
     const auto gr = ok(reference::matmulBackwardTransposed(h, dout, x, wt, N, IC, OC));
     ASSERT_EQ(h.length(g.dwt), OC * IC);
-    EXPECT_LT(largestGap(read(g.dx), read(gr.dx)), 4.0 * productBound(OC) * OC);
+    EXPECT_LT(largestGap(read(g.dx), read(gr.dx)), 4.0 * termBound(OC) * OC);
     EXPECT_LT(largestGap(read(g.dwt), read(gr.dwt)), bound * N / IC);
     // Conv1D layout: w (IC, OC) is wtᵀ's values read as (IC, OC).
     EXPECT_LT(largestGap(read(ok(h.matmulForward(x, wt, bias, N, IC, OC))),
                          read(ok(reference::matmulForward(h, x, wt, bias, N, IC, OC)))), bound);
     const auto m = ok(h.matmulBackward(dout, x, wt, N, IC, OC));
     const auto mr = ok(reference::matmulBackward(h, dout, x, wt, N, IC, OC));
-    EXPECT_LT(largestGap(read(m.dx), read(mr.dx)), 4.0 * productBound(OC) * OC);
+    EXPECT_LT(largestGap(read(m.dx), read(mr.dx)), 4.0 * termBound(OC) * OC);
     EXPECT_LT(largestGap(read(m.dw), read(mr.dw)), bound * N / IC);
     EXPECT_LT(largestGap(read(m.dbias), read(mr.dbias)), 1e-5 * N);
   }
+  {  // The settings differ: on one layer, bf16 operands leave a larger gap than TF32's.
+    const Index N = 64, IC = 40, OC = 48;
+    auto x = ok(h.build(N * IC, Mixed{27})), w = ok(h.build(IC * OC, Mixed{28})), bias = ok(h.build(OC, Mixed{29}));
+    const auto want = read(ok(reference::matmulForward(h, x, w, bias, N, IC, OC)));
+    std::vector<double> gaps;
+    for (const ProductsCase& c : kProductsCases) {
+      h.setProducts(c.products);
+      gaps.push_back(largestGap(read(ok(h.matmulForward(x, w, bias, N, IC, OC))), want));
+    }
+    EXPECT_GT(gaps[0], 2.0 * gaps[1]) << "bf16 " << gaps[0] << ", tf32 " << gaps[1];
+  }
+  h.setProducts(FastHandler::Products::Bf16);
   for (bool decay : {false, true}) {
     const Index n = 4099;
     auto p = ok(h.build(n, Mixed{20})), g = ok(h.build(n, Mixed{21})), m = ok(h.build(n, Mixed{22}));
@@ -405,6 +481,37 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
     EXPECT_LT(relativeGap(dqkv, dqkvRef), kFusedAttentionGap);
     report("attention backward fused vs reference", relativeGap(dqkv, dqkvRef), kFusedAttentionGap);
   }
+}
+
+// A linear layer's bf16 twin is its buffer's own: a buffer made later at the same address (the
+// device reuses released blocks), or another part of the same block, is read afresh; and the
+// twin of a buffer read twice is made once.
+TEST(Fast, Bf16TwinsFollowTheirBuffers) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  const Index N = 8, IC = 64, OC = 32;
+  auto w = ok(h.build(IC * OC, Mixed{31})), bias = ok(h.build(OC, Mixed{32}));
+  const double bound = 4.0 * productBound(IC, 7) * IC;
+  const auto layer = [&](const FastHandler::Buffer& x) {
+    const auto got = read(ok(h.matmulForward(x, w, bias, N, IC, OC)));
+    EXPECT_LT(largestGap(got, read(ok(reference::matmulForward(h, x, w, bias, N, IC, OC)))), bound);
+    return got;
+  };
+  const float* first = nullptr;
+  std::vector<Scalar> before;
+  {
+    auto x = ok(h.build(N * IC, Mixed{33}));
+    first = x.data();
+    before = layer(x);
+    EXPECT_EQ(layer(x), before) << "a buffer read twice gave two answers";
+  }
+  auto again = ok(h.build(N * IC, Mixed{34}));
+  std::printf("[ measured ] the second buffer %s the first one's address\n",
+              again.data() == first ? "reuses" : "does not reuse");
+  EXPECT_NE(layer(again), before);
+  auto block = ok(h.build(2 * N * IC, Mixed{35}));
+  const auto low = block.part(0, N * IC), high = block.part(N * IC, N * IC);
+  EXPECT_NE(layer(low), layer(high));
 }
 
 // The lm head and the loss as one pair: for the lm head's V (not a multiple of 4) the logits and
@@ -450,38 +557,46 @@ TEST(Fast, HeadLossKeepsPaddedRows) {
   auto h = makeFast();
   auto exact = osprey::testing::makeHandler<GpuCuda>();
   auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
-  double worst = 0.0;
-  for (Index N : {8, 64, 130}) {
-    SCOPED_TRACE(::testing::Message() << "N " << N);
-    const Index C = 40, V = 1027, Vp = 1028;
-    const Scalar dloss = 1.0 / static_cast<Scalar>(N);
-    auto z = ok(h.build(N * C, Mixed{41})), wte = ok(h.build(V * C, Mixed{42})), targets = ok(h.build(N, TargetIds{V}));
-    auto zExact = ok(exact.build(N * C, Mixed{41})), wteExact = ok(exact.build(V * C, Mixed{42}));
-    auto targetsExact = ok(exact.build(N, TargetIds{V}));
-    const auto fused = ok(h.headLoss(z, wte, targets, N, C, V));
-    const auto layers = ok(reference::headLoss(h, z, wte, targets, N, C, V));
-    EXPECT_EQ(read(fused.losses), read(layers.losses));
-    const bool padded = fast_detail::padsRows(N, V);
-    EXPECT_EQ(fused.probs.size(), padded ? N * Vp : N * V);
-    const auto want = ok(reference::headLoss(exact, zExact, wteExact, targetsExact, N, C, V));
-    const auto gWant = ok(reference::headLossBackward(exact, want.probs, targetsExact, zExact, wteExact, N, C, V, dloss));
-    const auto g = ok(h.headLossBackward(fused.probs, targets, z, wte, N, C, V, dloss));
-    const auto gl = ok(reference::headLossBackward(h, layers.probs, targets, z, wte, N, C, V, dloss));
-    const auto dzWant = osprey::testing::readAll(exact, gWant.dx), dwtWant = osprey::testing::readAll(exact, gWant.dwt);
-    const double dzGap = relativeGap(read(g.dx), dzWant), dwtGap = relativeGap(read(g.dwt), dwtWant);
-    EXPECT_LT(dzGap, kFusedAttentionGap);
-    EXPECT_LT(dwtGap, kFusedAttentionGap);
-    worst = std::max({worst, dzGap, dwtGap});
-    std::printf("[ measured ] N %lld lm head backward vs exact: dz %.3g, dwte %.3g (layers one by one: %.3g, %.3g)\n",
-                static_cast<long long>(N), dzGap, dwtGap, relativeGap(read(gl.dx), dzWant),
-                relativeGap(read(gl.dwt), dwtWant));
-    if (padded) {
-      const auto refused = h.headLossBackward(layers.probs, targets, z, wte, N, C, V, dloss);
-      ASSERT_FALSE(refused.ok());
-      EXPECT_NE(refused.error().message.find("padded to 1028"), std::string::npos) << refused.error().message;
+  for (const ProductsCase& c : kProductsCases) {
+    h.setProducts(c.products);
+    const bool halves = c.products == FastHandler::Products::Bf16;
+    // Float kernels plus the products: 4 terms' worth of each kind's rounding (TF32: 4·2^-10).
+    const double bound = 4.0 * std::ldexp(1.0, -c.termBits);
+    double worst = 0.0;
+    for (Index N : {8, 64, 130}) {
+      SCOPED_TRACE(::testing::Message() << c.name << " N " << N);
+      const Index C = 40, V = 1027, Vp = fast_detail::paddedWidth(V);
+      const Scalar dloss = 1.0 / static_cast<Scalar>(N);
+      auto z = ok(h.build(N * C, Mixed{41})), wte = ok(h.build(V * C, Mixed{42})), targets = ok(h.build(N, TargetIds{V}));
+      auto zExact = ok(exact.build(N * C, Mixed{41})), wteExact = ok(exact.build(V * C, Mixed{42}));
+      auto targetsExact = ok(exact.build(N, TargetIds{V}));
+      const auto fused = ok(h.headLoss(z, wte, targets, N, C, V));
+      const auto layers = ok(reference::headLoss(h, z, wte, targets, N, C, V));
+      EXPECT_EQ(read(fused.losses), read(layers.losses));
+      const bool padded = fast_detail::padsRows(N, V);
+      EXPECT_EQ(fused.probs.size(), !padded ? N * V : halves ? (N * Vp + 1) / 2 : N * Vp);
+      const auto want = ok(reference::headLoss(exact, zExact, wteExact, targetsExact, N, C, V));
+      const auto gWant = ok(reference::headLossBackward(exact, want.probs, targetsExact, zExact, wteExact, N, C, V, dloss));
+      const auto g = ok(h.headLossBackward(fused.probs, targets, z, wte, N, C, V, dloss));
+      const auto gl = ok(reference::headLossBackward(h, layers.probs, targets, z, wte, N, C, V, dloss));
+      const auto dzWant = osprey::testing::readAll(exact, gWant.dx), dwtWant = osprey::testing::readAll(exact, gWant.dwt);
+      const double dzGap = relativeGap(read(g.dx), dzWant), dwtGap = relativeGap(read(g.dwt), dwtWant);
+      EXPECT_LT(dzGap, bound);
+      EXPECT_LT(dwtGap, bound);
+      worst = std::max({worst, dzGap, dwtGap});
+      std::printf("[ measured ] %s N %lld lm head backward vs exact: dz %.3g, dwte %.3g (layers one by one: %.3g, %.3g)\n",
+                  c.name, static_cast<long long>(N), dzGap, dwtGap, relativeGap(read(gl.dx), dzWant),
+                  relativeGap(read(gl.dwt), dwtWant));
+      if (padded) {
+        const auto refused = h.headLossBackward(layers.probs, targets, z, wte, N, C, V, dloss);
+        ASSERT_FALSE(refused.ok());
+        EXPECT_NE(refused.error().message.find(fmt::format("padded to {}{}", Vp, halves ? ", as bf16 pairs" : "")),
+                  std::string::npos)
+            << refused.error().message;
+      }
     }
+    report(fmt::format("lm head and loss backward vs exact ({} products)", c.name).c_str(), worst, bound);
   }
-  report("lm head and loss backward vs exact", worst, kFusedAttentionGap);
 }
 
 // The embedding backward: each token's rows found by a sort, then summed in the reference's
@@ -528,20 +643,31 @@ TEST(Fast, EncoderBackwardMatchesItsReference) {
   EXPECT_FALSE(h.encoderBackward(dout, bad, N, 3, C, V, maxT, 0).ok());  // 4 rows are not sequences of 3
 }
 
-// Flash attention (head size 64): against the reference definition on the exact handler, beside
-// the unfused TF32 path it replaces (the reference on this handler), at lengths around the
-// 64-position tiles, with flat and with sharp softmax rows (the online softmax's rescaling matters
-// when a later tile holds a larger score). The inputs are multiples of 2^-10 below 2 in magnitude
-// (times a power of 2), which TF32 holds exactly: what is left is the rounding of p and ds to TF32
-// and float arithmetic. Its backward reads the state its forward kept, gives the same bits every
-// run, and refuses a state of another length.
-struct Tf32Values {
+// Flash attention (head size 64), with each kind of operand: against the reference definition on
+// the exact handler, beside the unfused TF32 path it replaces (the reference on this handler), at
+// lengths around the 64-position tiles, with flat and with sharp softmax rows (the online
+// softmax's rescaling matters when a later tile holds a larger score). The inputs are multiples of
+// 2^-(bits - 1) below 1 in magnitude (times a power of 2), which the kind holds exactly (11
+// significant bits for TF32, 8 for bf16): what is left is the rounding of p and ds to the kind
+// (2^-11 or 2^-8 relative) and float arithmetic, 4 such roundings at most. Its backward reads the
+// state its forward kept, gives the same bits every run, and refuses a state of another length.
+struct ExactValues {
   Index salt;
   Scalar scale;
+  int bits;  // significant bits of the values
   OSPREY_FN Scalar operator()(Index i) const {
-    return scale * (static_cast<Scalar>((i * 7919 + salt * 104729) % 2047) / 1024.0 - 1.0);
+    const Index steps = (Index{1} << bits) - 1, half = Index{1} << (bits - 1);
+    return scale * (static_cast<Scalar>((i * 7919 + salt * 104729) % steps) / static_cast<Scalar>(half) - 1.0);
   }
 };
+struct FlashCase {
+  FastHandler::Products products;
+  const char* name;
+  int bits;
+  double gap;
+};
+constexpr FlashCase kFlashCases[] = {{FastHandler::Products::Bf16, "bf16", 8, 4 * 0.00390625},
+                                     {FastHandler::Products::Tf32, "tf32", 11, kFlashAttentionGap}};
 
 // Section `section` (0 q, 1 k, 2 v) of a (rows, 3C) tensor.
 std::vector<Scalar> sectionOf(const std::vector<Scalar>& v, Index C, Index section) {
@@ -557,11 +683,14 @@ TEST(Fast, FlashAttentionMatchesItsReference) {
   auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
   const Index B = 2, NH = 3, C = NH * 64;
   ASSERT_TRUE(fast_kernels::flashFits(B, C, NH));
+  for (const FlashCase& k : kFlashCases) {
+  h.setProducts(k.products);
+  const double kFlashAttentionGap = k.gap;
   double worst = 0.0;
   for (Index T : {1, 5, 64, 65, 130, 257}) {
     for (Scalar sharpness : {1.0, 4.0}) {
-      SCOPED_TRACE(::testing::Message() << "T " << T << " sharpness " << sharpness);
-      const Tf32Values qkvValues{23, sharpness}, doutValues{24, 1.0};
+      SCOPED_TRACE(::testing::Message() << k.name << " T " << T << " sharpness " << sharpness);
+      const ExactValues qkvValues{23, sharpness, k.bits}, doutValues{24, 1.0, k.bits};
       auto qkv = ok(h.build(B * T * 3 * C, qkvValues)), dout = ok(h.build(B * T * C, doutValues));
       auto qkvExact = ok(exact.build(B * T * 3 * C, qkvValues)), doutExact = ok(exact.build(B * T * C, doutValues));
       const auto fused = ok(h.attentionForward(qkv, B, T, C, NH));
@@ -572,8 +701,8 @@ TEST(Fast, FlashAttentionMatchesItsReference) {
       const double outGap = relativeGap(read(fused.out), wantOut);
       EXPECT_LT(outGap, kFlashAttentionGap);
       worst = std::max(worst, outGap);
-      std::printf("[ measured ] T %lld sharpness %g out: flash %.3g, unfused %.3g\n", static_cast<long long>(T),
-                  sharpness, outGap, relativeGap(read(unfused.out), wantOut));
+      std::printf("[ measured ] %s T %lld sharpness %g out: flash %.3g, unfused %.3g\n", k.name,
+                  static_cast<long long>(T), sharpness, outGap, relativeGap(read(unfused.out), wantOut));
       const auto dqkv = read(ok(h.attentionBackward(dout, qkv, fused.att, B, T, C, NH)));
       const auto dqkvUnfused = read(ok(reference::attentionBackward(h, dout, qkv, unfused.att, B, T, C, NH)));
       const auto dqkvWant = osprey::testing::readAll(exact, ok(reference::attentionBackward(exact, doutExact, qkvExact,
@@ -597,20 +726,26 @@ TEST(Fast, FlashAttentionMatchesItsReference) {
       }
     }
   }
-  report("flash attention vs exact, out and each of dq, dk, dv", worst, kFlashAttentionGap);
+  report(fmt::format("flash attention vs exact, out and each of dq, dk, dv ({} tiles)", k.name).c_str(), worst,
+         kFlashAttentionGap);
+  }
 }
 
 TEST(Fast, TinyLogitsWithinTolerance) {
-  auto fast = makeFast();
   auto exact = osprey::testing::makeHandler<GpuCuda>();
-  const auto got = fullLogits(fast, tinyOn(fast), kPrompt);
   const auto want = fullLogits(exact, tinyOn(exact), kPrompt);
-  ASSERT_EQ(got.size(), want.size());
-  for (Scalar x : got) ASSERT_TRUE(std::isfinite(x));
-  const double gap = largestGap(got, want) / largestAbs(want);
-  report("tiny logits max|Δ| / max|logit|", gap, kLogitGap);
-  EXPECT_GT(gap, 0.0) << "fast gave the exact doubles: it is not the fast arithmetic";
-  EXPECT_LT(gap, kLogitGap);
+  for (const ProductsCase& c : kProductsCases) {
+    SCOPED_TRACE(c.name);
+    auto fast = makeFast();
+    fast.setProducts(c.products);
+    const auto got = fullLogits(fast, tinyOn(fast), kPrompt);
+    ASSERT_EQ(got.size(), want.size());
+    for (Scalar x : got) ASSERT_TRUE(std::isfinite(x));
+    const double gap = largestGap(got, want) / largestAbs(want);
+    report(fmt::format("tiny logits max|Δ| / max|logit| ({} products)", c.name).c_str(), gap, c.logitGap);
+    EXPECT_GT(gap, 0.0) << "fast gave the exact doubles: it is not the fast arithmetic";
+    EXPECT_LT(gap, c.logitGap);
+  }
 }
 
 // The logits of kPrompt's last token by a cached step: the prompt before it through prefill, then
@@ -624,16 +759,21 @@ std::vector<Scalar> cachedStepLogits(H& h, const ForwardWeights<H>& w) {
   return osprey::testing::readAll(h, next.logits);
 }
 
-// The cached step on fast stays as near the full pass as fast is to exact.
+// The cached step on fast stays as near the full pass as fast is to exact (its one-row products
+// read the float weights; the full pass's products are of either kind).
 TEST(Fast, CachedStepNearFullPass) {
-  auto h = makeFast();
-  const auto w = tinyOn(h);
-  const auto cached = cachedStepLogits(h, w);
-  const auto full = fullLogits(h, w, kPrompt);
-  const std::vector<Scalar> lastRow(full.end() - static_cast<std::ptrdiff_t>(cached.size()), full.end());
-  const double gap = largestGap(cached, lastRow) / largestAbs(lastRow);
-  report("tiny cached step vs full pass", gap, kLogitGap);
-  EXPECT_LT(gap, kLogitGap);
+  for (const ProductsCase& c : kProductsCases) {
+    SCOPED_TRACE(c.name);
+    auto h = makeFast();
+    h.setProducts(c.products);
+    const auto w = tinyOn(h);
+    const auto cached = cachedStepLogits(h, w);
+    const auto full = fullLogits(h, w, kPrompt);
+    const std::vector<Scalar> lastRow(full.end() - static_cast<std::ptrdiff_t>(cached.size()), full.end());
+    const double gap = largestGap(cached, lastRow) / largestAbs(lastRow);
+    report(fmt::format("tiny cached step vs full pass ({} products)", c.name).c_str(), gap, c.logitGap);
+    EXPECT_LT(gap, c.logitGap);
+  }
 }
 
 // Decoding with bf16 copies of the product weights (a continuation's default) stays within
@@ -814,24 +954,29 @@ std::pair<Scalar, std::vector<std::vector<Scalar>>> gradientsOf(H& h, const Host
   return {g.loss, osprey::testing::train::allValues(h, g.grads)};
 }
 
+// The loss and every gradient on fast, with each kind of product, against one exact step.
 void trainingStepWithinTolerance(const HostWeights& host, const data::Batch& batch, const char* label) {
-  auto fast = makeFast();
   auto exact = osprey::testing::makeHandler<GpuCuda>();
-  const auto [lossFast, gradsFast] = gradientsOf(fast, host, batch);
   const auto [lossExact, gradsExact] = gradientsOf(exact, host, batch);
-  const double lossGap = std::abs(lossFast - lossExact) / std::abs(lossExact);
-  std::printf("[ measured ] %s loss %.9g (exact %.9g)\n", label, lossFast, lossExact);
-  report("loss |Δ| / loss", lossGap, kLossGap);
-  EXPECT_LT(lossGap, kLossGap);
-  ASSERT_EQ(gradsFast.size(), gradsExact.size());
   const auto specs = parameterSpecs(host.config);
-  double worst = 0.0;
-  for (std::size_t t = 0; t < gradsExact.size(); ++t) {
-    const double gap = relativeNormGap(gradsFast[t], gradsExact[t]);
-    worst = std::max(worst, gap);
-    EXPECT_LT(gap, kGradientGap) << specs[t].name;
+  for (const ProductsCase& c : kProductsCases) {
+    SCOPED_TRACE(c.name);
+    auto fast = makeFast();
+    fast.setProducts(c.products);
+    const auto [lossFast, gradsFast] = gradientsOf(fast, host, batch);
+    const double lossGap = std::abs(lossFast - lossExact) / std::abs(lossExact);
+    std::printf("[ measured ] %s loss %.9g (exact %.9g), %s products\n", label, lossFast, lossExact, c.name);
+    report(fmt::format("loss |Δ| / loss ({} products)", c.name).c_str(), lossGap, kLossGap);
+    EXPECT_LT(lossGap, kLossGap);
+    ASSERT_EQ(gradsFast.size(), gradsExact.size());
+    double worst = 0.0;
+    for (std::size_t t = 0; t < gradsExact.size(); ++t) {
+      const double gap = relativeNormGap(gradsFast[t], gradsExact[t]);
+      worst = std::max(worst, gap);
+      EXPECT_LT(gap, kGradientGap) << specs[t].name;
+    }
+    report(fmt::format("gradient ‖Δg‖ / ‖g‖, worst tensor ({} products)", c.name).c_str(), worst, kGradientGap);
   }
-  report("gradient ‖Δg‖ / ‖g‖, worst tensor", worst, kGradientGap);
 }
 
 TEST(Fast, SmallTrainingStepWithinTolerance) {

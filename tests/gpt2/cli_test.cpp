@@ -166,6 +166,19 @@ TEST(Gpt2Cli, DecodeWeightsBelongToTheFastBackend) {
   EXPECT_NE(runTinyGenerate({"--decode-weights", "fp8"}).status, 0);
 }
 
+// The kind of product is the fast backend's to choose: another backend refuses --products, naming
+// it, and an unknown kind is refused by the parser.
+TEST(Gpt2Cli, ProductsBelongToTheFastBackend) {
+  auto r = runTinyGenerate({"--backend", "lists", "--products", "tf32"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("--products tf32 applies to the fast backend; the lists backend"), std::string::npos) << r.err;
+  auto gpu = runTinyGenerate({"--backend", "gpu", "--device", "host", "--products", "bf16"});
+  EXPECT_EQ(gpu.status, 1);
+  EXPECT_NE(gpu.err.find("--products bf16 applies to the fast backend; the gpu backend"), std::string::npos) << gpu.err;
+  EXPECT_NE(runTinyGenerate({"--products", "fp8"}).status, 0);
+}
+
 TEST(Gpt2Cli, AnyBytesArePrompts) {
   // Invalid UTF-8 and a NUL-free control byte: byte-level BPE encodes them; the text round-trips.
   const std::string prompt = "caf\xc3\xa9 \xff\xfe\x01 \xe2\x82";

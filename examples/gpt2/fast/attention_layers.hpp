@@ -1,6 +1,7 @@
 // The fast handler's attention. At head size 64 (GPT-2's), flash attention (fast/flash_attention.hpp):
 // the (T, T) scores are never stored, and att holds each softmax row's log-sum-exp and the output
-// instead of the probabilities. Other head sizes: per-head products read in place (strided, or
+// instead of the probabilities; its products read the handler's kind of operand (bf16 or TF32,
+// FastHandler::Products). Other head sizes (TF32 either way): per-head products read in place (strided, or
 // over an address table), around the fused float causal softmax of fast/causal_softmax.hpp.
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
@@ -10,6 +11,10 @@
 #endif
 
 namespace gpt2 {
+
+// The flash kernels' operand kind for the linear layers' element type.
+template <class E>
+using FlashTiles = std::conditional_t<std::is_same_v<E, float>, fast_kernels::Tf32Tiles, fast_kernels::Bf16Tiles>;
 
 namespace fast_detail {
 // How cuBLAS reads the (rows, cols) blocks of a strided source in place: one of the two strides
@@ -122,7 +127,10 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
     // row's log-sum-exp (B, NH, T) and then a copy of out (B, T, C).
     auto out = OSPREY_TRY(allocate(BTC));
     auto saved = OSPREY_TRY(allocate(R + BTC));
-    OSPREY_CHECK(fast_kernels::flashAttentionForward(stream(), qkv.data(), out.data(), saved.data(), B, T, C, NH));
+    OSPREY_CHECK(byProducts([&]<class E>(E) {
+      return fast_kernels::flashAttentionForward<FlashTiles<E>>(stream(), qkv.data(), out.data(), saved.data(), B, T,
+                                                                C, NH);
+    }));
     OSPREY_CUDA_CHECK(cudaMemcpyAsync(saved.data() + R, out.data(), static_cast<std::size_t>(BTC) * sizeof(float),
                                       cudaMemcpyDeviceToDevice, stream()),
                       "attention: keeping the output for the backward");
@@ -158,8 +166,10 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
                                        L, att.size(), R + BTC)};
     auto rowDot = OSPREY_TRY(allocate(R));
     auto dqkv = OSPREY_TRY(allocate(n3));
-    OSPREY_CHECK(fast_kernels::flashAttentionBackward(stream(), dout.data(), qkv.data(), att.data() + R, att.data(),
-                                                      rowDot.data(), dqkv.data(), B, T, C, NH));
+    OSPREY_CHECK(byProducts([&]<class E>(E) {
+      return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream(), dout.data(), qkv.data(), att.data() + R,
+                                                                 att.data(), rowDot.data(), dqkv.data(), B, T, C, NH);
+    }));
     return dqkv;
   }
   OSPREY_CHECK(checkLength(*this, att, OSPREY_TRY(checkedProduct(L, {R, T})), L, "att"));

@@ -228,14 +228,6 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
   if constexpr (requires { then.finishBlock(); }) then.finishBlock();  // ArgmaxThen
 }
 
-// bf16 copies of float weights, rounded to nearest (even): what a continuation's one-row products
-// read (FastHandler::HalfWeights).
-__global__ void roundToBf16(__nv_bfloat16* out, const float* in, osprey::Index n) {
-  for (osprey::Index i = static_cast<osprey::Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<osprey::Index>(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16_rn(in[i]);
-}
-
 // One query (qkvRow's q, NH heads of hs) against Tc cached keys and values (Tc, C): a block per
 // head. pre[t2] = q·k[t2] / sqrt(hs); att = softmax(pre); out[hh·hs + d] = Σ att[t2]·v[t2][hh·hs + d].
 // A recorded decoding step (fast/decode_graph.hpp) reads the position from the device instead

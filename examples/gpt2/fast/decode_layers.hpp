@@ -22,7 +22,10 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::linear(const Buffer& x, 
                                                                osprey::Index N, osprey::Index IC, osprey::Index OC) {
   OSPREY_CHECK(checkLinear(x, wT, bias, N, IC, OC));
   if (N == 1) return oneRow(x, wT, bias.data(), IC, OC, fast_kernels::Biased{});
-  return linearProduct({x.data()}, {wT.data(), true}, bias, N, IC, OC);
+  return byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
+    const auto xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(wT));
+    return linearProduct<E>({xs.data}, {ws.data, true}, bias, N, IC, OC);
+  });
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::linearGelu(const Buffer& in, const Buffer& wT,

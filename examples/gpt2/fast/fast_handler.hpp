@@ -160,6 +160,20 @@ class FastHandler : public osprey::Fast {
                                                                   osprey::Index C, osprey::Index NH);
   void setDecodeGraphs(bool on) { m_decodeGraphs = on; }
 
+  // What the linear layers' products of more than one row read (forward, backward, the lm head;
+  // fast/bf16_twins.hpp): bf16 copies of their float operands, made where a product first reads a
+  // buffer and kept while it lives (the default: the tensor cores' bf16 rate, float sums), or the
+  // floats themselves on the TF32 tensor cores. Flash attention's tiles (head size 64) follow the
+  // same choice; the unfused attention of other head sizes stays TF32 and the bias gradients' sums
+  // float.
+  enum class Products { Bf16, Tf32 };
+  void setProducts(Products products) { m_products = products; }
+  Products products() const { return m_products; }
+  std::string device() const {
+    return fmt::format("fast {} (float storage, {} tensor-core products)", m_device->name(),
+                       m_products == Products::Bf16 ? "bf16" : "TF32");
+  }
+
   // What a continuation's one-row products read (fast/half_weights.hpp): bf16 copies of the
   // product weights, made when it starts (the default: half the bytes a token, the bound of
   // decoding), or the float weights themselves. Prefill and training always read the floats.
@@ -174,8 +188,46 @@ class FastHandler : public osprey::Fast {
  private:
   // out (N, OC) = x · op(w) + bias: the bias in cuBLASLt's epilogue, or (where it has no algorithm)
   // written first and the product added onto it.
-  osprey::Result<Buffer> linearProduct(osprey::Operand x, osprey::Operand w, const Buffer& bias, osprey::Index N,
-                                       osprey::Index IC, osprey::Index OC);
+  template <class E>
+  osprey::Result<Buffer> linearProduct(osprey::OperandOf<E> x, osprey::OperandOf<E> w, const Buffer& bias,
+                                       osprey::Index N, osprey::Index IC, osprey::Index OC);
+  // body(E{}) with E the element type the linear layers' products read (m_products): bf16 or float.
+  template <class Body>
+  auto byProducts(Body body) {
+    return m_products == Products::Bf16 ? body(__nv_bfloat16{}) : body(float{});
+  }
+  // A buffer as a product's operand of element type E, its elements followed by zeros up to
+  // `length` (0: no zeros): for bf16 its twin; for float the buffer itself, or a padded copy that
+  // `copy` holds for as long as the product may read it.
+  template <class E>
+  struct Held {
+    const E* data;
+    Buffer copy;
+  };
+  template <class E>
+  osprey::Result<Held<E>> operandOf(const Buffer& b, osprey::Index length = 0);
+  // The bf16 twin of b followed by zeros up to length: made (rounded to nearest even, on the
+  // stream) the first time it is asked for, then kept until b's memory is released. Buffers are
+  // never written after they are handed out, so a twin stays equal to its floats; a twin is b's
+  // own (the same memory block, not a later one at the same address).
+  struct Twin {
+    std::weak_ptr<float> source;
+    const float* data;
+    osprey::Index n, length;
+    osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> copy;
+  };
+  osprey::Result<const __nv_bfloat16*> twinOf(const Buffer& b, osprey::Index length);
+  // n bf16 elements, uninitialised; and b's twin, written by the kernel that wrote b (each element
+  // b's rounded to nearest even, then zeros to copy's length), kept as twinOf's would be.
+  // A kernel whose output feeds a linear layer writes the twin beside it: twinRoom(out) is room
+  // for out's twin with bf16 products (nothing with TF32), and adoptTwin keeps it as out's.
+  using TwinRoom = std::optional<osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>>;
+  osprey::Result<TwinRoom> twinRoom(const Buffer& out);
+  void adoptTwin(const Buffer& b, osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> copy);
+  // Releases the twins whose buffers are gone (twinOf, and each layer that allocates much).
+  void forgetDeadTwins();
+  std::vector<Twin> m_twins;
+  Products m_products = Products::Bf16;
   // y (OC) = then(o, x · wTᵀ[o] + bias[o]) for one row x (IC), by linearRow; bias may be null.
   // The caller has checked the shapes. Reads wT's bf16 copy where one is held (halfOf).
   template <class Then, class Row = fast_kernels::RowAsIs>
@@ -214,6 +266,10 @@ class FastHandler : public osprey::Fast {
     int V = 0, Vp = 0;
     Buffer ids;
   };
+  // How many floats headLoss's probabilities take: N·Vp, or half of that as bf16 pairs.
+  static osprey::Index probsLength(bool halves, osprey::Index N, osprey::Index Vp) {
+    return halves ? (N * Vp + 1) / 2 : N * Vp;
+  }
   osprey::Result<HeadLossShape> checkHeadLoss(const char* layer, const Buffer& z, const Buffer& wte,
                                               const Buffer& targets, osprey::Index N, osprey::Index C,
                                               osprey::Index V);
@@ -234,11 +290,12 @@ class FastHandler : public osprey::Fast {
   // gradient in that layout, dwt the first OC rows of a (Vp, IC) product.
   osprey::Result<Buffer> paddedTransposedProduct(const Buffer& x, const Buffer& wt, osprey::Index N, osprey::Index IC,
                                                  osprey::Index OC);
+  // `halves`: doutWide's values already as bf16 (headLoss's probabilities), read by bf16 products
+  // in place of doutWide.
   osprey::Result<MatmulTransposedGrads<FastHandler>> paddedTransposedGrads(const Buffer& doutWide, const Buffer& x,
                                                                            const Buffer& wt, osprey::Index N,
-                                                                           osprey::Index IC, osprey::Index OC);
-  // w (rows, cols) followed by zero rows up to fast_detail::paddedWidth(rows).
-  osprey::Result<Buffer> paddedRows(const Buffer& w, osprey::Index rows, osprey::Index cols);
+                                                                           osprey::Index IC, osprey::Index OC,
+                                                                           const __nv_bfloat16* halves = nullptr);
   // table (N, V) and targets (N) as a cross-entropy layer reads them, every target an index in
   // [0, V) (a bad one is the reference's "index out of range" fault); V as the kernels take it.
   osprey::Result<int> checkCrossEntropy(const char* layer, const Buffer& table, const char* name,
@@ -300,7 +357,9 @@ inline osprey::Result<int> intWidth(const char* layer, osprey::Index width) {
 }
 // Whether an (N, width) operand is worth re-laying with rows padded to 16 bytes for cuBLAS.
 inline bool padsRows(osprey::Index N, osprey::Index width) { return width % 4 != 0 && N >= 64 && width >= 1024; }
-inline osprey::Index paddedWidth(osprey::Index width) { return (width + 3) / 4 * 4; }
+// Padded to a multiple of 64: rows 16-byte aligned for float and bf16 operands alike (bf16 at a
+// multiple of 4 left cuBLAS on its 2-element-aligned kernels, 2.5× slower), and whole tiles.
+inline osprey::Index paddedWidth(osprey::Index width) { return (width + 63) / 64 * 64; }
 // b must hold rows × cols elements, checked as the reference layers check their operands.
 inline osprey::Result<void> checkShape(FastHandler& h, const FastHandler::Buffer& b, osprey::Index rows,
                                        osprey::Index cols, const char* layer, const char* tensor) {
@@ -327,6 +386,7 @@ struct One {
 #include "gpt2/fast/encoder_layers.hpp"
 #include "gpt2/fast/head_loss_layers.hpp"
 #include "gpt2/fast/decode_layers.hpp"
+#include "gpt2/fast/bf16_twins.hpp"
 #include "gpt2/fast/half_weights.hpp"
 #include "gpt2/fast/decode_graph.hpp"
 #undef OSPREY_GPT2_FAST_HANDLER_PARTS

@@ -13,19 +13,21 @@
 // Two kernels instead of one with atomic dq updates, so every sum has one fixed order and a step
 // gives the same bits each time it runs.
 //
-// The definitions are attention.hpp's reference; only the arithmetic differs: TF32 products (the
-// attention products are TF32 on this handler anyway), float softmax with exp2, a different
+// The definitions are attention.hpp's reference; only the arithmetic differs: tensor-core products
+// on TF32 or bf16 operands (the handler's kind of product), float softmax with exp2, a different
 // grouping of the sums (docs/FAST.md bounds the gap).
 //
-// Products use mma.sync m16n8k8 with TF32 operands: a warp owns 16 rows of its block's 64-row
+// Products use mma.sync, m16n8k8 on TF32 operands (Tf32Tiles) or m16n8k16 on bf16 (Bf16Tiles,
+// half the shared-memory bytes and twice the rate): a warp owns 16 rows of its block's 64-row
 // tile; the other operand's tile is in shared memory, laid out so that every fragment read of a
-// warp hits 32 different banks (at() below).
+// warp hits 32 different banks (each kind's at()). The kernels are written once over the kind.
 #pragma once
 
 #if !defined(__CUDACC__)
 #error "gpt2/fast/flash_attention.hpp is compiled by nvcc only"
 #endif
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -44,68 +46,146 @@ namespace {  // internal linkage: every unit launches its own copy (osprey/gpu/c
 constexpr int kFlashTile = 64;                 // rows of a block's tile, and of each tile it visits
 constexpr int kFlashWarps = kFlashTile / 16;   // a warp owns 16 rows
 constexpr int kFlashThreads = kFlashWarps * 32;
-constexpr int kTileFloats = kFlashTile * kFlashHead;
+constexpr int kTileElements = kFlashTile * kFlashHead;
 
-// Where element (r, col) of a 64-wide shared tile lives. Each row's 4-float chunks are permuted
-// (an XOR on bits 2–4 of col, by r mod 8) so that a warp's fragment reads hit 32 different banks
-// whether they take 8 rows × 4 columns (A fragments, and B read as the transpose of a tile) or
-// 4 rows × 8 columns (B read as the tile itself); chunks stay whole, so 16-byte stores still fit.
-__device__ __forceinline__ int at(int r, int col) { return r * kFlashHead + (col ^ (((r & 3) << 3) | (r & 4))); }
+// TF32 operands: tiles of floats, each TF32-rounded (to nearest, ties away) as it is stored.
+struct Tf32Tiles {
+  using Element = float;
+  static constexpr int kSteps = 8;  // k-steps of 8 over the 64 columns
+  struct Fragment {
+    std::uint32_t r[4];
+  };
+  // Where element (r, col) of a 64-wide shared tile lives. Each row's 4-float chunks are permuted
+  // (an XOR on bits 2–4 of col, by r mod 8) so that a warp's fragment reads hit 32 different banks
+  // whether they take 8 rows × 4 columns (A fragments, and B read as the transpose of a tile) or
+  // 4 rows × 8 columns (B read as the tile itself); chunks stay whole, so 16-byte stores still fit.
+  static __device__ __forceinline__ int at(int r, int col) {
+    return r * kFlashHead + (col ^ (((r & 3) << 3) | (r & 4)));
+  }
+  static __device__ __forceinline__ std::uint32_t bits(float x) {
+    std::uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+  }
+  static __device__ __forceinline__ std::uint32_t word(const float* tile, int r, int col) {
+    return __float_as_uint(tile[at(r, col)]);
+  }
+  // Fragments (PTX ISA, mma.m16n8k8 .tf32), with g = lane / 4 and c = lane % 4:
+  //   a = A[g][c], A[g+8][c], A[g][c+4], A[g+8][c+4];  b = B[c][g], B[c+4][g];
+  //   d = D[g][2c], D[g][2c+1], D[g+8][2c], D[g+8][2c+1].
+  static __device__ __forceinline__ void loadA(Fragment& a, const float* rows, int ks, int g, int c) {
+    a.r[0] = word(rows, g, ks * 8 + c);
+    a.r[1] = word(rows, g + 8, ks * 8 + c);
+    a.r[2] = word(rows, g, ks * 8 + c + 4);
+    a.r[3] = word(rows, g + 8, ks * 8 + c + 4);
+  }
+  // B[k][n] = tile[n][k], and B[k][n] = tile[k][n].
+  static __device__ __forceinline__ uint2 bByRows(const float* tile, int n, int ks, int c) {
+    return {word(tile, n, ks * 8 + c), word(tile, n, ks * 8 + c + 4)};
+  }
+  static __device__ __forceinline__ uint2 bByColumns(const float* tile, int n, int ks, int c) {
+    return {word(tile, ks * 8 + c, n), word(tile, ks * 8 + c + 4, n)};
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const Fragment& a, uint2 b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.x), "r"(b.y));
+  }
+  // Elements (r, col) and (r, col + 1), col even; and (r, col .. col + 3), col a multiple of 4.
+  static __device__ __forceinline__ void storePair(float* tile, int r, int col, float x, float y) {
+    *reinterpret_cast<float2*>(tile + at(r, col)) = make_float2(__uint_as_float(bits(x)), __uint_as_float(bits(y)));
+  }
+  static __device__ __forceinline__ void storeFour(float* tile, int r, int col, float4 v) {
+    *reinterpret_cast<float4*>(tile + at(r, col)) = make_float4(__uint_as_float(bits(v.x)), __uint_as_float(bits(v.y)),
+                                                                __uint_as_float(bits(v.z)), __uint_as_float(bits(v.w)));
+  }
+};
 
-// TF32 rounding of a float (to nearest, ties away), kept as a float whose low 13 bits are 0.
-__device__ __forceinline__ float tf32(float x) {
-  std::uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return __uint_as_float(r);
-}
-
-// d += a·b for one 16×8 block, k = 8. Fragments (PTX ISA, mma.m16n8k8 .tf32), with g = lane / 4
-// and c = lane % 4:  a = A[g][c], A[g+8][c], A[g][c+4], A[g+8][c+4];  b = B[c][g], B[c+4][g];
-//                    d = D[g][2c], D[g][2c+1], D[g+8][2c], D[g+8][2c+1].
-__device__ __forceinline__ void mma(float (&d)[4], const float (&a)[4], float b0, float b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
-        "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
-}
-
-// The A fragment of k-step ks from rows [0, 16) of a row-major shared tile (A[r][k] = rows[r][k]).
-__device__ __forceinline__ void loadA(float (&a)[4], const float* rows, int ks, int g, int c) {
-  a[0] = rows[at(g, ks * 8 + c)];
-  a[1] = rows[at(g + 8, ks * 8 + c)];
-  a[2] = rows[at(g, ks * 8 + c + 4)];
-  a[3] = rows[at(g + 8, ks * 8 + c + 4)];
-}
+// bf16 operands: tiles of bf16, each rounded to nearest even as it is stored.
+struct Bf16Tiles {
+  using Element = __nv_bfloat16;
+  static constexpr int kSteps = 4;  // k-steps of 16 over the 64 columns
+  struct Fragment {
+    std::uint32_t r[4];
+  };
+  // A row is 8 chunks of 8 elements (16 bytes); chunk j of row r is stored at j XOR (r mod 8). A
+  // warp's fragment reads take 8 rows at one column pair (A, and B read as the transpose of a
+  // tile) or 8 rows at 8 consecutive columns (B read as the tile itself): 8 different chunks
+  // either way, so 32 different banks.
+  static __device__ __forceinline__ int at(int r, int col) {
+    return r * kFlashHead + ((((col >> 3) ^ r) & 7) << 3) + (col & 7);
+  }
+  static __device__ __forceinline__ std::uint32_t pair(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+    return static_cast<std::uint32_t>(__bfloat16_as_ushort(lo)) |
+           (static_cast<std::uint32_t>(__bfloat16_as_ushort(hi)) << 16);
+  }
+  static __device__ __forceinline__ std::uint32_t word(const __nv_bfloat16* tile, int r, int col) {  // col even
+    return *reinterpret_cast<const std::uint32_t*>(tile + at(r, col));
+  }
+  // Fragments (PTX ISA, mma.m16n8k16 .bf16), each register two elements, the lower column (or
+  // row, for b) in the low half; g = lane / 4 and c = lane % 4:
+  //   a = A[g][2c..], A[g+8][2c..], A[g][2c+8..], A[g+8][2c+8..];  b = B[2c..][g], B[2c+8..][g];
+  //   d as for TF32.
+  static __device__ __forceinline__ void loadA(Fragment& a, const __nv_bfloat16* rows, int ks, int g, int c) {
+    const int k = ks * 16 + 2 * c;
+    a.r[0] = word(rows, g, k);
+    a.r[1] = word(rows, g + 8, k);
+    a.r[2] = word(rows, g, k + 8);
+    a.r[3] = word(rows, g + 8, k + 8);
+  }
+  static __device__ __forceinline__ uint2 bByRows(const __nv_bfloat16* tile, int n, int ks, int c) {
+    const int k = ks * 16 + 2 * c;
+    return {word(tile, n, k), word(tile, n, k + 8)};
+  }
+  static __device__ __forceinline__ uint2 bByColumns(const __nv_bfloat16* tile, int n, int ks, int c) {
+    const int k = ks * 16 + 2 * c;
+    return {pair(tile[at(k, n)], tile[at(k + 1, n)]), pair(tile[at(k + 8, n)], tile[at(k + 9, n)])};
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const Fragment& a, uint2 b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.x), "r"(b.y));
+  }
+  static __device__ __forceinline__ void storePair(__nv_bfloat16* tile, int r, int col, float x, float y) {
+    *reinterpret_cast<__nv_bfloat162*>(tile + at(r, col)) = __floats2bfloat162_rn(x, y);
+  }
+  static __device__ __forceinline__ void storeFour(__nv_bfloat16* tile, int r, int col, float4 v) {
+    __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(tile + at(r, col));
+    p[0] = __floats2bfloat162_rn(v.x, v.y);
+    p[1] = __floats2bfloat162_rn(v.z, v.w);
+  }
+};
 
 // acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · B, where B is a shared tile:
 //   ByRows      B[k][n] = tile[n][k], the tile read by rows  (q·kᵀ, dout·vᵀ, k·qᵀ, v·doutᵀ)
 //   ByColumns   B[k][n] = tile[k][n]                          (p·v, ds·k, pᵀ·dout, dsᵀ·q)
 enum class TileRead { ByRows, ByColumns };
-template <TileRead read>
-__device__ __forceinline__ void product(float (&acc)[8][4], const float* rows, const float* tile, int g, int c) {
+template <class K, TileRead read>
+__device__ __forceinline__ void product(float (&acc)[8][4], const typename K::Element* rows,
+                                        const typename K::Element* tile, int g, int c) {
 #pragma unroll
-  for (int ks = 0; ks < 8; ++ks) {
-    float a[4];
-    loadA(a, rows, ks, g, c);
+  for (int ks = 0; ks < K::kSteps; ++ks) {
+    typename K::Fragment a;
+    K::loadA(a, rows, ks, g, c);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      const int n = nt * 8 + g, k = ks * 8 + c;
-      if constexpr (read == TileRead::ByRows)
-        mma(acc[nt], a, tile[at(n, k)], tile[at(n, k + 4)]);
-      else
-        mma(acc[nt], a, tile[at(k, n)], tile[at(k + 4, n)]);
+      const int n = nt * 8 + g;
+      K::mma(acc[nt], a, read == TileRead::ByRows ? K::bByRows(tile, n, ks, c) : K::bByColumns(tile, n, ks, c));
     }
   }
 }
 
-// A warp's 16 × 64 accumulator, TF32-rounded, into its 16 shared rows (the next product's A).
-__device__ __forceinline__ void storeRows(float* rows, const float (&acc)[8][4], int g, int c) {
+// A warp's 16 × 64 accumulator, rounded to the kind, into its 16 shared rows (the next product's A).
+template <class K>
+__device__ __forceinline__ void storeRows(typename K::Element* rows, const float (&acc)[8][4], int g, int c) {
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
-    *reinterpret_cast<float2*>(rows + at(g, nt * 8 + 2 * c)) = make_float2(tf32(acc[nt][0]), tf32(acc[nt][1]));
-    *reinterpret_cast<float2*>(rows + at(g + 8, nt * 8 + 2 * c)) = make_float2(tf32(acc[nt][2]), tf32(acc[nt][3]));
+    K::storePair(rows, g, nt * 8 + 2 * c, acc[nt][0], acc[nt][1]);
+    K::storePair(rows, g + 8, nt * 8 + 2 * c, acc[nt][2], acc[nt][3]);
   }
 }
 
@@ -126,13 +206,14 @@ __device__ __forceinline__ void storeOutputRows(float* base, std::size_t ld, con
 }
 
 // Rows [row0, row0 + 64) of a head's 64 columns (`src` is the head's first column of row 0; rows
-// `ld` floats apart) into a shared tile, TF32-rounded; rows at or past T are zeros.
-__device__ __forceinline__ void loadTile(float* tile, const float* src, std::size_t ld, int row0, int T) {
+// `ld` floats apart) into a shared tile, rounded to the kind; rows at or past T are zeros.
+template <class K>
+__device__ __forceinline__ void loadTile(typename K::Element* tile, const float* src, std::size_t ld, int row0, int T) {
   for (int i = static_cast<int>(threadIdx.x); i < kFlashTile * (kFlashHead / 4); i += kFlashThreads) {
     const int r = i / (kFlashHead / 4), q = i % (kFlashHead / 4);
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row0 + r < T) v = *reinterpret_cast<const float4*>(src + static_cast<std::size_t>(row0 + r) * ld + 4 * q);
-    *reinterpret_cast<float4*>(tile + at(r, 4 * q)) = make_float4(tf32(v.x), tf32(v.y), tf32(v.z), tf32(v.w));
+    K::storeFour(tile, r, 4 * q, v);
   }
 }
 
@@ -162,38 +243,38 @@ __device__ __forceinline__ HeadPlace headPlace(int T, int C, int NH) {
 
 // out (B, T, C) and lse (B, NH, T), the log-sum-exp of each softmax row in base 2 (of s·log2 e).
 // Grid (query tiles, B·NH), the longest tiles first.
+template <class K>
 __global__ void __launch_bounds__(kFlashThreads, 4)
     flashForward(const float* qkv, float* out, float* lse, int T, int C, int NH, float scaleLog2) {
-  extern __shared__ float shared[];
-  float* sQ = shared;  // then each warp's p rows
-  float* sK = sQ + kTileFloats;
-  float* sV = sK + kTileFloats;
+  using E = typename K::Element;
+  extern __shared__ __align__(16) unsigned char shared[];
+  E* sQ = reinterpret_cast<E*>(shared);  // then each warp's p rows
+  E* sK = sQ + kTileElements;
+  E* sV = sK + kTileElements;
   const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const HeadPlace head = headPlace(T, C, NH);
   const float* q = qkv + head.wide;
-  float* rows = sQ + warp * 16 * kFlashHead;  // the warp's q rows, then its p rows
-  loadTile(sQ, q, head.ld, q0, T);
+  E* rows = sQ + warp * 16 * kFlashHead;  // the warp's q rows, then its p rows
+  loadTile<K>(sQ, q, head.ld, q0, T);
   __syncthreads();
-  float qa[8][4];
+  typename K::Fragment qa[K::kSteps];
 #pragma unroll
-  for (int ks = 0; ks < 8; ++ks) loadA(qa[ks], rows, ks, g, c);
+  for (int ks = 0; ks < K::kSteps; ++ks) K::loadA(qa[ks], rows, ks, g, c);
   __syncwarp();
   const int rowA = q0 + warp * 16 + g, rowB = rowA + 8;
   float o[8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   for (int kt = 0; kt <= tile; ++kt) {
     __syncthreads();  // every warp is done with the previous k and v
-    loadTile(sK, q + C, head.ld, kt * kFlashTile, T);
-    loadTile(sV, q + 2 * C, head.ld, kt * kFlashTile, T);
+    loadTile<K>(sK, q + C, head.ld, kt * kFlashTile, T);
+    loadTile<K>(sV, q + 2 * C, head.ld, kt * kFlashTile, T);
     __syncthreads();
     float s[8][4] = {};
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks)
+    for (int ks = 0; ks < K::kSteps; ++ks)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        mma(s[nt], qa[ks], sK[at(nt * 8 + g, ks * 8 + c)], sK[at(nt * 8 + g, ks * 8 + c + 4)]);
-      }
+      for (int nt = 0; nt < 8; ++nt) K::mma(s[nt], qa[ks], K::bByRows(sK, nt * 8 + g, ks, c));
     float top[2] = {m[0], m[1]};
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
@@ -221,9 +302,9 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
       }
     m[0] = top[0];
     m[1] = top[1];
-    storeRows(rows, s, g, c);
+    storeRows<K>(rows, s, g, c);
     __syncwarp();
-    product<TileRead::ByColumns>(o, rows, sV, g, c);
+    product<K, TileRead::ByColumns>(o, rows, sV, g, c);
     __syncwarp();
   }
   l[0] = quadSum(l[0]);
@@ -264,40 +345,42 @@ __device__ __forceinline__ void loadRowStats(float* sLse, float* sDot, const flo
 // dk and dv into sections 1 and 2 of dqkv (B, T, 3C). Grid (key tiles, B·NH); block j visits the
 // query tiles j, j + 1, ...; its warps own 16 keys each, so they compute the transposed products
 // (sᵀ = k·qᵀ, dpᵀ = v·doutᵀ) and their own rows of dk and dv.
+template <class K>
 __global__ void __launch_bounds__(kFlashThreads)
     flashBackwardKeys(const float* qkv, const float* dout, const float* lse, const float* rowDot, float* dqkv, int T,
                       int C, int NH, float scaleLog2, float scale) {
-  extern __shared__ float shared[];
-  float* sK = shared;
-  float* sV = sK + kTileFloats;
-  float* sQ = sV + kTileFloats;
-  float* sO = sQ + kTileFloats;  // dout
-  float* sP = sO + kTileFloats;  // each warp's pᵀ, then dsᵀ
-  float* sLse = sP + kTileFloats;
+  using E = typename K::Element;
+  extern __shared__ __align__(16) unsigned char shared[];
+  float* sLse = reinterpret_cast<float*>(shared);
   float* sDot = sLse + kFlashTile;
+  E* sK = reinterpret_cast<E*>(sDot + kFlashTile);
+  E* sV = sK + kTileElements;
+  E* sQ = sV + kTileElements;
+  E* sO = sQ + kTileElements;  // dout
+  E* sP = sO + kTileElements;  // each warp's pᵀ, then dsᵀ
   const int tile = static_cast<int>(blockIdx.x), k0 = tile * kFlashTile, tiles = static_cast<int>(gridDim.x);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const HeadPlace head = headPlace(T, C, NH);
   const float* q = qkv + head.wide;
   const float* doutHead = dout + head.row;
-  loadTile(sK, q + C, head.ld, k0, T);
-  loadTile(sV, q + 2 * C, head.ld, k0, T);
-  const float* kRows = sK + warp * 16 * kFlashHead;
-  const float* vRows = sV + warp * 16 * kFlashHead;
-  float* pRows = sP + warp * 16 * kFlashHead;
+  loadTile<K>(sK, q + C, head.ld, k0, T);
+  loadTile<K>(sV, q + 2 * C, head.ld, k0, T);
+  const E* kRows = sK + warp * 16 * kFlashHead;
+  const E* vRows = sV + warp * 16 * kFlashHead;
+  E* pRows = sP + warp * 16 * kFlashHead;
   const int keyA = k0 + warp * 16 + g, keyB = keyA + 8;
   float dk[8][4] = {}, dv[8][4] = {};
   for (int qt = tile; qt < tiles; ++qt) {
     const int q0 = qt * kFlashTile;
     __syncthreads();
-    loadTile(sQ, q, head.ld, q0, T);
-    loadTile(sO, doutHead, static_cast<std::size_t>(C), q0, T);
+    loadTile<K>(sQ, q, head.ld, q0, T);
+    loadTile<K>(sO, doutHead, static_cast<std::size_t>(C), q0, T);
     loadRowStats(sLse, sDot, lse + head.stats, rowDot + head.stats, q0, T);
     __syncthreads();
     // pᵀ[key][query] = exp2(s·log2 e - lse[query]); 0 where the query comes before the key.
     float p[8][4] = {};
-    product<TileRead::ByRows>(p, kRows, sQ, g, c);
+    product<K, TileRead::ByRows>(p, kRows, sQ, g, c);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -306,19 +389,19 @@ __global__ void __launch_bounds__(kFlashThreads)
         const float v = exp2f(p[nt][e] * scaleLog2 - sLse[qi]);
         p[nt][e] = q0 + qi < (e < 2 ? keyA : keyB) ? 0.0f : v;
       }
-    storeRows(pRows, p, g, c);
+    storeRows<K>(pRows, p, g, c);
     __syncwarp();
-    product<TileRead::ByColumns>(dv, pRows, sO, g, c);  // dv += pᵀ·dout
+    product<K, TileRead::ByColumns>(dv, pRows, sO, g, c);  // dv += pᵀ·dout
     float dp[8][4] = {};
-    product<TileRead::ByRows>(dp, vRows, sO, g, c);  // dpᵀ = v·doutᵀ
+    product<K, TileRead::ByRows>(dp, vRows, sO, g, c);  // dpᵀ = v·doutᵀ
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - sDot[nt * 8 + 2 * c + (e & 1)]);
     __syncwarp();  // every lane has read pᵀ
-    storeRows(pRows, dp, g, c);
+    storeRows<K>(pRows, dp, g, c);
     __syncwarp();
-    product<TileRead::ByColumns>(dk, pRows, sQ, g, c);  // dk += dsᵀ·q
+    product<K, TileRead::ByColumns>(dk, pRows, sQ, g, c);  // dk += dsᵀ·q
     __syncwarp();
   }
   storeOutputRows(dqkv + head.wide + C, head.ld, dk, keyA, T, {scale, scale}, c);
@@ -327,37 +410,39 @@ __global__ void __launch_bounds__(kFlashThreads)
 
 // dq into section 0 of dqkv. Grid (query tiles, B·NH), the longest first; block i visits the key
 // tiles 0 .. i.
+template <class K>
 __global__ void __launch_bounds__(kFlashThreads, 3)
     flashBackwardQueries(const float* qkv, const float* dout, const float* lse, const float* rowDot, float* dqkv,
                          int T, int C, int NH, float scaleLog2, float scale) {
-  extern __shared__ float shared[];
-  float* sQ = shared;
-  float* sO = sQ + kTileFloats;  // dout
-  float* sK = sO + kTileFloats;
-  float* sV = sK + kTileFloats;
-  float* sP = sV + kTileFloats;  // each warp's ds
+  using E = typename K::Element;
+  extern __shared__ __align__(16) unsigned char shared[];
+  E* sQ = reinterpret_cast<E*>(shared);
+  E* sO = sQ + kTileElements;  // dout
+  E* sK = sO + kTileElements;
+  E* sV = sK + kTileElements;
+  E* sP = sV + kTileElements;  // each warp's ds
   const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const HeadPlace head = headPlace(T, C, NH);
   const float* q = qkv + head.wide;
-  loadTile(sQ, q, head.ld, q0, T);
-  loadTile(sO, dout + head.row, static_cast<std::size_t>(C), q0, T);
-  const float* qRows = sQ + warp * 16 * kFlashHead;
-  const float* oRows = sO + warp * 16 * kFlashHead;
-  float* dsRows = sP + warp * 16 * kFlashHead;
+  loadTile<K>(sQ, q, head.ld, q0, T);
+  loadTile<K>(sO, dout + head.row, static_cast<std::size_t>(C), q0, T);
+  const E* qRows = sQ + warp * 16 * kFlashHead;
+  const E* oRows = sO + warp * 16 * kFlashHead;
+  E* dsRows = sP + warp * 16 * kFlashHead;
   const int rowA = q0 + warp * 16 + g, rowB = rowA + 8;
   const float rowLse[2] = {rowA < T ? lse[head.stats + rowA] : INFINITY, rowB < T ? lse[head.stats + rowB] : INFINITY};
   const float rowD[2] = {rowA < T ? rowDot[head.stats + rowA] : 0.0f, rowB < T ? rowDot[head.stats + rowB] : 0.0f};
   float dq[8][4] = {};
   for (int kt = 0; kt <= tile; ++kt) {
     __syncthreads();
-    loadTile(sK, q + C, head.ld, kt * kFlashTile, T);
-    loadTile(sV, q + 2 * C, head.ld, kt * kFlashTile, T);
+    loadTile<K>(sK, q + C, head.ld, kt * kFlashTile, T);
+    loadTile<K>(sV, q + 2 * C, head.ld, kt * kFlashTile, T);
     __syncthreads();
     float p[8][4] = {}, dp[8][4] = {};
-    product<TileRead::ByRows>(p, qRows, sK, g, c);   // s = q·kᵀ
-    product<TileRead::ByRows>(dp, oRows, sV, g, c);  // dp = dout·vᵀ
+    product<K, TileRead::ByRows>(p, qRows, sK, g, c);   // s = q·kᵀ
+    product<K, TileRead::ByRows>(dp, oRows, sV, g, c);  // dp = dout·vᵀ
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -366,17 +451,20 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
         const float pr = exp2f(p[nt][e] * scaleLog2 - rowLse[half]);
         dp[nt][e] = key > (half == 0 ? rowA : rowB) ? 0.0f : pr * (dp[nt][e] - rowD[half]);
       }
-    storeRows(dsRows, dp, g, c);
+    storeRows<K>(dsRows, dp, g, c);
     __syncwarp();
-    product<TileRead::ByColumns>(dq, dsRows, sK, g, c);  // dq += ds·k
+    product<K, TileRead::ByColumns>(dq, dsRows, sK, g, c);  // dq += ds·k
     __syncwarp();
   }
   storeOutputRows(dqkv + head.wide, head.ld, dq, rowA, T, {scale, scale}, c);
 }
 
-constexpr std::size_t kFlashForwardShared = 3 * kTileFloats * sizeof(float);
-constexpr std::size_t kFlashKeysShared = (5 * kTileFloats + 2 * kFlashTile) * sizeof(float);
-constexpr std::size_t kFlashQueriesShared = 5 * kTileFloats * sizeof(float);
+template <class K>
+constexpr std::size_t kFlashForwardShared = 3 * kTileElements * sizeof(typename K::Element);
+template <class K>
+constexpr std::size_t kFlashKeysShared = 5 * kTileElements * sizeof(typename K::Element) + 2 * kFlashTile * sizeof(float);
+template <class K>
+constexpr std::size_t kFlashQueriesShared = 5 * kTileElements * sizeof(typename K::Element);
 
 // Opting in to more than 48 KiB of dynamic shared memory (a kernel's attribute on the current
 // device; set before each launch, a host call of no device work).
@@ -399,20 +487,23 @@ inline float scale() { return static_cast<float>(1.0 / std::sqrt(static_cast<dou
 inline unsigned tiles(osprey::Index T) { return static_cast<unsigned>((T + kFlashTile - 1) / kFlashTile); }
 }  // namespace flash_detail
 
-// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C); flashFits(B, C, NH) holds.
-inline osprey::Result<void> flashAttentionForward(cudaStream_t stream, const float* qkv, float* out, float* lse,
-                                                  osprey::Index B, osprey::Index T, osprey::Index C, osprey::Index NH) {
+// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C); flashFits(B, C, NH) holds. K: Tf32Tiles or
+// Bf16Tiles, the kind of operand the products read.
+template <class K>
+osprey::Result<void> flashAttentionForward(cudaStream_t stream, const float* qkv, float* out, float* lse,
+                                           osprey::Index B, osprey::Index T, osprey::Index C, osprey::Index NH) {
   if (B == 0 || T == 0) return {};
-  OSPREY_CUDA_CHECK(allowShared(flashForward, kFlashForwardShared), "flash attention: shared memory");
-  flashForward<<<dim3(flash_detail::tiles(T), static_cast<unsigned>(B * NH)), kFlashThreads, kFlashForwardShared,
-                 stream>>>(qkv, out, lse, static_cast<int>(T), static_cast<int>(C), static_cast<int>(NH),
-                           flash_detail::scaleLog2());
+  OSPREY_CUDA_CHECK(allowShared(flashForward<K>, kFlashForwardShared<K>), "flash attention: shared memory");
+  flashForward<K><<<dim3(flash_detail::tiles(T), static_cast<unsigned>(B * NH)), kFlashThreads,
+                    kFlashForwardShared<K>, stream>>>(qkv, out, lse, static_cast<int>(T), static_cast<int>(C),
+                                                      static_cast<int>(NH), flash_detail::scaleLog2());
   OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention launch");
   return {};
 }
 
 // dqkv (B, T, 3C) from dout, qkv, the forward's out and lse; rowDot is (B, NH, T) scratch.
-inline osprey::Result<void> flashAttentionBackward(cudaStream_t stream, const float* dout, const float* qkv,
+template <class K>
+osprey::Result<void> flashAttentionBackward(cudaStream_t stream, const float* dout, const float* qkv,
                                                    const float* out, const float* lse, float* rowDot, float* dqkv,
                                                    osprey::Index B, osprey::Index T, osprey::Index C,
                                                    osprey::Index NH) {
@@ -422,12 +513,13 @@ inline osprey::Result<void> flashAttentionBackward(cudaStream_t stream, const fl
   flashRowDots<<<static_cast<unsigned>((dots + 7) / 8), 256, 0, stream>>>(dout, out, rowDot, dots, Ti, Ci, NHi);
   OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: row dots launch");
   const dim3 grid(flash_detail::tiles(T), static_cast<unsigned>(B * NH));
-  OSPREY_CUDA_CHECK(allowShared(flashBackwardKeys, kFlashKeysShared), "flash attention backward: shared memory");
-  flashBackwardKeys<<<grid, kFlashThreads, kFlashKeysShared, stream>>>(qkv, dout, lse, rowDot, dqkv, Ti, Ci, NHi,
-                                                                       flash_detail::scaleLog2(), flash_detail::scale());
+  OSPREY_CUDA_CHECK(allowShared(flashBackwardKeys<K>, kFlashKeysShared<K>), "flash attention backward: shared memory");
+  flashBackwardKeys<K><<<grid, kFlashThreads, kFlashKeysShared<K>, stream>>>(
+      qkv, dout, lse, rowDot, dqkv, Ti, Ci, NHi, flash_detail::scaleLog2(), flash_detail::scale());
   OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: keys launch");
-  OSPREY_CUDA_CHECK(allowShared(flashBackwardQueries, kFlashQueriesShared), "flash attention backward: shared memory");
-  flashBackwardQueries<<<grid, kFlashThreads, kFlashQueriesShared, stream>>>(
+  OSPREY_CUDA_CHECK(allowShared(flashBackwardQueries<K>, kFlashQueriesShared<K>),
+                    "flash attention backward: shared memory");
+  flashBackwardQueries<K><<<grid, kFlashThreads, kFlashQueriesShared<K>, stream>>>(
       qkv, dout, lse, rowDot, dqkv, Ti, Ci, NHi, flash_detail::scaleLog2(), flash_detail::scale());
   OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: queries launch");
   return {};

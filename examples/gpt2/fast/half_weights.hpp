@@ -1,7 +1,8 @@
 // bf16 copies of a model's product weights for decoding. Batch-1 decoding reads every weight once
 // a token, so its speed is the weights' bytes over the memory's bandwidth: read as bf16, half the
-// bytes. The copies are made once, when a continuation starts, and live as long as it does; the
-// float weights stay the model (prefill, training and checkpoints read only them).
+// bytes. The copies are the weights' bf16 twins (fast/bf16_twins.hpp), the ones the bf16
+// products of prefill and training read: made when a continuation starts unless a product has
+// made them already, and kept while the weights live. The float weights stay the model.
 //
 // Rounding each weight to bf16 (8 significant bits, nearest even) moves the logits by about 2^-9
 // of their size per product; docs/FAST.md gives the bound and tests/cuda/fast_test.cu enforces it.
@@ -25,27 +26,20 @@ class FastHandler::HalfWeights {
     if (m_handler.m_halfWeights == this) m_handler.m_halfWeights = nullptr;
   }
 
-  // A bf16 copy of w, rounded on the handler's stream.
+  // w's bf16 twin (fast/bf16_twins.hpp: made now unless a product has made it, kept while w lives).
   osprey::Result<void> add(const Buffer& w) {
-    auto device = m_handler.m_device;
-    __nv_bfloat16* copy = OSPREY_TRY(device->allocate<__nv_bfloat16>(w.size()));
-    osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> held(device, copy, w.size());
-    constexpr int threads = 256;
-    const auto blocks = static_cast<unsigned>(std::min<osprey::Index>((w.size() + threads - 1) / threads, 4096));
-    fast_kernels::roundToBf16<<<blocks, threads, 0, m_handler.stream()>>>(copy, w.data(), w.size());
-    OSPREY_CHECK(fast_detail::launched("fast bf16 weight copy launch"));
-    m_copies.emplace_back(w.data(), std::move(held));
+    m_copies.emplace_back(w.data(), OSPREY_TRY(m_handler.twinOf(w, w.size())));
     return {};
   }
   const __nv_bfloat16* find(const float* w) const {
     for (const auto& [from, copy] : m_copies)
-      if (from == w) return copy.data();
+      if (from == w) return copy;
     return nullptr;
   }
 
  private:
   FastHandler& m_handler;
-  std::vector<std::pair<const float*, osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>>> m_copies;
+  std::vector<std::pair<const float*, const __nv_bfloat16*>> m_copies;
 };
 
 template <class Weights>

@@ -3,7 +3,9 @@
 // cross-entropy overwrites them with the probabilities in that layout, and the backward's padded
 // products read the probabilities as they are, taking the targets' one-hot share off afterwards:
 // the (N, V) logits are never packed and dlogits never formed. `probs` is then (N, Vp), for
-// headLossBackward alone. Other shapes: the layers one by one.
+// headLossBackward alone: floats with TF32 products; with bf16 products the probabilities as bf16,
+// two to each float of the buffer (the backward's products read nothing else, and the float
+// logits are released after the loss). Other shapes: the layers one by one.
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -36,10 +38,13 @@ inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::headLoss(const 
   const auto checked = OSPREY_TRY(checkHeadLoss("lm head and cross-entropy", z, wte, targets, N, C, V));
   auto wide = OSPREY_TRY(paddedTransposedProduct(z, wte, N, C, V));  // logits, rows Vp wide
   auto losses = OSPREY_TRY(allocate(N));
+  const bool halves = m_products == Products::Bf16;
+  auto probs = halves ? OSPREY_TRY(allocate(probsLength(halves, N, checked.Vp))) : wide;
   fast_kernels::crossEntropyForward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
-      wide.data(), losses.data(), wide.data(), targets.data(), N, checked.V, checked.Vp);
+      halves ? nullptr : probs.data(), losses.data(), wide.data(), targets.data(), N, checked.V, checked.Vp,
+      halves ? reinterpret_cast<__nv_bfloat16*>(probs.data()) : nullptr);
   OSPREY_CHECK(fast_detail::launched("fast cross-entropy launch"));
-  return CrossEntropyOut<FastHandler>{std::move(losses), std::move(wide)};
+  return CrossEntropyOut<FastHandler>{std::move(losses), std::move(probs)};
 }
 
 inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::headLossBackward(
@@ -48,14 +53,17 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::headLossB
   if (!fast_detail::padsRows(N, V)) return reference::headLossBackward(*this, probs, targets, z, wte, N, C, V, dloss);
   const char* L = "lm head and cross-entropy backward";
   const auto checked = OSPREY_TRY(checkHeadLoss(L, z, wte, targets, N, C, V));
-  if (probs.size() != N * checked.Vp)
+  const bool halves = m_products == Products::Bf16;
+  if (probs.size() != probsLength(halves, N, checked.Vp))
     return osprey::Error{fmt::format("{}: probs holds {} values, where this handler's headLoss keeps {} ({} rows "
-                                     "padded to {})",
-                                     L, probs.size(), N * checked.Vp, N, checked.Vp)};
+                                     "padded to {}{})",
+                                     L, probs.size(), probsLength(halves, N, checked.Vp), N, checked.Vp,
+                                     halves ? ", as bf16 pairs" : "")};
   // dlogits = (probs - onehot)·dloss, never formed: the padded products read probs as they are,
   // then the one-hot's share is taken off in float (dz: each row's target row of wte; dwte: each
   // token's rows of z, gathered in row order) and the sum scaled by dloss.
-  auto g = OSPREY_TRY(paddedTransposedGrads(probs, z, wte, N, C, V));  // probs·wte, probsᵀ·z
+  auto g = OSPREY_TRY(paddedTransposedGrads(probs, z, wte, N, C, V,  // probs·wte, probsᵀ·z
+                                            halves ? reinterpret_cast<const __nv_bfloat16*>(probs.data()) : nullptr));
   const osprey::Index NC = N * C;
   const auto blocks = static_cast<unsigned>(std::min<osprey::Index>((NC + fast_kernels::kVocabThreads - 1) /
                                                                         fast_kernels::kVocabThreads, 65535));

@@ -1,5 +1,6 @@
 // The fast handler's linear layers: cuBLAS products that read their operands transposed in place,
-// the bias in cuBLASLt's epilogue, and the lm head's V = 50257 padded to aligned rows.
+// the bias in cuBLASLt's epilogue, and the lm head's V = 50257 padded to aligned rows. Each
+// product reads bf16 twins of its operands or the floats (FastHandler::Products, byProducts).
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -16,7 +17,10 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForward(const Buff
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
   OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
-  return linearProduct({x.data()}, {w.data()}, bias, N, IC, OC);
+  return byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
+    const auto xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
+    return linearProduct<E>({xs.data}, {ws.data}, bias, N, IC, OC);
+  });
 }
 
 template <class Kernel>
@@ -70,7 +74,10 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForwardTransposed(
   if (N == 1) return oneRow(x, wt, nullptr, IC, OC, fast_kernels::Biased{});  // the lm head while decoding
   auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct(L, {N, OC}))));
   if (!fast_detail::padsRows(N, OC)) {
-    OSPREY_CHECK(product(out.data(), {x.data()}, {wt.data(), true}, N, IC, OC));
+    OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+      const auto xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(wt));
+      return product(out.data(), osprey::OperandOf<E>{xs.data}, osprey::OperandOf<E>{ws.data, true}, N, IC, OC);
+    }));
     return out;
   }
   // OC not a multiple of 4 (the lm head's V = 50257) keeps cuBLAS on its slow unaligned kernels,
@@ -85,10 +92,12 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::paddedTransposedProduct(
                                                                                 osprey::Index N, osprey::Index IC,
                                                                                 osprey::Index OC) {
   const osprey::Index padded = fast_detail::paddedWidth(OC);
-  auto wtWide = OSPREY_TRY(paddedRows(wt, OC, IC));
   auto wide = OSPREY_TRY(allocate(N * padded));
-  OSPREY_CHECK(product(wide.data(), {x.data()}, {wtWide.data(), true}, N, IC, padded, 0.0f, 1,
-                       osprey::Precision::TensorCores, padded));
+  OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+    const auto xs = OSPREY_TRY(operandOf<E>(x)), wtWide = OSPREY_TRY(operandOf<E>(wt, padded * IC));
+    return product(wide.data(), osprey::OperandOf<E>{xs.data}, osprey::OperandOf<E>{wtWide.data, true}, N, IC, padded,
+                   0.0f, 1, osprey::Precision::TensorCores, padded);
+  }));
   return wide;
 }
 
@@ -99,10 +108,13 @@ inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulBackward(cons
   OSPREY_CHECK(fast_detail::checkShape(*this, dout, N, OC, L, "dout"));
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
-  auto dx = OSPREY_TRY(allocate(N * IC));
-  OSPREY_CHECK(product(dx.data(), {dout.data()}, {w.data(), true}, N, OC, IC));     // (N, OC) · wᵀ
-  auto dw = OSPREY_TRY(allocate(IC * OC));
-  OSPREY_CHECK(product(dw.data(), {x.data(), true}, {dout.data()}, IC, N, OC));     // xᵀ · (N, OC)
+  auto dx = OSPREY_TRY(allocate(N * IC)), dw = OSPREY_TRY(allocate(IC * OC));
+  OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+    using Op = osprey::OperandOf<E>;
+    const auto d = OSPREY_TRY(operandOf<E>(dout)), xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
+    OSPREY_CHECK(product(dx.data(), Op{d.data}, Op{ws.data, true}, N, OC, IC));   // (N, OC) · wᵀ
+    return product(dw.data(), Op{xs.data, true}, Op{d.data}, IC, N, OC);          // xᵀ · (N, OC)
+  }));
   auto dbias = OSPREY_TRY(allocate(OC));
   OSPREY_CHECK(product(dbias.data(), {OSPREY_TRY(ones(N))}, {dout.data()}, 1, N, OC, 0.0f, 1,
                        osprey::Precision::Float));
@@ -116,10 +128,13 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::matmulBac
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, wt, OC, IC, L, "weight"));
   if (!fast_detail::padsRows(N, OC)) {
-    auto dx = OSPREY_TRY(allocate(N * IC));
-    OSPREY_CHECK(product(dx.data(), {dout.data()}, {wt.data()}, N, OC, IC));          // (N, OC) · wt
-    auto dwt = OSPREY_TRY(allocate(OC * IC));
-    OSPREY_CHECK(product(dwt.data(), {dout.data(), true}, {x.data()}, OC, N, IC));    // doutᵀ · x
+    auto dx = OSPREY_TRY(allocate(N * IC)), dwt = OSPREY_TRY(allocate(OC * IC));
+    OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+      using Op = osprey::OperandOf<E>;
+      const auto d = OSPREY_TRY(operandOf<E>(dout)), xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(wt));
+      OSPREY_CHECK(product(dx.data(), Op{d.data}, Op{ws.data}, N, OC, IC));         // (N, OC) · wt
+      return product(dwt.data(), Op{d.data, true}, Op{xs.data}, OC, N, IC);        // doutᵀ · x
+    }));
     return MatmulTransposedGrads<FastHandler>{std::move(dx), std::move(dwt)};
   }
   // OC not a multiple of 4 (the lm head's V) keeps cuBLAS on unaligned kernels, whether OC is the
@@ -132,27 +147,22 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::matmulBac
 }
 
 inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::paddedTransposedGrads(
-    const Buffer& doutWide, const Buffer& x, const Buffer& wt, osprey::Index N, osprey::Index IC, osprey::Index OC) {
+    const Buffer& doutWide, const Buffer& x, const Buffer& wt, osprey::Index N, osprey::Index IC, osprey::Index OC,
+    const __nv_bfloat16* halves) {
   const osprey::Index Vp = fast_detail::paddedWidth(OC);
-  auto wtWide = OSPREY_TRY(paddedRows(wt, OC, IC));
-  auto dx = OSPREY_TRY(allocate(N * IC));
-  OSPREY_CHECK(product(dx.data(), {doutWide.data()}, {wtWide.data()}, N, Vp, IC));       // (N, Vp) · wt (Vp, IC)
-  auto dwtWide = OSPREY_TRY(allocate(Vp * IC));
-  OSPREY_CHECK(product(dwtWide.data(), {doutWide.data(), true}, {x.data()}, Vp, N, IC));  // doutᵀ · x, (Vp, IC)
+  auto dx = OSPREY_TRY(allocate(N * IC)), dwtWide = OSPREY_TRY(allocate(Vp * IC));
+  OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+    using Op = osprey::OperandOf<E>;
+    Held<E> d{};
+    if constexpr (std::is_same_v<E, __nv_bfloat16>) d.data = halves;
+    if (!d.data) d = OSPREY_TRY(operandOf<E>(doutWide));
+    const auto xs = OSPREY_TRY(operandOf<E>(x)), wtWide = OSPREY_TRY(operandOf<E>(wt, Vp * IC));
+    OSPREY_CHECK(product(dx.data(), Op{d.data}, Op{wtWide.data}, N, Vp, IC));            // (N, Vp) · wt (Vp, IC)
+    return product(dwtWide.data(), Op{d.data, true}, Op{xs.data}, Vp, N, IC);           // doutᵀ · x, (Vp, IC)
+  }));
   return MatmulTransposedGrads<FastHandler>{std::move(dx), dwtWide.prefix(OC * IC)};
 }
 
-
-inline osprey::Result<FastHandler::Buffer> FastHandler::paddedRows(const Buffer& w, osprey::Index rows,
-                                                                   osprey::Index cols) {
-  const osprey::Index padded = fast_detail::paddedWidth(rows);
-  auto wide = OSPREY_TRY(allocate(padded * cols));
-  OSPREY_CHECK(copyRows(wide.data(), cols, w.data(), cols, rows, cols));
-  OSPREY_CUDA_CHECK(cudaMemsetAsync(wide.data() + rows * cols, 0,
-                                    static_cast<std::size_t>((padded - rows) * cols) * sizeof(float), stream()),
-                    "zeroing the padded weight rows");
-  return wide;
-}
 
 inline osprey::Result<void> FastHandler::copyRows(float* dst, osprey::Index ldDst, const float* src,
                                                  osprey::Index ldSrc, osprey::Index rows, osprey::Index cols,
@@ -165,9 +175,10 @@ inline osprey::Result<void> FastHandler::copyRows(float* dst, osprey::Index ldDs
   return fast_detail::launched("fast row copy launch");
 }
 
-inline osprey::Result<FastHandler::Buffer> FastHandler::linearProduct(osprey::Operand x, osprey::Operand w,
-                                                                      const Buffer& bias, osprey::Index N,
-                                                                      osprey::Index IC, osprey::Index OC) {
+template <class E>
+osprey::Result<FastHandler::Buffer> FastHandler::linearProduct(osprey::OperandOf<E> x, osprey::OperandOf<E> w,
+                                                               const Buffer& bias, osprey::Index N, osprey::Index IC,
+                                                               osprey::Index OC) {
   auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct("linear", {N, OC}))));
   if (N == 0 || OC == 0) return out;
   if (IC > 0 && OSPREY_TRY(productPlusBias(out.data(), x, w, N, IC, OC, bias.data()))) return out;

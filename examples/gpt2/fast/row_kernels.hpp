@@ -9,6 +9,7 @@
 #error "gpt2/fast/row_kernels.hpp is compiled by nvcc only"
 #endif
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -91,10 +92,11 @@ __device__ __forceinline__ float2 rowStatistics(const float* row, int C, float e
   return {m, rsqrtf(warpSum(squares) / static_cast<float>(C) + eps)};
 }
 
-// out = (x - mean)·rstd·w + b, with rowStatistics' mean and rstd
+// out = (x - mean)·rstd·w + b, with rowStatistics' mean and rstd; where `twin` is given, out's
+// bf16 rounding there too (the next product's operand).
 __global__ void __launch_bounds__(kRowWarps * 32)
     layerNormForward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
-                     osprey::Index N, int C, float eps) {
+                     osprey::Index N, int C, float eps, __nv_bfloat16* twin = nullptr) {
   const osprey::Index n = static_cast<osprey::Index>(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   if (n >= N) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -103,7 +105,12 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   const float2 statistics = rowStatistics(row, C, eps, held);
   const float m = statistics.x, s = statistics.y;
   float* o = out + n * C;
-  const auto normalise = [&](int c, float v) { o[c] = ((v - m) * s) * w[c] + b[c]; };
+  __nv_bfloat16* t = twin ? twin + n * C : nullptr;
+  const auto normalise = [&](int c, float v) {
+    const float y = ((v - m) * s) * w[c] + b[c];
+    o[c] = y;
+    if (t) t[c] = __float2bfloat16_rn(y);
+  };
   if (held.inRegisters) {
 #pragma unroll
     for (int j = 0; j < kHeldGroups; ++j)
@@ -172,10 +179,12 @@ __device__ __forceinline__ int targetOf(float id, int V) {
 
 // m = max_v logits;  s = Σ exp(logits - m);  probs = exp(logits - m) / s;  (two passes over the row)
 // loss = log(s) - (logits[target] - m). Targets were checked (ids in [0, V)) before the launch.
-// Rows are ld ≥ V apart in logits and probs; probs' columns [V, ld) are written 0.
+// Rows are ld ≥ V apart in logits and probs; probs' columns [V, ld) are written 0. The
+// probabilities go to `probs` as floats, or (probs null) to `halves` rounded to bf16, the lm head
+// backward's bf16 operand.
 __global__ void __launch_bounds__(kVocabThreads)
     crossEntropyForward(float* probs, float* losses, const float* logits, const float* targets, osprey::Index N,
-                        int V, int ld) {
+                        int V, int ld, __nv_bfloat16* halves = nullptr) {
   __shared__ float scratch[kVocabThreads / 32];
   const osprey::Index n = blockIdx.x;
   const float* row = logits + n * ld;
@@ -197,8 +206,14 @@ __global__ void __launch_bounds__(kVocabThreads)
   const float inverse = 1.0f / s;
   if (threadIdx.x == 0) losses[n] = logf(s) - (row[targetOf(targets[n], V)] - m);
   __syncthreads();  // probs may be the logits themselves: the target's logit is read first
-  float* p = probs + n * ld;
-  for (int v = threadIdx.x; v < ld; v += kVocabThreads) p[v] = v < V ? __expf(row[v] - m) * inverse : 0.0f;
+  if (probs) {
+    float* p = probs + n * ld;
+    for (int v = threadIdx.x; v < ld; v += kVocabThreads) p[v] = v < V ? __expf(row[v] - m) * inverse : 0.0f;
+  } else {
+    __nv_bfloat16* p = halves + n * ld;
+    for (int v = threadIdx.x; v < ld; v += kVocabThreads)
+      p[v] = __float2bfloat16_rn(v < V ? __expf(row[v] - m) * inverse : 0.0f);
+  }
 }
 
 // dlogits = (probs - [v == target])·dloss
@@ -247,23 +262,31 @@ inline dim3 copyGrid(osprey::Index rows, int cols) {
 //   u = sqrt(2/pi)·(x + 0.044715·x³);  gelu = 0.5·x·(1 + tanh u)
 //   gelu' = 0.5·(1 + tanh u) + 0.5·x·(1 - tanh² u)·sqrt(2/pi)·(1 + 3·0.044715·x²)
 constexpr float kGeluScaleF = 0.7978845608028654f, kGeluCubicF = 0.044715f;
+// Each writes its output's bf16 rounding into `twin` too where one is given: GELU's output is the
+// fc projection's input, its gradient the fc layer's dout.
 struct GeluForwardBody {
   float* y;
   const float* x;
+  __nv_bfloat16* twin = nullptr;
   OSPREY_FN void operator()(osprey::Index i) const {
     const float v = x[i];
-    y[i] = (0.5f * v) * (1.0f + tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v)));
+    const float out = (0.5f * v) * (1.0f + tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v)));
+    y[i] = out;
+    if (twin) twin[i] = __float2bfloat16_rn(out);
   }
 };
 struct GeluBackwardBody {
   float* dx;
   const float* dout;
   const float* x;
+  __nv_bfloat16* twin = nullptr;
   OSPREY_FN void operator()(osprey::Index i) const {
     const float v = x[i];
     const float th = tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v));
     const float du = kGeluScaleF * (1.0f + (3.0f * kGeluCubicF) * (v * v));
-    dx[i] = dout[i] * (0.5f * (1.0f + th) + ((0.5f * v) * (1.0f - th * th)) * du);
+    const float out = dout[i] * (0.5f * (1.0f + th) + ((0.5f * v) * (1.0f - th * th)) * du);
+    dx[i] = out;
+    if (twin) twin[i] = __float2bfloat16_rn(out);
   }
 };
 

@@ -29,9 +29,12 @@ inline osprey::Result<LayerNormOut<FastHandler>> FastHandler::layernormForward(c
   auto mean = OSPREY_TRY(allocate(N));
   auto rstd = OSPREY_TRY(allocate(N));
   if (N > 0) {
+    auto twin = OSPREY_TRY(twinRoom(out));  // every LayerNorm's output is a linear layer's input
     fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream()>>>(
-        out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, Ci, static_cast<float>(kLayerNormEps));
+        out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, Ci, static_cast<float>(kLayerNormEps),
+        twin ? twin->data() : nullptr);
     OSPREY_CHECK(fast_detail::launched("fast layernorm launch"));
+    if (twin) adoptTwin(out, std::move(*twin));
   }
   return LayerNormOut<FastHandler>{std::move(out), std::move(mean), std::move(rstd)};
 }
@@ -124,14 +127,20 @@ inline osprey::Result<AdamWOut<FastHandler>> FastHandler::adamwUpdate(const Buff
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer& x) {
   auto y = OSPREY_TRY(allocate(x.size()));
-  OSPREY_CHECK(runtime()->forEach(x.size(), fast_kernels::GeluForwardBody{y.data(), x.data()}));
+  auto twin = OSPREY_TRY(twinRoom(y));
+  OSPREY_CHECK(runtime()->forEach(x.size(),
+                                  fast_kernels::GeluForwardBody{y.data(), x.data(), twin ? twin->data() : nullptr}));
+  if (twin) adoptTwin(y, std::move(*twin));
   return y;
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffer& dout, const Buffer& x) {
   OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
   auto dx = OSPREY_TRY(allocate(x.size()));
-  OSPREY_CHECK(runtime()->forEach(x.size(), fast_kernels::GeluBackwardBody{dx.data(), dout.data(), x.data()}));
+  auto twin = OSPREY_TRY(twinRoom(dx));
+  OSPREY_CHECK(runtime()->forEach(
+      x.size(), fast_kernels::GeluBackwardBody{dx.data(), dout.data(), x.data(), twin ? twin->data() : nullptr}));
+  if (twin) adoptTwin(dx, std::move(*twin));
   return dx;
 }
 

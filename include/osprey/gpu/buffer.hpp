@@ -35,6 +35,10 @@ class GpuBuffer {
   T* data() const { return m_memory.get(); }
   Index size() const { return m_n; }
   const std::shared_ptr<D>& device() const { return m_device; }
+  // The shared handle of its memory: whether a buffer still is the one something was made from
+  // (the same block, not a later one at the same address) is a question of this handle's owner,
+  // which a std::weak_ptr keeps without keeping the memory.
+  const std::shared_ptr<T>& memory() const { return m_memory; }
   // The first n elements (n <= size()), sharing this buffer's memory: a result computed into a
   // larger, padded block and handed out at its own length.
   GpuBuffer prefix(Index n) const { return part(0, n); }

@@ -30,12 +30,14 @@
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 
 #include <climits>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -98,10 +100,12 @@ struct LtOwned {
 // bias gradient's column sums). Both add in float.
 enum class Precision { TensorCores, Float };
 
-// A row-major operand of a product: its elements, whether the product reads it transposed, and
-// where a strided operand's rows and batch members lie (0: packed one after another).
-struct Operand {
-  const float* data;
+// A row-major operand of a product: its elements (float, or bf16 for the bf16 products), whether
+// the product reads it transposed, and where a strided operand's rows and batch members lie (0:
+// packed one after another).
+template <class E>
+struct OperandOf {
+  const E* data;
   bool transposed = false;
   Index ld = 0;      // elements from one stored row to the next
   Index stride = 0;  // elements from one product's operand to the next product's
@@ -110,6 +114,15 @@ struct Operand {
   // width (cols, or rows where it is stored transposed).
   Index leading(Index rows, Index cols) const { return ld ? ld : transposed ? rows : cols; }
 };
+using Operand = OperandOf<float>;
+using HalfOperand = OperandOf<__nv_bfloat16>;
+
+// cuBLAS's name for an operand's element type.
+template <class E>
+constexpr cudaDataType_t cudaTypeOf() {
+  static_assert(std::is_same_v<E, float> || std::is_same_v<E, __nv_bfloat16>, "float or bf16 operands");
+  return std::is_same_v<E, float> ? CUDA_R_32F : CUDA_R_16BF;
+}
 
 class Fast : public Gpu<CudaDevice, float> {
  public:
@@ -146,46 +159,24 @@ class Fast : public Gpu<CudaDevice, float> {
   // transpose, so the call computes outᵀ = op(b)ᵀ · op(a)ᵀ.
   Result<void> product(float* out, Operand a, Operand b, Index rows, Index inner, Index cols, float beta = 0.0f,
                        Index batch = 1, Precision precision = Precision::TensorCores, Index ldOut = 0, Index strideOut = 0) {
-    const auto label = [&] {
-      return fmt::format("fast matMul of {} product{} ({} x {}){} * ({} x {}){}", batch, batch == 1 ? "" : "s", rows,
-                         inner, a.transposed ? "ᵀ-stored" : "", inner, cols, b.transposed ? "ᵀ-stored" : "");
-    };
-    if (rows == 0 || cols == 0 || batch == 0) return {};
-    for (Index d : {rows, inner, cols, batch})
-      if (d < 0 || d > INT_MAX) return Error{label() + ": a dimension is outside cuBLAS's int range"};
-    if (inner == 0) {  // an empty sum: zeros (cuBLAS would leave beta * out)
-      if (beta != 0.0f) return {};
-      if (ldOut || strideOut) return Error{label() + ": an empty sum into a strided output is not supported"};
-      OSPREY_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(batch * rows * cols) * sizeof(float), stream()),
-                        label());
-      return {};
-    }
-    const float alpha = 1.0f;
-    const int m = static_cast<int>(cols), n = static_cast<int>(rows), k = static_cast<int>(inner);
-    const cublasOperation_t opB = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t opA = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const Index ldb = b.leading(inner, cols), lda = a.leading(rows, inner);
-    if (ldb > INT_MAX || lda > INT_MAX) return Error{label() + ": a leading dimension is outside cuBLAS's int range"};
-    const Index strideB = b.stride ? b.stride : inner * cols, strideA = a.stride ? a.stride : rows * inner;
-    const Index ldc = ldOut ? ldOut : cols, strideC = strideOut ? strideOut : rows * cols;
-    if (ldc > INT_MAX) return Error{label() + ": the output's leading dimension is outside cuBLAS's int range"};
-    OSPREY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(OSPREY_TRY(blasOnStream()), opB, opA, m, n, k, &alpha, b.data, CUDA_R_32F,
-                                                   static_cast<int>(ldb), strideB, a.data, CUDA_R_32F,
-                                                   static_cast<int>(lda), strideA, &beta, out,
-                                                   CUDA_R_32F, static_cast<int>(ldc), strideC, static_cast<int>(batch),
-                                                   precision == Precision::TensorCores ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                                       : CUBLAS_COMPUTE_32F,
-                                                   CUBLAS_GEMM_DEFAULT),
-                        label());
-    if (m_device->checksEachLaunch()) return m_device->flush();
-    return {};
+    return productOf(out, a, b, rows, inner, cols, beta, batch, precision, ldOut, strideOut);
+  }
+  // The same on bf16 operands (8 significant bits, rounded so by the caller): the tensor cores'
+  // bf16 products, summed in float (CUBLAS_COMPUTE_32F). A product of two bf16 values is exact in
+  // float, so both precisions are the same here; the parameter keeps one signature for both kinds.
+  Result<void> product(float* out, HalfOperand a, HalfOperand b, Index rows, Index inner, Index cols,
+                       float beta = 0.0f, Index batch = 1, Precision precision = Precision::TensorCores,
+                       Index ldOut = 0, Index strideOut = 0) {
+    return productOf(out, a, b, rows, inner, cols, beta, batch, precision, ldOut, strideOut);
   }
 
   // out (rows x cols) = op(a) · op(b) + bias (cols) on every row, the bias added in the product's
   // own epilogue (cuBLASLt, CUBLASLT_EPILOGUE_BIAS): no pass that writes the bias first and no read
-  // of it back. Packed output; a and b as in product(). False when cuBLASLt has no algorithm for the
-  // shape (the caller then writes the bias and uses product() with beta 1); an Error when a call fails.
-  Result<bool> productPlusBias(float* out, Operand a, Operand b, Index rows, Index inner, Index cols,
+  // of it back. Packed output; a and b as in product(), float (TF32 products) or bf16. False when
+  // cuBLASLt has no algorithm for the shape (the caller then writes the bias and uses product()
+  // with beta 1); an Error when a call fails.
+  template <class E>
+  Result<bool> productPlusBias(float* out, OperandOf<E> a, OperandOf<E> b, Index rows, Index inner, Index cols,
                                const float* bias) {
     const auto label = [&] { return fmt::format("fast linear ({} x {}) * ({} x {}) + bias", rows, inner, inner, cols); };
     for (Index d : {rows, inner, cols})
@@ -193,8 +184,12 @@ class Fast : public Gpu<CudaDevice, float> {
     const Index ldb = b.leading(inner, cols), lda = a.leading(rows, inner);
     const cublasOperation_t opB = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, opA = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     const auto m = static_cast<std::uint64_t>(cols), n = static_cast<std::uint64_t>(rows), k = static_cast<std::uint64_t>(inner);
+    constexpr cudaDataType_t type = cudaTypeOf<E>();
     LtOwned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
-    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.value, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F), label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.value, type == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                : CUBLAS_COMPUTE_32F,
+                                                 CUDA_R_32F),
+                        label());
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof(opB)), label());
     OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)), label());
@@ -204,9 +199,9 @@ class Fast : public Gpu<CudaDevice, float> {
                         label());
     // Column-major, as product(): outᵀ (cols x rows) = op(b)ᵀ · op(a)ᵀ.
     LtOwned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> layoutB, layoutA, layoutOut;
-    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutB.value, CUDA_R_32F, b.transposed ? k : m, b.transposed ? m : k,
+    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutB.value, type, b.transposed ? k : m, b.transposed ? m : k,
                                                    static_cast<std::int64_t>(ldb)), label());
-    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutA.value, CUDA_R_32F, a.transposed ? n : k, a.transposed ? k : n,
+    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutA.value, type, a.transposed ? n : k, a.transposed ? k : n,
                                                    static_cast<std::int64_t>(lda)), label());
     OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutOut.value, CUDA_R_32F, m, n, static_cast<std::int64_t>(cols)),
                         label());
@@ -232,6 +227,8 @@ class Fast : public Gpu<CudaDevice, float> {
     if (m_device->checksEachLaunch()) OSPREY_CHECK(m_device->flush());
     return true;
   }
+
+
 
   // `batch` products of one shape whose operands and outputs lie anywhere: product p reads op(a)
   // at as[p] and op(b) at bs[p] and writes out at outs[p] (device arrays of pointers), each matrix
@@ -280,6 +277,46 @@ class Fast : public Gpu<CudaDevice, float> {
   cudaStream_t stream() const { return m_device->stream(); }
 
  private:
+  // product() on float or bf16 operands.
+  template <class E>
+  Result<void> productOf(float* out, OperandOf<E> a, OperandOf<E> b, Index rows, Index inner, Index cols, float beta,
+                         Index batch, Precision precision, Index ldOut, Index strideOut) {
+    const auto label = [&] {
+      return fmt::format("fast matMul of {} {}product{} ({} x {}){} * ({} x {}){}", batch,
+                         std::is_same_v<E, float> ? "" : "bf16 ", batch == 1 ? "" : "s", rows, inner,
+                         a.transposed ? "ᵀ-stored" : "", inner, cols, b.transposed ? "ᵀ-stored" : "");
+    };
+    if (rows == 0 || cols == 0 || batch == 0) return {};
+    for (Index d : {rows, inner, cols, batch})
+      if (d < 0 || d > INT_MAX) return Error{label() + ": a dimension is outside cuBLAS's int range"};
+    if (inner == 0) {  // an empty sum: zeros (cuBLAS would leave beta * out)
+      if (beta != 0.0f) return {};
+      if (ldOut || strideOut) return Error{label() + ": an empty sum into a strided output is not supported"};
+      OSPREY_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(batch * rows * cols) * sizeof(float), stream()),
+                        label());
+      return {};
+    }
+    const float alpha = 1.0f;
+    const int m = static_cast<int>(cols), n = static_cast<int>(rows), k = static_cast<int>(inner);
+    const cublasOperation_t opB = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t opA = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const Index ldb = b.leading(inner, cols), lda = a.leading(rows, inner);
+    if (ldb > INT_MAX || lda > INT_MAX) return Error{label() + ": a leading dimension is outside cuBLAS's int range"};
+    const Index strideB = b.stride ? b.stride : inner * cols, strideA = a.stride ? a.stride : rows * inner;
+    const Index ldc = ldOut ? ldOut : cols, strideC = strideOut ? strideOut : rows * cols;
+    if (ldc > INT_MAX) return Error{label() + ": the output's leading dimension is outside cuBLAS's int range"};
+    OSPREY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(OSPREY_TRY(blasOnStream()), opB, opA, m, n, k, &alpha, b.data, cudaTypeOf<E>(),
+                                                   static_cast<int>(ldb), strideB, a.data, cudaTypeOf<E>(),
+                                                   static_cast<int>(lda), strideA, &beta, out,
+                                                   CUDA_R_32F, static_cast<int>(ldc), strideC, static_cast<int>(batch),
+                                                   std::is_same_v<E, float> && precision == Precision::TensorCores ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                       : CUBLAS_COMPUTE_32F,
+                                                   CUBLAS_GEMM_DEFAULT),
+                        label());
+    if (m_device->checksEachLaunch()) return m_device->flush();
+    return {};
+  }
+
   // The cuBLAS handle with its calls put on the device's stream.
   Result<cublasHandle_t> blasOnStream() {
     OSPREY_CUBLAS_CHECK(cublasSetStream(m_blas->get(), stream()), "putting cuBLAS on the device's stream");

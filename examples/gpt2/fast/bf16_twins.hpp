@@ -1,0 +1,111 @@
+// bf16 twins of float buffers: what the linear layers' bf16 products read. The tensor cores
+// multiply bf16 at twice TF32's rate, and an operand of half the bytes is half the traffic; the
+// model's buffers stay float (storage, every fused kernel, checkpoints), and a product's operands
+// are rounded to bf16 (8 significant bits, nearest even) once per buffer: a weight once a step for
+// the forward and backward, an activation once for its forward product and its weight gradient,
+// a gradient once for its two backward products.
+//
+// A twin lives as long as its buffer's memory: the handler keeps it beside a weak reference to
+// that memory and releases it once the memory is gone. The effect never writes a buffer it has
+// handed out, so a twin stays its buffer's rounding.
+// A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
+#pragma once
+
+#if !defined(OSPREY_GPT2_FAST_HANDLER_PARTS)
+#error "gpt2/fast/bf16_twins.hpp is a part of gpt2/fast/fast_handler.hpp: include that header"
+#endif
+
+namespace gpt2 {
+
+namespace fast_kernels {
+
+constexpr int kTwinThreads = 256;
+
+// out[i] = in[i] rounded to bf16 (nearest even) for i < n, then zeros up to `length`: four
+// elements a thread, read as one float4 where in is 16-byte aligned and written as two bf16 pairs.
+__global__ void __launch_bounds__(kTwinThreads) bf16Copy(__nv_bfloat16* out, const float* in, osprey::Index n,
+                                                         osprey::Index length) {
+  const bool aligned = reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
+  const osprey::Index step = static_cast<osprey::Index>(gridDim.x) * blockDim.x * 4;
+  for (osprey::Index i = (static_cast<osprey::Index>(blockIdx.x) * blockDim.x + threadIdx.x) * 4; i < length;
+       i += step) {
+    float v[4];
+    if (aligned && i + 4 <= n) {
+      const float4 q = __ldcs(reinterpret_cast<const float4*>(in + i));
+      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else {
+      for (int k = 0; k < 4; ++k) v[k] = i + k < n ? in[i + k] : 0.0f;
+    }
+    if (i + 4 <= length) {  // out is the start of an allocation: 8-byte aligned at every i
+      auto* pairs = reinterpret_cast<__nv_bfloat162*>(out + i);
+      pairs[0] = __floats2bfloat162_rn(v[0], v[1]);
+      pairs[1] = __floats2bfloat162_rn(v[2], v[3]);
+    } else {
+      for (int k = 0; i + k < length; ++k) out[i + k] = __float2bfloat16_rn(v[k]);
+    }
+  }
+}
+
+}  // namespace fast_kernels
+
+inline void FastHandler::forgetDeadTwins() {
+  std::erase_if(m_twins, [](const Twin& t) { return t.source.expired(); });
+}
+
+inline osprey::Result<const __nv_bfloat16*> FastHandler::twinOf(const Buffer& b, osprey::Index length) {
+  if (length < b.size())
+    return osprey::Error{fmt::format("bf16 twin: {} elements do not hold a buffer of {}", length, b.size())};
+  forgetDeadTwins();
+  const std::shared_ptr<float>& memory = b.memory();
+  for (const Twin& t : m_twins)
+    if (t.data == b.data() && t.n == b.size() && t.length == length && !t.source.owner_before(memory) &&
+        !memory.owner_before(t.source))
+      return t.copy.data();
+  auto device = m_device;
+  __nv_bfloat16* copy = OSPREY_TRY(device->allocate<__nv_bfloat16>(length));
+  osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> held(device, copy, length);
+  if (length > 0) {
+    const osprey::Index groups = (length + 3) / 4;
+    const auto blocks = static_cast<unsigned>(std::min<osprey::Index>(
+        (groups + fast_kernels::kTwinThreads - 1) / fast_kernels::kTwinThreads, 8 * 1024));
+    fast_kernels::bf16Copy<<<blocks, fast_kernels::kTwinThreads, 0, stream()>>>(copy, b.data(), b.size(), length);
+    OSPREY_CHECK(fast_detail::launched("fast bf16 twin launch"));
+    if (m_device->checksEachLaunch()) OSPREY_CHECK(m_device->flush());
+  }
+  adoptTwin(b, std::move(held));
+  return copy;
+}
+
+inline osprey::Result<FastHandler::TwinRoom> FastHandler::twinRoom(const Buffer& out) {
+  if (m_products != Products::Bf16) return TwinRoom{};
+  forgetDeadTwins();
+  auto device = m_device;
+  __nv_bfloat16* room = OSPREY_TRY(device->allocate<__nv_bfloat16>(out.size()));
+  return TwinRoom{osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>(device, room, out.size())};
+}
+
+inline void FastHandler::adoptTwin(const Buffer& b, osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> copy) {
+  const osprey::Index length = copy.size();
+  m_twins.push_back(Twin{b.memory(), b.data(), b.size(), length, std::move(copy)});
+}
+
+template <class E>
+osprey::Result<FastHandler::Held<E>> FastHandler::operandOf(const Buffer& b, osprey::Index length) {
+  const osprey::Index n = std::max(length, b.size());
+  if constexpr (std::is_same_v<E, __nv_bfloat16>) {
+    return Held<E>{OSPREY_TRY(twinOf(b, n)), Buffer{}};
+  } else {
+    if (n == b.size()) return Held<E>{b.data(), Buffer{}};
+    auto wide = OSPREY_TRY(allocate(n));
+    OSPREY_CUDA_CHECK(cudaMemcpyAsync(wide.data(), b.data(), static_cast<std::size_t>(b.size()) * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream()),
+                      "copying an operand to its padded length");
+    OSPREY_CUDA_CHECK(cudaMemsetAsync(wide.data() + b.size(), 0, static_cast<std::size_t>(n - b.size()) * sizeof(float),
+                                      stream()),
+                      "zeroing an operand's padding");
+    const float* data = wide.data();
+    return Held<E>{data, std::move(wide)};
+  }
+}
+
+}  // namespace gpt2
