@@ -48,6 +48,11 @@ constexpr int kFlashWarps = kFlashTile / 16;   // a warp owns 16 rows
 constexpr int kFlashThreads = kFlashWarps * 32;
 constexpr int kTileElements = kFlashTile * kFlashHead;
 
+// How a product reads its shared tile as B:
+//   ByRows      B[k][n] = tile[n][k], the tile read by rows  (q·kᵀ, dout·vᵀ, k·qᵀ, v·doutᵀ)
+//   ByColumns   B[k][n] = tile[k][n]                          (p·v, ds·k, pᵀ·dout, dsᵀ·q)
+enum class TileRead { ByRows, ByColumns };
+
 // TF32 operands: tiles of floats, each TF32-rounded (to nearest, ties away) as it is stored.
 struct Tf32Tiles {
   using Element = float;
@@ -85,6 +90,14 @@ struct Tf32Tiles {
   }
   static __device__ __forceinline__ uint2 bByColumns(const float* tile, int n, int ks, int c) {
     return {word(tile, ks * 8 + c, n), word(tile, ks * 8 + c + 4, n)};
+  }
+  // The B fragments of column blocks nt and nt + 1 (x, y and z, w).
+  template <TileRead read>
+  static __device__ __forceinline__ uint4 bTwo(const float* tile, int nt, int ks, int g, int c) {
+    const uint2 b0 = read == TileRead::ByRows ? bByRows(tile, nt * 8 + g, ks, c) : bByColumns(tile, nt * 8 + g, ks, c);
+    const uint2 b1 = read == TileRead::ByRows ? bByRows(tile, nt * 8 + 8 + g, ks, c)
+                                              : bByColumns(tile, nt * 8 + 8 + g, ks, c);
+    return {b0.x, b0.y, b1.x, b1.y};
   }
   static __device__ __forceinline__ void mma(float (&d)[4], const Fragment& a, uint2 b) {
     asm volatile(
@@ -128,20 +141,37 @@ struct Bf16Tiles {
   // row, for b) in the low half; g = lane / 4 and c = lane % 4:
   //   a = A[g][2c..], A[g+8][2c..], A[g][2c+8..], A[g+8][2c+8..];  b = B[2c..][g], B[2c+8..][g];
   //   d as for TF32.
+  // Each is loaded by ldmatrix, four 8 × 8 blocks at once (.trans for B read as the tile itself):
+  // lanes 8i .. 8i + 7 give the rows of block i, each row one whole 16-byte chunk.
+  static __device__ __forceinline__ uint4 blocks(const __nv_bfloat16* p) {
+    uint4 r;
+    const auto at = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "r"(at)
+                 : "memory");
+    return r;
+  }
+  static __device__ __forceinline__ uint4 blocksTransposed(const __nv_bfloat16* p) {
+    uint4 r;
+    const auto at = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "r"(at)
+                 : "memory");
+    return r;
+  }
+  // Blocks: rows 0–7 and 8–15 at columns 16ks, then the same at 16ks + 8.
   static __device__ __forceinline__ void loadA(Fragment& a, const __nv_bfloat16* rows, int ks, int g, int c) {
-    const int k = ks * 16 + 2 * c;
-    a.r[0] = word(rows, g, k);
-    a.r[1] = word(rows, g + 8, k);
-    a.r[2] = word(rows, g, k + 8);
-    a.r[3] = word(rows, g + 8, k + 8);
+    const int lane = 4 * g + c, i = lane >> 3, j = lane & 7;
+    const uint4 r = blocks(rows + at(j + 8 * (i & 1), ks * 16 + 8 * (i >> 1)));
+    a.r[0] = r.x, a.r[1] = r.y, a.r[2] = r.z, a.r[3] = r.w;
   }
-  static __device__ __forceinline__ uint2 bByRows(const __nv_bfloat16* tile, int n, int ks, int c) {
-    const int k = ks * 16 + 2 * c;
-    return {word(tile, n, k), word(tile, n, k + 8)};
-  }
-  static __device__ __forceinline__ uint2 bByColumns(const __nv_bfloat16* tile, int n, int ks, int c) {
-    const int k = ks * 16 + 2 * c;
-    return {pair(tile[at(k, n)], tile[at(k + 1, n)]), pair(tile[at(k + 8, n)], tile[at(k + 9, n)])};
+  // Blocks: k 16ks and 16ks + 8 of column block nt, then of nt + 1.
+  template <TileRead read>
+  static __device__ __forceinline__ uint4 bTwo(const __nv_bfloat16* tile, int nt, int ks, int g, int c) {
+    const int lane = 4 * g + c, i = lane >> 3, j = lane & 7, n = (nt + (i >> 1)) * 8, k = ks * 16 + 8 * (i & 1);
+    return read == TileRead::ByRows ? blocks(tile + at(n + j, k)) : blocksTransposed(tile + at(k + j, n));
   }
   static __device__ __forceinline__ void mma(float (&d)[4], const Fragment& a, uint2 b) {
     asm volatile(
@@ -160,10 +190,19 @@ struct Bf16Tiles {
   }
 };
 
-// acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · B, where B is a shared tile:
-//   ByRows      B[k][n] = tile[n][k], the tile read by rows  (q·kᵀ, dout·vᵀ, k·qᵀ, v·doutᵀ)
-//   ByColumns   B[k][n] = tile[k][n]                          (p·v, ds·k, pᵀ·dout, dsᵀ·q)
-enum class TileRead { ByRows, ByColumns };
+// One k-step of product() below, its A fragment given.
+template <class K, TileRead read>
+__device__ __forceinline__ void productStep(float (&acc)[8][4], const typename K::Fragment& a,
+                                            const typename K::Element* tile, int ks, int g, int c) {
+#pragma unroll
+  for (int nt = 0; nt < 8; nt += 2) {
+    const uint4 b = K::template bTwo<read>(tile, nt, ks, g, c);
+    K::mma(acc[nt], a, uint2{b.x, b.y});
+    K::mma(acc[nt + 1], a, uint2{b.z, b.w});
+  }
+}
+
+// acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · B, B the shared tile read as `read` says.
 template <class K, TileRead read>
 __device__ __forceinline__ void product(float (&acc)[8][4], const typename K::Element* rows,
                                         const typename K::Element* tile, int g, int c) {
@@ -171,11 +210,7 @@ __device__ __forceinline__ void product(float (&acc)[8][4], const typename K::El
   for (int ks = 0; ks < K::kSteps; ++ks) {
     typename K::Fragment a;
     K::loadA(a, rows, ks, g, c);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const int n = nt * 8 + g;
-      K::mma(acc[nt], a, read == TileRead::ByRows ? K::bByRows(tile, n, ks, c) : K::bByColumns(tile, n, ks, c));
-    }
+    productStep<K, read>(acc, a, tile, ks, g, c);
   }
 }
 
@@ -272,9 +307,7 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
     __syncthreads();
     float s[8][4] = {};
 #pragma unroll
-    for (int ks = 0; ks < K::kSteps; ++ks)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) K::mma(s[nt], qa[ks], K::bByRows(sK, nt * 8 + g, ks, c));
+    for (int ks = 0; ks < K::kSteps; ++ks) productStep<K, TileRead::ByRows>(s, qa[ks], sK, ks, g, c);
     float top[2] = {m[0], m[1]};
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
