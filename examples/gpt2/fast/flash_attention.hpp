@@ -57,6 +57,7 @@ enum class TileRead { ByRows, ByColumns };
 struct Tf32Tiles {
   using Element = float;
   static constexpr int kSteps = 8;  // k-steps of 8 over the 64 columns
+  static constexpr bool kHeldA = false;  // an accumulator is not an A fragment: through shared rows
   struct Fragment {
     std::uint32_t r[4];
   };
@@ -120,6 +121,7 @@ struct Tf32Tiles {
 struct Bf16Tiles {
   using Element = __nv_bfloat16;
   static constexpr int kSteps = 4;  // k-steps of 16 over the 64 columns
+  static constexpr bool kHeldA = true;  // an accumulator's blocks 2ks, 2ks + 1 are k-step ks's A
   struct Fragment {
     std::uint32_t r[4];
   };
@@ -166,6 +168,18 @@ struct Bf16Tiles {
     const int lane = 4 * g + c, i = lane >> 3, j = lane & 7;
     const uint4 r = blocks(rows + at(j + 8 * (i & 1), ks * 16 + 8 * (i >> 1)));
     a.r[0] = r.x, a.r[1] = r.y, a.r[2] = r.z, a.r[3] = r.w;
+  }
+  // The A fragment of k-step ks from a 16 × 64 accumulator (columns 16ks .. 16ks + 15 are its
+  // blocks 2ks and 2ks + 1, whose d registers hold exactly a's elements), rounded as storePair does.
+  static __device__ __forceinline__ void heldA(Fragment& a, const float (&held)[8][4], int ks) {
+    const auto two = [](float lo, float hi) {
+      const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+      return *reinterpret_cast<const std::uint32_t*>(&p);
+    };
+    a.r[0] = two(held[2 * ks][0], held[2 * ks][1]);
+    a.r[1] = two(held[2 * ks][2], held[2 * ks][3]);
+    a.r[2] = two(held[2 * ks + 1][0], held[2 * ks + 1][1]);
+    a.r[3] = two(held[2 * ks + 1][2], held[2 * ks + 1][3]);
   }
   // Blocks: k 16ks and 16ks + 8 of column block nt, then of nt + 1.
   template <TileRead read>
@@ -221,6 +235,27 @@ __device__ __forceinline__ void storeRows(typename K::Element* rows, const float
   for (int nt = 0; nt < 8; ++nt) {
     K::storePair(rows, g, nt * 8 + 2 * c, acc[nt][0], acc[nt][1]);
     K::storePair(rows, g + 8, nt * 8 + 2 * c, acc[nt][2], acc[nt][3]);
+  }
+}
+
+// acc (16 × 64) += A · B where A is a warp's 16 × 64 accumulator `held` (p or ds) rounded to the
+// kind: from registers where the kind allows (kHeldA), else through the warp's 16 shared `rows`.
+template <class K, TileRead read>
+__device__ __forceinline__ void productOfHeld(float (&acc)[8][4], const float (&held)[8][4],
+                                              typename K::Element* rows, const typename K::Element* tile, int g,
+                                              int c) {
+  if constexpr (K::kHeldA) {
+#pragma unroll
+    for (int ks = 0; ks < K::kSteps; ++ks) {
+      typename K::Fragment a;
+      K::heldA(a, held, ks);
+      productStep<K, read>(acc, a, tile, ks, g, c);
+    }
+  } else {
+    __syncwarp();  // every lane is done with what the rows held
+    storeRows<K>(rows, held, g, c);
+    __syncwarp();
+    product<K, read>(acc, rows, tile, g, c);
   }
 }
 
@@ -335,10 +370,7 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
       }
     m[0] = top[0];
     m[1] = top[1];
-    storeRows<K>(rows, s, g, c);
-    __syncwarp();
-    product<K, TileRead::ByColumns>(o, rows, sV, g, c);
-    __syncwarp();
+    productOfHeld<K, TileRead::ByColumns>(o, s, rows, sV, g, c);
   }
   l[0] = quadSum(l[0]);
   l[1] = quadSum(l[1]);
@@ -390,7 +422,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   E* sV = sK + kTileElements;
   E* sQ = sV + kTileElements;
   E* sO = sQ + kTileElements;  // dout
-  E* sP = sO + kTileElements;  // each warp's pᵀ, then dsᵀ
+  E* sP = sO + kTileElements;  // each warp's pᵀ, then dsᵀ (kinds without kHeldA)
   const int tile = static_cast<int>(blockIdx.x), k0 = tile * kFlashTile, tiles = static_cast<int>(gridDim.x);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
@@ -422,20 +454,14 @@ __global__ void __launch_bounds__(kFlashThreads)
         const float v = exp2f(p[nt][e] * scaleLog2 - sLse[qi]);
         p[nt][e] = q0 + qi < (e < 2 ? keyA : keyB) ? 0.0f : v;
       }
-    storeRows<K>(pRows, p, g, c);
-    __syncwarp();
-    product<K, TileRead::ByColumns>(dv, pRows, sO, g, c);  // dv += pᵀ·dout
+    productOfHeld<K, TileRead::ByColumns>(dv, p, pRows, sO, g, c);  // dv += pᵀ·dout
     float dp[8][4] = {};
     product<K, TileRead::ByRows>(dp, vRows, sO, g, c);  // dpᵀ = v·doutᵀ
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - sDot[nt * 8 + 2 * c + (e & 1)]);
-    __syncwarp();  // every lane has read pᵀ
-    storeRows<K>(pRows, dp, g, c);
-    __syncwarp();
-    product<K, TileRead::ByColumns>(dk, pRows, sQ, g, c);  // dk += dsᵀ·q
-    __syncwarp();
+    productOfHeld<K, TileRead::ByColumns>(dk, dp, pRows, sQ, g, c);  // dk += dsᵀ·q
   }
   storeOutputRows(dqkv + head.wide + C, head.ld, dk, keyA, T, {scale, scale}, c);
   storeOutputRows(dqkv + head.wide + 2 * C, head.ld, dv, keyA, T, {1.0f, 1.0f}, c);
@@ -453,7 +479,7 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
   E* sO = sQ + kTileElements;  // dout
   E* sK = sO + kTileElements;
   E* sV = sK + kTileElements;
-  E* sP = sV + kTileElements;  // each warp's ds
+  E* sP = sV + kTileElements;  // each warp's ds (kinds without kHeldA)
   const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
@@ -484,10 +510,7 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
         const float pr = exp2f(p[nt][e] * scaleLog2 - rowLse[half]);
         dp[nt][e] = key > (half == 0 ? rowA : rowB) ? 0.0f : pr * (dp[nt][e] - rowD[half]);
       }
-    storeRows<K>(dsRows, dp, g, c);
-    __syncwarp();
-    product<K, TileRead::ByColumns>(dq, dsRows, sK, g, c);  // dq += ds·k
-    __syncwarp();
+    productOfHeld<K, TileRead::ByColumns>(dq, dp, dsRows, sK, g, c);  // dq += ds·k
   }
   storeOutputRows(dqkv + head.wide, head.ld, dq, rowA, T, {scale, scale}, c);
 }
@@ -495,9 +518,10 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
 template <class K>
 constexpr std::size_t kFlashForwardShared = 3 * kTileElements * sizeof(typename K::Element);
 template <class K>
-constexpr std::size_t kFlashKeysShared = 5 * kTileElements * sizeof(typename K::Element) + 2 * kFlashTile * sizeof(float);
+constexpr std::size_t kFlashKeysShared =
+    (K::kHeldA ? 4 : 5) * kTileElements * sizeof(typename K::Element) + 2 * kFlashTile * sizeof(float);
 template <class K>
-constexpr std::size_t kFlashQueriesShared = 5 * kTileElements * sizeof(typename K::Element);
+constexpr std::size_t kFlashQueriesShared = (K::kHeldA ? 4 : 5) * kTileElements * sizeof(typename K::Element);
 
 // Opting in to more than 48 KiB of dynamic shared memory (a kernel's attribute on the current
 // device; set before each launch, a host call of no device work).

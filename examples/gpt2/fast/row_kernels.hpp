@@ -111,15 +111,26 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     o[c] = y;
     if (t) t[c] = __float2bfloat16_rn(y);
   };
+  // A held row's groups are 16-byte aligned in x and out (rowStatistics checked x; out is laid out
+  // alike): each group is written as one float4 and its twin as two bf16 pairs. The weight and bias
+  // are read as float4 where they are aligned too. The values are normalise's.
+  const bool wide = reinterpret_cast<std::uintptr_t>(w) % 16 == 0 && reinterpret_cast<std::uintptr_t>(b) % 16 == 0;
   if (held.inRegisters) {
 #pragma unroll
     for (int j = 0; j < kHeldGroups; ++j)
       if (lane + 32 * j < C / 4) {
         const int c = 4 * (lane + 32 * j);
-        normalise(c, held.held[j].x);
-        normalise(c + 1, held.held[j].y);
-        normalise(c + 2, held.held[j].z);
-        normalise(c + 3, held.held[j].w);
+        const float4 v = held.held[j];
+        const float4 wc = wide ? *reinterpret_cast<const float4*>(w + c) : make_float4(w[c], w[c + 1], w[c + 2], w[c + 3]);
+        const float4 bc = wide ? *reinterpret_cast<const float4*>(b + c) : make_float4(b[c], b[c + 1], b[c + 2], b[c + 3]);
+        const float4 y = make_float4(((v.x - m) * s) * wc.x + bc.x, ((v.y - m) * s) * wc.y + bc.y,
+                                     ((v.z - m) * s) * wc.z + bc.z, ((v.w - m) * s) * wc.w + bc.w);
+        *reinterpret_cast<float4*>(o + c) = y;
+        if (t) {
+          auto* pairs = reinterpret_cast<__nv_bfloat162*>(t + c);
+          pairs[0] = __floats2bfloat162_rn(y.x, y.y);
+          pairs[1] = __floats2bfloat162_rn(y.z, y.w);
+        }
       }
   } else {
     walkGroups(row, C, lane, normalise);
