@@ -124,16 +124,17 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
   const osprey::Index BTC = OSPREY_TRY(checkedProduct(L, {B, T, C}));
   if (fast_kernels::flashFits(B, C, NH)) {
     // Flash attention: att holds what its backward reads instead of the probabilities, each softmax
-    // row's log-sum-exp (B, NH, T) and then a copy of out (B, T, C).
+    // row's log-sum-exp (B, NH, T) and then a copy of out (B, T, C), which the kernel writes beside
+    // out (and out's bf16 twin, the projection's operand, with bf16 products).
     auto out = OSPREY_TRY(allocate(BTC));
     auto saved = OSPREY_TRY(allocate(R + BTC));
+    auto twin = OSPREY_TRY(twinRoom(out));
+    const fast_kernels::OutputPlaces places{out.data(), saved.data() + R, twin ? twin->data() : nullptr};
     OSPREY_CHECK(byProducts([&]<class E>(E) {
-      return fast_kernels::flashAttentionForward<FlashTiles<E>>(stream(), qkv.data(), out.data(), saved.data(), B, T,
-                                                                C, NH);
+      return fast_kernels::flashAttentionForward<FlashTiles<E>>(stream(), qkv.data(), places, saved.data(), B, T, C,
+                                                                NH);
     }));
-    OSPREY_CUDA_CHECK(cudaMemcpyAsync(saved.data() + R, out.data(), static_cast<std::size_t>(BTC) * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, stream()),
-                      "attention: keeping the output for the backward");
+    if (twin) adoptTwin(out, std::move(*twin));
     return AttentionOut<FastHandler>{std::move(out), std::move(saved)};
   }
   const heads::Layout qkvHeads{T, 3 * C, NH, hs};
@@ -166,10 +167,13 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
                                        L, att.size(), R + BTC)};
     auto rowDot = OSPREY_TRY(allocate(R));
     auto dqkv = OSPREY_TRY(allocate(n3));
+    auto twin = OSPREY_TRY(twinRoom(dqkv));  // dqkv is the qkv layer's dout
+    const fast_kernels::OutputPlaces places{dqkv.data(), nullptr, twin ? twin->data() : nullptr};
     OSPREY_CHECK(byProducts([&]<class E>(E) {
       return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream(), dout.data(), qkv.data(), att.data() + R,
-                                                                 att.data(), rowDot.data(), dqkv.data(), B, T, C, NH);
+                                                                 att.data(), rowDot.data(), places, B, T, C, NH);
     }));
+    if (twin) adoptTwin(dqkv, std::move(*twin));
     return dqkv;
   }
   OSPREY_CHECK(checkLength(*this, att, OSPREY_TRY(checkedProduct(L, {R, T})), L, "att"));

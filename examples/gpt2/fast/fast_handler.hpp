@@ -300,6 +300,9 @@ class FastHandler : public osprey::Fast {
   // [0, V) (a bad one is the reference's "index out of range" fault); V as the kernels take it.
   osprey::Result<int> checkCrossEntropy(const char* layer, const Buffer& table, const char* name,
                                         const Buffer& targets, osprey::Index N, osprey::Index V);
+  // The device's opt-in shared memory per block, asked once.
+  osprey::Result<int> sharedPerBlock();
+  int m_sharedPerBlock = 0;
   // n ones, kept for the bias gradients' column sums (grown when a larger n is asked for).
   osprey::Result<const float*> ones(osprey::Index n);
   Buffer m_ones;

@@ -58,6 +58,7 @@ struct Tf32Tiles {
   using Element = float;
   static constexpr int kSteps = 8;  // k-steps of 8 over the 64 columns
   static constexpr bool kHeldA = false;  // an accumulator is not an A fragment: through shared rows
+  static constexpr int kKeysBlocks = 1;  // flashBackwardKeys' blocks a multiprocessor (fewer spill)
   struct Fragment {
     std::uint32_t r[4];
   };
@@ -122,6 +123,7 @@ struct Bf16Tiles {
   using Element = __nv_bfloat16;
   static constexpr int kSteps = 4;  // k-steps of 16 over the 64 columns
   static constexpr bool kHeldA = true;  // an accumulator's blocks 2ks, 2ks + 1 are k-step ks's A
+  static constexpr int kKeysBlocks = 3;  // flashBackwardKeys' blocks a multiprocessor (170 registers)
   struct Fragment {
     std::uint32_t r[4];
   };
@@ -259,19 +261,33 @@ __device__ __forceinline__ void productOfHeld(float (&acc)[8][4], const float (&
   }
 }
 
-// A warp's 16 × 64 accumulator into rows rowA and rowA + 8 of a tensor (row r at base + r·ld), the
-// rows below T only, row rowA's values times scales[0] and row rowA + 8's times scales[1].
-__device__ __forceinline__ void storeOutputRows(float* base, std::size_t ld, const float (&acc)[8][4], int rowA, int T,
-                                                const float (&scales)[2], int c) {
+// Where a kernel writes an output: its floats, and optionally a second copy of them and their
+// bf16 twin (the next linear layer's operand), each in the same layout.
+struct OutputPlaces {
+  float* data;
+  float* copy = nullptr;
+  __nv_bfloat16* twin = nullptr;
+  __host__ __device__ OutputPlaces at(std::size_t offset) const {
+    return {data + offset, copy ? copy + offset : nullptr, twin ? twin + offset : nullptr};
+  }
+};
+
+// A warp's 16 × 64 accumulator into rows rowA and rowA + 8 of a tensor (row r at r·ld), the rows
+// below T only, row rowA's values times scales[0] and row rowA + 8's times scales[1].
+__device__ __forceinline__ void storeOutputRows(const OutputPlaces& base, std::size_t ld, const float (&acc)[8][4],
+                                                int rowA, int T, const float (&scales)[2], int c) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = rowA + 8 * half;
     if (row >= T) continue;
-    float* dst = base + static_cast<std::size_t>(row) * ld + 2 * c;
+    const std::size_t at = static_cast<std::size_t>(row) * ld + 2 * c;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-      *reinterpret_cast<float2*>(dst + nt * 8) =
-          make_float2(acc[nt][2 * half] * scales[half], acc[nt][2 * half + 1] * scales[half]);
+    for (int nt = 0; nt < 8; ++nt) {
+      const float x = acc[nt][2 * half] * scales[half], y = acc[nt][2 * half + 1] * scales[half];
+      *reinterpret_cast<float2*>(base.data + at + nt * 8) = make_float2(x, y);
+      if (base.copy) *reinterpret_cast<float2*>(base.copy + at + nt * 8) = make_float2(x, y);
+      if (base.twin) *reinterpret_cast<__nv_bfloat162*>(base.twin + at + nt * 8) = __floats2bfloat162_rn(x, y);
+    }
   }
 }
 
@@ -315,7 +331,7 @@ __device__ __forceinline__ HeadPlace headPlace(int T, int C, int NH) {
 // Grid (query tiles, B·NH), the longest tiles first.
 template <class K>
 __global__ void __launch_bounds__(kFlashThreads, 4)
-    flashForward(const float* qkv, float* out, float* lse, int T, int C, int NH, float scaleLog2) {
+    flashForward(const float* qkv, OutputPlaces out, float* lse, int T, int C, int NH, float scaleLog2) {
   using E = typename K::Element;
   extern __shared__ __align__(16) unsigned char shared[];
   E* sQ = reinterpret_cast<E*>(shared);  // then each warp's p rows
@@ -375,7 +391,7 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
   l[0] = quadSum(l[0]);
   l[1] = quadSum(l[1]);
   const float inverse[2] = {1.0f / l[0], 1.0f / l[1]};
-  storeOutputRows(out + head.row, static_cast<std::size_t>(C), o, rowA, T, inverse, c);
+  storeOutputRows(out.at(head.row), static_cast<std::size_t>(C), o, rowA, T, inverse, c);
   if (c == 0) {
     if (rowA < T) lse[head.stats + rowA] = m[0] + log2f(l[0]);
     if (rowB < T) lse[head.stats + rowB] = m[1] + log2f(l[1]);
@@ -411,8 +427,8 @@ __device__ __forceinline__ void loadRowStats(float* sLse, float* sDot, const flo
 // query tiles j, j + 1, ...; its warps own 16 keys each, so they compute the transposed products
 // (sᵀ = k·qᵀ, dpᵀ = v·doutᵀ) and their own rows of dk and dv.
 template <class K>
-__global__ void __launch_bounds__(kFlashThreads)
-    flashBackwardKeys(const float* qkv, const float* dout, const float* lse, const float* rowDot, float* dqkv, int T,
+__global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
+    flashBackwardKeys(const float* qkv, const float* dout, const float* lse, const float* rowDot, OutputPlaces dqkv, int T,
                       int C, int NH, float scaleLog2, float scale) {
   using E = typename K::Element;
   extern __shared__ __align__(16) unsigned char shared[];
@@ -463,15 +479,15 @@ __global__ void __launch_bounds__(kFlashThreads)
       for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - sDot[nt * 8 + 2 * c + (e & 1)]);
     productOfHeld<K, TileRead::ByColumns>(dk, dp, pRows, sQ, g, c);  // dk += dsᵀ·q
   }
-  storeOutputRows(dqkv + head.wide + C, head.ld, dk, keyA, T, {scale, scale}, c);
-  storeOutputRows(dqkv + head.wide + 2 * C, head.ld, dv, keyA, T, {1.0f, 1.0f}, c);
+  storeOutputRows(dqkv.at(head.wide + C), head.ld, dk, keyA, T, {scale, scale}, c);
+  storeOutputRows(dqkv.at(head.wide + 2 * C), head.ld, dv, keyA, T, {1.0f, 1.0f}, c);
 }
 
 // dq into section 0 of dqkv. Grid (query tiles, B·NH), the longest first; block i visits the key
 // tiles 0 .. i.
 template <class K>
 __global__ void __launch_bounds__(kFlashThreads, 3)
-    flashBackwardQueries(const float* qkv, const float* dout, const float* lse, const float* rowDot, float* dqkv,
+    flashBackwardQueries(const float* qkv, const float* dout, const float* lse, const float* rowDot, OutputPlaces dqkv,
                          int T, int C, int NH, float scaleLog2, float scale) {
   using E = typename K::Element;
   extern __shared__ __align__(16) unsigned char shared[];
@@ -512,7 +528,7 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
       }
     productOfHeld<K, TileRead::ByColumns>(dq, dp, dsRows, sK, g, c);  // dq += ds·k
   }
-  storeOutputRows(dqkv + head.wide, head.ld, dq, rowA, T, {scale, scale}, c);
+  storeOutputRows(dqkv.at(head.wide), head.ld, dq, rowA, T, {scale, scale}, c);
 }
 
 template <class K>
@@ -544,10 +560,10 @@ inline float scale() { return static_cast<float>(1.0 / std::sqrt(static_cast<dou
 inline unsigned tiles(osprey::Index T) { return static_cast<unsigned>((T + kFlashTile - 1) / kFlashTile); }
 }  // namespace flash_detail
 
-// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C); flashFits(B, C, NH) holds. K: Tf32Tiles or
-// Bf16Tiles, the kind of operand the products read.
+// out (B, T, C; with its copy and twin where out names them) and lse (B, NH, T) from qkv (B, T, 3C);
+// flashFits(B, C, NH) holds. K: Tf32Tiles or Bf16Tiles, the kind of operand the products read.
 template <class K>
-osprey::Result<void> flashAttentionForward(cudaStream_t stream, const float* qkv, float* out, float* lse,
+osprey::Result<void> flashAttentionForward(cudaStream_t stream, const float* qkv, OutputPlaces out, float* lse,
                                            osprey::Index B, osprey::Index T, osprey::Index C, osprey::Index NH) {
   if (B == 0 || T == 0) return {};
   OSPREY_CUDA_CHECK(allowShared(flashForward<K>, kFlashForwardShared<K>), "flash attention: shared memory");
@@ -558,10 +574,11 @@ osprey::Result<void> flashAttentionForward(cudaStream_t stream, const float* qkv
   return {};
 }
 
-// dqkv (B, T, 3C) from dout, qkv, the forward's out and lse; rowDot is (B, NH, T) scratch.
+// dqkv (B, T, 3C; with its twin where dqkv names one) from dout, qkv, the forward's out and lse;
+// rowDot is (B, NH, T) scratch.
 template <class K>
 osprey::Result<void> flashAttentionBackward(cudaStream_t stream, const float* dout, const float* qkv,
-                                                   const float* out, const float* lse, float* rowDot, float* dqkv,
+                                                   const float* out, const float* lse, float* rowDot, OutputPlaces dqkv,
                                                    osprey::Index B, osprey::Index T, osprey::Index C,
                                                    osprey::Index NH) {
   if (B == 0 || T == 0) return {};

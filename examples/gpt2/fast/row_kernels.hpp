@@ -142,30 +142,67 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 }
 
 // norm = (x - mean)·rstd,  dnorm = w·dout
-// dx = ((dnorm - mean_c dnorm) - norm·mean_c(dnorm·norm))·rstd;  also dout·norm, whose column sums
-// are dw (taken by a product with ones, as db is from dout).
+// dx = ((dnorm - mean_c dnorm) - norm·mean_c(dnorm·norm))·rstd; and the column sums of dout·norm
+// (dw) and of dout (db), in two stages with one fixed order: a warp takes rows blockIdx·8 + warp,
+// then a grid's rows further each time, adding each row into its own shared columns (`sums`,
+// kRowWarps × 2C floats of dynamic shared memory); then the block adds its warps' columns in warp
+// order into partials[blockIdx] (2C: the dw sums, then the db sums), and columnTotals adds the
+// blocks' in block order.
 __global__ void __launch_bounds__(kRowWarps * 32)
-    layerNormBackward(float* dx, float* doutNorm, const float* dout, const float* x, const float* w,
+    layerNormBackward(float* dx, float* partials, const float* dout, const float* x, const float* w,
                       const float* mean, const float* rstd, osprey::Index N, int C) {
-  const osprey::Index n = static_cast<osprey::Index>(blockIdx.x) * kRowWarps + threadIdx.x / 32;
-  if (n >= N) return;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const float* g = dout + n * C;
-  const float* row = x + n * C;
-  const float m = mean[n], s = rstd[n];
-  float sumDnorm = 0.0f, sumDnormNorm = 0.0f;
-  for (int c = lane; c < C; c += 32) {
-    const float norm = (row[c] - m) * s, dnorm = w[c] * g[c];
-    sumDnorm += dnorm;
-    sumDnormNorm += dnorm * norm;
+  extern __shared__ float sums[];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  float* mine = sums + static_cast<std::size_t>(warp) * 2 * C;
+  for (int c = lane; c < 2 * C; c += 32) mine[c] = 0.0f;
+  for (osprey::Index n = static_cast<osprey::Index>(blockIdx.x) * kRowWarps + warp; n < N;
+       n += static_cast<osprey::Index>(gridDim.x) * kRowWarps) {
+    const float* g = dout + n * C;
+    const float* row = x + n * C;
+    const float m = mean[n], s = rstd[n];
+    float sumDnorm = 0.0f, sumDnormNorm = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+      const float norm = (row[c] - m) * s, dnorm = w[c] * g[c];
+      sumDnorm += dnorm;
+      sumDnormNorm += dnorm * norm;
+    }
+    const float meanDnorm = warpSum(sumDnorm) / static_cast<float>(C);
+    const float meanDnormNorm = warpSum(sumDnormNorm) / static_cast<float>(C);
+    for (int c = lane; c < C; c += 32) {
+      const float norm = (row[c] - m) * s, dnorm = w[c] * g[c];
+      dx[n * C + c] = ((dnorm - meanDnorm) - norm * meanDnormNorm) * s;
+      mine[c] += g[c] * norm;
+      mine[C + c] += g[c];
+    }
   }
-  const float meanDnorm = warpSum(sumDnorm) / static_cast<float>(C);
-  const float meanDnormNorm = warpSum(sumDnormNorm) / static_cast<float>(C);
-  for (int c = lane; c < C; c += 32) {
-    const float norm = (row[c] - m) * s, dnorm = w[c] * g[c];
-    dx[n * C + c] = ((dnorm - meanDnorm) - norm * meanDnormNorm) * s;
-    doutNorm[n * C + c] = g[c] * norm;
+  __syncthreads();
+  for (int c = static_cast<int>(threadIdx.x); c < 2 * C; c += kRowWarps * 32) {
+    float total = 0.0f;
+    for (int k = 0; k < kRowWarps; ++k) total += sums[static_cast<std::size_t>(k) * 2 * C + c];
+    partials[static_cast<std::size_t>(blockIdx.x) * 2 * C + c] = total;
   }
+}
+
+// dw[c] and db[c]: the blocks' partial column sums (partials: blocks × 2C). A block of
+// kRowWarps warps takes 32 columns: warp w adds the partials of blocks w, w + kRowWarps, ... in
+// order, then the warps' sums are added in warp order.
+__global__ void __launch_bounds__(kRowWarps * 32)
+    columnTotals(float* dw, float* db, const float* partials, int blocks, int C) {
+  __shared__ float warpSums[kRowWarps][32];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int c = static_cast<int>(blockIdx.x) * 32 + lane;
+  float total = 0.0f;
+  if (c < 2 * C)
+    for (int b = warp; b < blocks; b += kRowWarps) total += partials[static_cast<std::size_t>(b) * 2 * C + c];
+  warpSums[warp][lane] = total;
+  __syncthreads();
+  if (warp != 0 || c >= 2 * C) return;
+  total = 0.0f;
+  for (int w = 0; w < kRowWarps; ++w) total += warpSums[w][lane];
+  if (c < C)
+    dw[c] = total;
+  else
+    db[c - C] = total;
 }
 
 // A block-wide fold of one value per thread (Threads threads; scratch holds Threads / 32), by

@@ -49,20 +49,38 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormBackwar
   OSPREY_CHECK(fast_detail::checkShape(*this, mean, N, 1, L, "mean"));
   OSPREY_CHECK(fast_detail::checkShape(*this, rstd, N, 1, L, "rstd"));
   const int Ci = OSPREY_TRY(fast_detail::intWidth(L, C));
+  // Each warp's column sums in shared memory: rows wider than a block may hold (about 3,600
+  // columns) take the reference definition on this handler.
+  const std::size_t shared = static_cast<std::size_t>(fast_kernels::kRowWarps) * 2 * sizeof(float) * Ci;
+  if (shared > static_cast<std::size_t>(OSPREY_TRY(sharedPerBlock())))
+    return reference::layernormBackward(*this, dout, x, w, mean, rstd, N, C);
   auto dx = OSPREY_TRY(allocate(N * C));
-  auto doutNorm = OSPREY_TRY(allocate(N * C));
-  if (N > 0) {
-    fast_kernels::layerNormBackward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream()>>>(
-        dx.data(), doutNorm.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, Ci);
-    OSPREY_CHECK(fast_detail::launched("fast layernorm backward launch"));
-  }
-  // dw = 1ᵀ · (dout ⊙ norm), db = 1ᵀ · dout: column sums over the N rows, in full float.
   auto dw = OSPREY_TRY(allocate(C));
   auto db = OSPREY_TRY(allocate(C));
-  const float* one = OSPREY_TRY(ones(N));
-  OSPREY_CHECK(product(dw.data(), {one}, {doutNorm.data()}, 1, N, C, 0.0f, 1, osprey::Precision::Float));
-  OSPREY_CHECK(product(db.data(), {one}, {dout.data()}, 1, N, C, 0.0f, 1, osprey::Precision::Float));
+  // A few blocks a multiprocessor, each warp taking rows a grid apart: few partial sums to add.
+  const auto blocks = static_cast<int>(std::min<osprey::Index>(std::max<osprey::Index>((N + 7) / 8, 1),
+                                                               4 * osprey::Index{m_device->multiprocessors()}));
+  auto partials = OSPREY_TRY(allocate(osprey::Index{blocks} * 2 * C));
+  OSPREY_CUDA_CHECK(cudaFuncSetAttribute(fast_kernels::layerNormBackward, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(shared)),
+                    "fast layernorm backward: shared memory");
+  fast_kernels::layerNormBackward<<<blocks, fast_kernels::kRowWarps * 32, shared, stream()>>>(
+      dx.data(), partials.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, Ci);
+  OSPREY_CHECK(fast_detail::launched("fast layernorm backward launch"));
+  fast_kernels::columnTotals<<<static_cast<unsigned>((2 * Ci + 31) / 32), fast_kernels::kRowWarps * 32, 0, stream()>>>(
+      dw.data(), db.data(), partials.data(), blocks, Ci);
+  OSPREY_CHECK(fast_detail::launched("fast layernorm backward: column totals launch"));
   return LayerNormGrads<FastHandler>{std::move(dx), std::move(dw), std::move(db)};
+}
+
+inline osprey::Result<int> FastHandler::sharedPerBlock() {
+  if (m_sharedPerBlock == 0) {
+    int device = 0;
+    OSPREY_CUDA_CHECK(cudaGetDevice(&device), "the current cuda device");
+    OSPREY_CUDA_CHECK(cudaDeviceGetAttribute(&m_sharedPerBlock, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                      "the device's shared memory per block");
+  }
+  return m_sharedPerBlock;
 }
 
 inline osprey::Result<int> FastHandler::checkCrossEntropy(const char* layer, const Buffer& table, const char* name,
