@@ -16,6 +16,15 @@ namespace gpt2 {
 template <class E>
 using FlashTiles = std::conditional_t<std::is_same_v<E, float>, fast_kernels::Tf32Tiles, fast_kernels::Bf16Tiles>;
 
+// What the flash kernels read tiles of: the floats, and with bf16 tiles the buffer's bf16 twin
+// (copied into shared memory as it is, asynchronously; qkv's is made once for the forward and
+// its backward).
+template <class E>
+osprey::Result<fast_kernels::TileSource> FastHandler::tilesOf(const Buffer& b) {
+  if constexpr (std::is_same_v<E, float>) return fast_kernels::TileSource{b.data(), nullptr};
+  else return fast_kernels::TileSource{b.data(), OSPREY_TRY(twinOf(b, b.size()))};
+}
+
 namespace fast_detail {
 // How cuBLAS reads the (rows, cols) blocks of a strided source in place: one of the two strides
 // must be 1 (the block, or its transpose, has contiguous rows), and every address must lie in the
@@ -130,9 +139,9 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
     auto saved = OSPREY_TRY(allocate(R + BTC));
     auto twin = OSPREY_TRY(twinRoom(out));
     const fast_kernels::OutputPlaces places{out.data(), saved.data() + R, twin ? twin->data() : nullptr};
-    OSPREY_CHECK(byProducts([&]<class E>(E) {
-      return fast_kernels::flashAttentionForward<FlashTiles<E>>(stream(), qkv.data(), places, saved.data(), B, T, C,
-                                                                NH);
+    OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+      return fast_kernels::flashAttentionForward<FlashTiles<E>>(stream(), OSPREY_TRY(tilesOf<E>(qkv)), places,
+                                                                saved.data(), B, T, C, NH);
     }));
     if (twin) adoptTwin(out, std::move(*twin));
     return AttentionOut<FastHandler>{std::move(out), std::move(saved)};
@@ -169,9 +178,10 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
     auto dqkv = OSPREY_TRY(allocate(n3));
     auto twin = OSPREY_TRY(twinRoom(dqkv));  // dqkv is the qkv layer's dout
     const fast_kernels::OutputPlaces places{dqkv.data(), nullptr, twin ? twin->data() : nullptr};
-    OSPREY_CHECK(byProducts([&]<class E>(E) {
-      return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream(), dout.data(), qkv.data(), att.data() + R,
-                                                                 att.data(), rowDot.data(), places, B, T, C, NH);
+    OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+      return fast_kernels::flashAttentionBackward<FlashTiles<E>>(
+          stream(), OSPREY_TRY(tilesOf<E>(dout)), OSPREY_TRY(tilesOf<E>(qkv)), att.data() + R, att.data(),
+          rowDot.data(), places, B, T, C, NH);
     }));
     if (twin) adoptTwin(dqkv, std::move(*twin));
     return dqkv;

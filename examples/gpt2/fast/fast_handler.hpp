@@ -217,6 +217,9 @@ class FastHandler : public osprey::Fast {
     osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> copy;
   };
   osprey::Result<const __nv_bfloat16*> twinOf(const Buffer& b, osprey::Index length);
+  // b as the flash kernels read it for products of element type E (attention_layers.hpp).
+  template <class E>
+  osprey::Result<fast_kernels::TileSource> tilesOf(const Buffer& b);
   // n bf16 elements, uninitialised; and b's twin, written by the kernel that wrote b (each element
   // b's rounded to nearest even, then zeros to copy's length), kept as twinOf's would be.
   // A kernel whose output feeds a linear layer writes the twin beside it: twinRoom(out) is room

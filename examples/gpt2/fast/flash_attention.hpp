@@ -59,6 +59,7 @@ struct Tf32Tiles {
   static constexpr int kSteps = 8;  // k-steps of 8 over the 64 columns
   static constexpr bool kHeldA = false;  // an accumulator is not an A fragment: through shared rows
   static constexpr int kKeysBlocks = 1;  // flashBackwardKeys' blocks a multiprocessor (fewer spill)
+  static constexpr int kStages = 1;  // tiles loaded from the floats and rounded, one at a time
   struct Fragment {
     std::uint32_t r[4];
   };
@@ -124,6 +125,9 @@ struct Bf16Tiles {
   static constexpr int kSteps = 4;  // k-steps of 16 over the 64 columns
   static constexpr bool kHeldA = true;  // an accumulator's blocks 2ks, 2ks + 1 are k-step ks's A
   static constexpr int kKeysBlocks = 3;  // flashBackwardKeys' blocks a multiprocessor (170 registers)
+  // Tiles copied from the operands' bf16 twins (cp.async, 16 bytes a copy), the next one arriving
+  // while this one is used.
+  static constexpr int kStages = 2;
   struct Fragment {
     std::uint32_t r[4];
   };
@@ -303,6 +307,49 @@ __device__ __forceinline__ void loadTile(typename K::Element* tile, const float*
   }
 }
 
+// Asynchronous copies into shared memory (cp.async): 16 bytes (zeros where `in` is false) or 4.
+__device__ __forceinline__ void copy16(void* dst, const void* src, bool in) {
+  const auto to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src), "r"(in ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void copy4(void* dst, const void* src) {
+  const auto to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(to), "l"(src) : "memory");
+}
+__device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most `pending` of this thread's committed groups are still arriving.
+template <int pending>
+__device__ __forceinline__ void awaitCopies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+
+// A tensor the kernels read tiles of: its floats, and (with bf16 tiles) its bf16 twin.
+struct TileSource {
+  const float* floats;
+  const __nv_bfloat16* halves = nullptr;
+  __device__ TileSource at(std::size_t offset) const {
+    return {floats + offset, halves ? halves + offset : nullptr};
+  }
+};
+
+// Rows [row0, row0 + 64) of a head's 64 columns of `src` (rows ld elements apart) into a shared
+// tile, rows at or past T zeros: loadTile from the floats (one stage), or copied from the bf16
+// twin asynchronously (two stages; the caller commits and awaits the copies).
+template <class K>
+__device__ __forceinline__ void fetchTile(typename K::Element* tile, const TileSource& src, std::size_t ld, int row0,
+                                          int T) {
+  if constexpr (K::kStages == 1) {
+    loadTile<K>(tile, src.floats, ld, row0, T);
+  } else {
+    for (int i = static_cast<int>(threadIdx.x); i < kFlashTile * (kFlashHead / 8); i += kFlashThreads) {
+      const int r = i / (kFlashHead / 8), chunk = i % (kFlashHead / 8);
+      const bool in = row0 + r < T;
+      copy16(tile + K::at(r, 8 * chunk), src.halves + (in ? static_cast<std::size_t>(row0 + r) * ld : 0) + 8 * chunk,
+             in);
+    }
+  }
+}
+
 // The max and sum of a 16-row accumulator's rows g and g + 8 are split over the 4 lanes of a group
 // (a quad: lanes 4g .. 4g + 3).
 __device__ __forceinline__ float quadMax(float x) {
@@ -331,19 +378,27 @@ __device__ __forceinline__ HeadPlace headPlace(int T, int C, int NH) {
 // Grid (query tiles, B·NH), the longest tiles first.
 template <class K>
 __global__ void __launch_bounds__(kFlashThreads, 4)
-    flashForward(const float* qkv, OutputPlaces out, float* lse, int T, int C, int NH, float scaleLog2) {
+    flashForward(TileSource qkv, OutputPlaces out, float* lse, int T, int C, int NH, float scaleLog2) {
   using E = typename K::Element;
+  constexpr int S = K::kStages;
   extern __shared__ __align__(16) unsigned char shared[];
   E* sQ = reinterpret_cast<E*>(shared);  // then each warp's p rows
-  E* sK = sQ + kTileElements;
-  E* sV = sK + kTileElements;
+  E* sK = sQ + kTileElements;            // S stages of k, then of v
+  E* sV = sK + S * kTileElements;
   const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const HeadPlace head = headPlace(T, C, NH);
-  const float* q = qkv + head.wide;
+  const TileSource q = qkv.at(head.wide);
   E* rows = sQ + warp * 16 * kFlashHead;  // the warp's q rows, then its p rows
-  loadTile<K>(sQ, q, head.ld, q0, T);
+  const auto fetchKeys = [&](int kt, int stage) {
+    fetchTile<K>(sK + stage * kTileElements, q.at(C), head.ld, kt * kFlashTile, T);
+    fetchTile<K>(sV + stage * kTileElements, q.at(2 * C), head.ld, kt * kFlashTile, T);
+  };
+  fetchTile<K>(sQ, q, head.ld, q0, T);
+  if constexpr (S == 2) fetchKeys(0, 0);
+  commitCopies();
+  awaitCopies<0>();
   __syncthreads();
   typename K::Fragment qa[K::kSteps];
 #pragma unroll
@@ -352,13 +407,21 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
   const int rowA = q0 + warp * 16 + g, rowB = rowA + 8;
   float o[8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   for (int kt = 0; kt <= tile; ++kt) {
-    __syncthreads();  // every warp is done with the previous k and v
-    loadTile<K>(sK, q + C, head.ld, kt * kFlashTile, T);
-    loadTile<K>(sV, q + 2 * C, head.ld, kt * kFlashTile, T);
+    const int stage = S == 2 ? kt & 1 : 0;
+    if constexpr (S == 2) {
+      if (kt < tile) fetchKeys(kt + 1, stage ^ 1);  // into the stage every warp finished at kt - 1
+      commitCopies();
+      awaitCopies<1>();  // this stage's copies are in
+    } else {
+      __syncthreads();  // every warp is done with the previous k and v
+      fetchKeys(kt, 0);
+    }
     __syncthreads();
+    const E* k = sK + stage * kTileElements;
+    const E* v = sV + stage * kTileElements;
     float s[8][4] = {};
 #pragma unroll
-    for (int ks = 0; ks < K::kSteps; ++ks) productStep<K, TileRead::ByRows>(s, qa[ks], sK, ks, g, c);
+    for (int ks = 0; ks < K::kSteps; ++ks) productStep<K, TileRead::ByRows>(s, qa[ks], k, ks, g, c);
     float top[2] = {m[0], m[1]};
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
@@ -386,7 +449,8 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
       }
     m[0] = top[0];
     m[1] = top[1];
-    productOfHeld<K, TileRead::ByColumns>(o, s, rows, sV, g, c);
+    productOfHeld<K, TileRead::ByColumns>(o, s, rows, v, g, c);
+    if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
   l[0] = quadSum(l[0]);
   l[1] = quadSum(l[1]);
@@ -412,14 +476,19 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) rowDot[(b * NH + hh) * T + t] = d;
 }
 
-// The per-query statistics of query tile q0 into shared memory: lse, and Drow; rows past T get
-// lse = +inf, so their p = exp2(s - lse) is 0.
-__device__ __forceinline__ void loadRowStats(float* sLse, float* sDot, const float* lse, const float* rowDot, int q0,
-                                             int T) {
-  for (int i = static_cast<int>(threadIdx.x); i < kFlashTile; i += kFlashThreads) {
-    const bool in = q0 + i < T;
-    sLse[i] = in ? lse[q0 + i] : INFINITY;
-    sDot[i] = in ? rowDot[q0 + i] : 0.0f;
+// The per-query statistics of query tile q0 into shared memory: lse, and Drow, copied
+// asynchronously (the caller commits and awaits); rows past T get lse = +inf, so their
+// p = exp2(s - lse) is 0.
+__device__ __forceinline__ void fetchRowStats(float* sLse, float* sDot, const float* lse, const float* rowDot, int q0,
+                                              int T) {
+  for (int i = static_cast<int>(threadIdx.x); i < 2 * kFlashTile; i += kFlashThreads) {
+    const int r = i % kFlashTile;
+    const bool dot = i >= kFlashTile, in = q0 + r < T;
+    float* to = (dot ? sDot : sLse) + r;
+    if (in)
+      copy4(to, (dot ? rowDot : lse) + q0 + r);
+    else
+      *to = dot ? 0.0f : INFINITY;
   }
 }
 
@@ -428,37 +497,55 @@ __device__ __forceinline__ void loadRowStats(float* sLse, float* sDot, const flo
 // (sᵀ = k·qᵀ, dpᵀ = v·doutᵀ) and their own rows of dk and dv.
 template <class K>
 __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
-    flashBackwardKeys(const float* qkv, const float* dout, const float* lse, const float* rowDot, OutputPlaces dqkv, int T,
-                      int C, int NH, float scaleLog2, float scale) {
+    flashBackwardKeys(TileSource qkv, TileSource dout, const float* lse, const float* rowDot, OutputPlaces dqkv,
+                      int T, int C, int NH, float scaleLog2, float scale) {
   using E = typename K::Element;
+  constexpr int S = K::kStages;
   extern __shared__ __align__(16) unsigned char shared[];
-  float* sLse = reinterpret_cast<float*>(shared);
-  float* sDot = sLse + kFlashTile;
-  E* sK = reinterpret_cast<E*>(sDot + kFlashTile);
+  float* sLses = reinterpret_cast<float*>(shared);  // S stages of lse, then of Drow
+  float* sDots = sLses + S * kFlashTile;
+  E* sK = reinterpret_cast<E*>(sDots + S * kFlashTile);
   E* sV = sK + kTileElements;
-  E* sQ = sV + kTileElements;
-  E* sO = sQ + kTileElements;  // dout
-  E* sP = sO + kTileElements;  // each warp's pᵀ, then dsᵀ (kinds without kHeldA)
+  E* sQueries = sV + kTileElements;      // S stages of q, then of dout
+  E* sOuts = sQueries + S * kTileElements;
+  E* sP = sOuts + S * kTileElements;  // each warp's pᵀ, then dsᵀ (kinds without kHeldA)
   const int tile = static_cast<int>(blockIdx.x), k0 = tile * kFlashTile, tiles = static_cast<int>(gridDim.x);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const HeadPlace head = headPlace(T, C, NH);
-  const float* q = qkv + head.wide;
-  const float* doutHead = dout + head.row;
-  loadTile<K>(sK, q + C, head.ld, k0, T);
-  loadTile<K>(sV, q + 2 * C, head.ld, k0, T);
+  const TileSource q = qkv.at(head.wide), doutHead = dout.at(head.row);
+  const auto fetchQueries = [&](int qt, int stage) {
+    fetchTile<K>(sQueries + stage * kTileElements, q, head.ld, qt * kFlashTile, T);
+    fetchTile<K>(sOuts + stage * kTileElements, doutHead, static_cast<std::size_t>(C), qt * kFlashTile, T);
+    fetchRowStats(sLses + stage * kFlashTile, sDots + stage * kFlashTile, lse + head.stats, rowDot + head.stats,
+                  qt * kFlashTile, T);
+  };
+  fetchTile<K>(sK, q.at(C), head.ld, k0, T);
+  fetchTile<K>(sV, q.at(2 * C), head.ld, k0, T);
+  if constexpr (S == 2) fetchQueries(tile, 0);
+  commitCopies();
   const E* kRows = sK + warp * 16 * kFlashHead;
   const E* vRows = sV + warp * 16 * kFlashHead;
   E* pRows = sP + warp * 16 * kFlashHead;
   const int keyA = k0 + warp * 16 + g, keyB = keyA + 8;
   float dk[8][4] = {}, dv[8][4] = {};
   for (int qt = tile; qt < tiles; ++qt) {
-    const int q0 = qt * kFlashTile;
+    const int q0 = qt * kFlashTile, stage = S == 2 ? (qt - tile) & 1 : 0;
+    if constexpr (S == 2) {
+      if (qt + 1 < tiles) fetchQueries(qt + 1, stage ^ 1);  // into the stage every warp finished
+      commitCopies();
+      awaitCopies<1>();
+    } else {
+      __syncthreads();  // every warp is done with the previous tiles
+      fetchQueries(qt, 0);
+      commitCopies();
+      awaitCopies<0>();
+    }
     __syncthreads();
-    loadTile<K>(sQ, q, head.ld, q0, T);
-    loadTile<K>(sO, doutHead, static_cast<std::size_t>(C), q0, T);
-    loadRowStats(sLse, sDot, lse + head.stats, rowDot + head.stats, q0, T);
-    __syncthreads();
+    const E* sQ = sQueries + stage * kTileElements;
+    const E* sO = sOuts + stage * kTileElements;
+    const float* sLse = sLses + stage * kFlashTile;
+    const float* sDot = sDots + stage * kFlashTile;
     // pᵀ[key][query] = exp2(s·log2 e - lse[query]); 0 where the query comes before the key.
     float p[8][4] = {};
     product<K, TileRead::ByRows>(p, kRows, sQ, g, c);
@@ -478,6 +565,7 @@ __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - sDot[nt * 8 + 2 * c + (e & 1)]);
     productOfHeld<K, TileRead::ByColumns>(dk, dp, pRows, sQ, g, c);  // dk += dsᵀ·q
+    if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
   storeOutputRows(dqkv.at(head.wide + C), head.ld, dk, keyA, T, {scale, scale}, c);
   storeOutputRows(dqkv.at(head.wide + 2 * C), head.ld, dv, keyA, T, {1.0f, 1.0f}, c);
@@ -487,22 +575,29 @@ __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
 // tiles 0 .. i.
 template <class K>
 __global__ void __launch_bounds__(kFlashThreads, 3)
-    flashBackwardQueries(const float* qkv, const float* dout, const float* lse, const float* rowDot, OutputPlaces dqkv,
+    flashBackwardQueries(TileSource qkv, TileSource dout, const float* lse, const float* rowDot, OutputPlaces dqkv,
                          int T, int C, int NH, float scaleLog2, float scale) {
   using E = typename K::Element;
+  constexpr int S = K::kStages;
   extern __shared__ __align__(16) unsigned char shared[];
   E* sQ = reinterpret_cast<E*>(shared);
-  E* sO = sQ + kTileElements;  // dout
-  E* sK = sO + kTileElements;
-  E* sV = sK + kTileElements;
-  E* sP = sV + kTileElements;  // each warp's ds (kinds without kHeldA)
+  E* sO = sQ + kTileElements;      // dout
+  E* sK = sO + kTileElements;      // S stages of k, then of v
+  E* sV = sK + S * kTileElements;
+  E* sP = sV + S * kTileElements;  // each warp's ds (kinds without kHeldA)
   const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const HeadPlace head = headPlace(T, C, NH);
-  const float* q = qkv + head.wide;
-  loadTile<K>(sQ, q, head.ld, q0, T);
-  loadTile<K>(sO, dout + head.row, static_cast<std::size_t>(C), q0, T);
+  const TileSource q = qkv.at(head.wide);
+  const auto fetchKeys = [&](int kt, int stage) {
+    fetchTile<K>(sK + stage * kTileElements, q.at(C), head.ld, kt * kFlashTile, T);
+    fetchTile<K>(sV + stage * kTileElements, q.at(2 * C), head.ld, kt * kFlashTile, T);
+  };
+  fetchTile<K>(sQ, q, head.ld, q0, T);
+  fetchTile<K>(sO, dout.at(head.row), static_cast<std::size_t>(C), q0, T);
+  if constexpr (S == 2) fetchKeys(0, 0);
+  commitCopies();
   const E* qRows = sQ + warp * 16 * kFlashHead;
   const E* oRows = sO + warp * 16 * kFlashHead;
   E* dsRows = sP + warp * 16 * kFlashHead;
@@ -511,13 +606,21 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
   const float rowD[2] = {rowA < T ? rowDot[head.stats + rowA] : 0.0f, rowB < T ? rowDot[head.stats + rowB] : 0.0f};
   float dq[8][4] = {};
   for (int kt = 0; kt <= tile; ++kt) {
+    const int stage = S == 2 ? kt & 1 : 0;
+    if constexpr (S == 2) {
+      if (kt < tile) fetchKeys(kt + 1, stage ^ 1);  // into the stage every warp finished at kt - 1
+      commitCopies();
+      awaitCopies<1>();
+    } else {
+      __syncthreads();  // every warp is done with the previous k and v
+      fetchKeys(kt, 0);
+    }
     __syncthreads();
-    loadTile<K>(sK, q + C, head.ld, kt * kFlashTile, T);
-    loadTile<K>(sV, q + 2 * C, head.ld, kt * kFlashTile, T);
-    __syncthreads();
+    const E* k = sK + stage * kTileElements;
+    const E* v = sV + stage * kTileElements;
     float p[8][4] = {}, dp[8][4] = {};
-    product<K, TileRead::ByRows>(p, qRows, sK, g, c);   // s = q·kᵀ
-    product<K, TileRead::ByRows>(dp, oRows, sV, g, c);  // dp = dout·vᵀ
+    product<K, TileRead::ByRows>(p, qRows, k, g, c);   // s = q·kᵀ
+    product<K, TileRead::ByRows>(dp, oRows, v, g, c);  // dp = dout·vᵀ
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -526,18 +629,22 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
         const float pr = exp2f(p[nt][e] * scaleLog2 - rowLse[half]);
         dp[nt][e] = key > (half == 0 ? rowA : rowB) ? 0.0f : pr * (dp[nt][e] - rowD[half]);
       }
-    productOfHeld<K, TileRead::ByColumns>(dq, dp, dsRows, sK, g, c);  // dq += ds·k
+    productOfHeld<K, TileRead::ByColumns>(dq, dp, dsRows, k, g, c);  // dq += ds·k
+    if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
   storeOutputRows(dqkv.at(head.wide), head.ld, dq, rowA, T, {scale, scale}, c);
 }
 
+// Shared memory: the fixed tiles, S stages of the visited ones, and the p rows where kHeldA is false.
 template <class K>
-constexpr std::size_t kFlashForwardShared = 3 * kTileElements * sizeof(typename K::Element);
+constexpr std::size_t kFlashForwardShared = (1 + 2 * K::kStages) * kTileElements * sizeof(typename K::Element);
 template <class K>
-constexpr std::size_t kFlashKeysShared =
-    (K::kHeldA ? 4 : 5) * kTileElements * sizeof(typename K::Element) + 2 * kFlashTile * sizeof(float);
+constexpr std::size_t kFlashKeysShared = (2 + 2 * K::kStages + (K::kHeldA ? 0 : 1)) * kTileElements *
+                                             sizeof(typename K::Element) +
+                                         2 * K::kStages * kFlashTile * sizeof(float);
 template <class K>
-constexpr std::size_t kFlashQueriesShared = (K::kHeldA ? 4 : 5) * kTileElements * sizeof(typename K::Element);
+constexpr std::size_t kFlashQueriesShared =
+    (2 + 2 * K::kStages + (K::kHeldA ? 0 : 1)) * kTileElements * sizeof(typename K::Element);
 
 // Opting in to more than 48 KiB of dynamic shared memory (a kernel's attribute on the current
 // device; set before each launch, a host call of no device work).
@@ -561,9 +668,10 @@ inline unsigned tiles(osprey::Index T) { return static_cast<unsigned>((T + kFlas
 }  // namespace flash_detail
 
 // out (B, T, C; with its copy and twin where out names them) and lse (B, NH, T) from qkv (B, T, 3C);
-// flashFits(B, C, NH) holds. K: Tf32Tiles or Bf16Tiles, the kind of operand the products read.
+// flashFits(B, C, NH) holds. K: Tf32Tiles or Bf16Tiles, the kind of operand the products read
+// (Bf16Tiles reads the sources' bf16 twins, which must be given).
 template <class K>
-osprey::Result<void> flashAttentionForward(cudaStream_t stream, const float* qkv, OutputPlaces out, float* lse,
+osprey::Result<void> flashAttentionForward(cudaStream_t stream, TileSource qkv, OutputPlaces out, float* lse,
                                            osprey::Index B, osprey::Index T, osprey::Index C, osprey::Index NH) {
   if (B == 0 || T == 0) return {};
   OSPREY_CUDA_CHECK(allowShared(flashForward<K>, kFlashForwardShared<K>), "flash attention: shared memory");
@@ -577,14 +685,15 @@ osprey::Result<void> flashAttentionForward(cudaStream_t stream, const float* qkv
 // dqkv (B, T, 3C; with its twin where dqkv names one) from dout, qkv, the forward's out and lse;
 // rowDot is (B, NH, T) scratch.
 template <class K>
-osprey::Result<void> flashAttentionBackward(cudaStream_t stream, const float* dout, const float* qkv,
+osprey::Result<void> flashAttentionBackward(cudaStream_t stream, TileSource dout, TileSource qkv,
                                                    const float* out, const float* lse, float* rowDot, OutputPlaces dqkv,
                                                    osprey::Index B, osprey::Index T, osprey::Index C,
                                                    osprey::Index NH) {
   if (B == 0 || T == 0) return {};
   const int Ti = static_cast<int>(T), Ci = static_cast<int>(C), NHi = static_cast<int>(NH);
   const osprey::Index dots = B * T * NH;
-  flashRowDots<<<static_cast<unsigned>((dots + 7) / 8), 256, 0, stream>>>(dout, out, rowDot, dots, Ti, Ci, NHi);
+  flashRowDots<<<static_cast<unsigned>((dots + 7) / 8), 256, 0, stream>>>(dout.floats, out, rowDot, dots, Ti, Ci,
+                                                                          NHi);
   OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: row dots launch");
   const dim3 grid(flash_detail::tiles(T), static_cast<unsigned>(B * NH));
   OSPREY_CUDA_CHECK(allowShared(flashBackwardKeys<K>, kFlashKeysShared<K>), "flash attention backward: shared memory");
