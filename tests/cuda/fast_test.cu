@@ -52,21 +52,24 @@ T ok(osprey::Result<T> r) {
 double productBound(Index inner, int termBits = 10) {
   return std::ldexp(1.0, -termBits) + static_cast<double>(inner + 1) * std::ldexp(1.0, -24);
 }
-// Model quantities, relative to the largest exact magnitude (logits) or the tensor's norm (grads).
-constexpr double kLossGap = 2e-5;        // |Δloss| / loss
+// Model quantities, relative to the tensor's norm (grads).
 constexpr double kGradientGap = 2e-2;    // ‖Δg‖ / ‖g‖ per tensor
 
 // The linear layers' two kinds of products (FastHandler::Products), each with what it rounds: a
 // term's relative error (2^-10 for TF32, 2^-7 for bf16 inputs) and, through the model, the largest
-// |Δlogit| / largest |logit| (errors add across layers rather than grow: a few times a term's).
+// |Δlogit| / largest |logit| (errors add across layers rather than grow: a few times a term's) and
+// |Δloss| / loss (the mean of many rows' losses, whose errors partly cancel). bf16 keeps 3 bits
+// fewer than TF32, so 8× its rounding: its bounds are about 5× TF32's (the measured gaps, in
+// docs/FAST.md, are 5–7× TF32's).
 struct ProductsCase {
   FastHandler::Products products;
   const char* name;
   int termBits;
   double logitGap;
+  double lossGap;
 };
-constexpr ProductsCase kProductsCases[] = {{FastHandler::Products::Bf16, "bf16", 7, 1e-2},
-                                           {FastHandler::Products::Tf32, "tf32", 10, 2e-3}};
+constexpr ProductsCase kProductsCases[] = {{FastHandler::Products::Bf16, "bf16", 7, 1e-2, 1e-4},
+                                           {FastHandler::Products::Tf32, "tf32", 10, 2e-3, 2e-5}};
 // Decoding from bf16 copies of the product weights: each weight rounded to 8 significant bits
 // (relative error up to 2^-9 ≈ 2e-3), through every block of the model.
 constexpr double kHalfWeightLogitGap = 1e-2;
@@ -966,8 +969,8 @@ void trainingStepWithinTolerance(const HostWeights& host, const data::Batch& bat
     const auto [lossFast, gradsFast] = gradientsOf(fast, host, batch);
     const double lossGap = std::abs(lossFast - lossExact) / std::abs(lossExact);
     std::printf("[ measured ] %s loss %.9g (exact %.9g), %s products\n", label, lossFast, lossExact, c.name);
-    report(fmt::format("loss |Δ| / loss ({} products)", c.name).c_str(), lossGap, kLossGap);
-    EXPECT_LT(lossGap, kLossGap);
+    report(fmt::format("loss |Δ| / loss ({} products)", c.name).c_str(), lossGap, c.lossGap);
+    EXPECT_LT(lossGap, c.lossGap);
     ASSERT_EQ(gradsFast.size(), gradsExact.size());
     double worst = 0.0;
     for (std::size_t t = 0; t < gradsExact.size(); ++t) {

@@ -350,6 +350,14 @@ __device__ __forceinline__ void fetchTile(typename K::Element* tile, const TileS
   }
 }
 
+// 2^x by the multi-function unit alone (ex2.approx.ftz: relative error about 2^-22, denormal
+// results flushed to 0, 2^-inf = 0), where exp2f adds instructions around it for denormals.
+__device__ __forceinline__ float fastExp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // The max and sum of a 16-row accumulator's rows g and g + 8 are split over the 4 lanes of a group
 // (a quad: lanes 4g .. 4g + 3).
 __device__ __forceinline__ float quadMax(float x) {
@@ -436,14 +444,14 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
     // Key 0 is in every row's prefix, so top is finite from the first tile on.
     top[0] = quadMax(top[0]);
     top[1] = quadMax(top[1]);
-    const float alpha[2] = {exp2f(m[0] - top[0]), exp2f(m[1] - top[1])};
+    const float alpha[2] = {fastExp2(m[0] - top[0]), fastExp2(m[1] - top[1])};
     l[0] *= alpha[0];
     l[1] *= alpha[1];
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[nt][e] = exp2f(s[nt][e] - top[e >> 1]);
+        s[nt][e] = fastExp2(s[nt][e] - top[e >> 1]);
         l[e >> 1] += s[nt][e];  // this lane's share of the row; the group adds them at the end
         o[nt][e] *= alpha[e >> 1];
       }
@@ -554,7 +562,7 @@ __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int qi = nt * 8 + 2 * c + (e & 1);
-        const float v = exp2f(p[nt][e] * scaleLog2 - sLse[qi]);
+        const float v = fastExp2(__fmaf_rn(p[nt][e], scaleLog2, -sLse[qi]));
         p[nt][e] = q0 + qi < (e < 2 ? keyA : keyB) ? 0.0f : v;
       }
     productOfHeld<K, TileRead::ByColumns>(dv, p, pRows, sO, g, c);  // dv += pᵀ·dout
@@ -626,7 +634,7 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = kt * kFlashTile + nt * 8 + 2 * c + (e & 1), half = e >> 1;
-        const float pr = exp2f(p[nt][e] * scaleLog2 - rowLse[half]);
+        const float pr = fastExp2(__fmaf_rn(p[nt][e], scaleLog2, -rowLse[half]));
         dp[nt][e] = key > (half == 0 ? rowA : rowB) ? 0.0f : pr * (dp[nt][e] - rowD[half]);
       }
     productOfHeld<K, TileRead::ByColumns>(dq, dp, dsRows, k, g, c);  // dq += ds·k
