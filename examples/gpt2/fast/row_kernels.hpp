@@ -346,14 +346,43 @@ struct AdamWBody {
   float *param, *m, *v;
   const float *oldParam, *grad, *oldM, *oldV;
   float beta1, beta2, keep, stepSize, bc2Sqrt, eps;
-  OSPREY_FN void operator()(osprey::Index i) const {
-    const float g = grad[i];
-    const float m1 = oldM[i] + (1.0f - beta1) * (g - oldM[i]);
-    const float v1 = oldV[i] * beta2 + ((1.0f - beta2) * g) * g;
-    m[i] = m1;
-    v[i] = v1;
-    param[i] = oldParam[i] * keep + (stepSize * m1) / (sqrtf(v1) / bc2Sqrt + eps);
+  // One element's update: the new (param, m, v) from the old ones and the gradient.
+  __device__ __forceinline__ float3 update(float p, float g, float mOld, float vOld) const {
+    const float m1 = mOld + (1.0f - beta1) * (g - mOld);
+    const float v1 = vOld * beta2 + ((1.0f - beta2) * g) * g;
+    return {p * keep + (stepSize * m1) / (sqrtf(v1) / bc2Sqrt + eps), m1, v1};
+  }
+  __device__ __forceinline__ void operator()(osprey::Index i) const {
+    const float3 r = update(oldParam[i], grad[i], oldM[i], oldV[i]);
+    param[i] = r.x, m[i] = r.y, v[i] = r.z;
+  }
+  // Elements 4q .. 4q + 3, each tensor read and written 16 bytes at a time (all of them aligned).
+  __device__ __forceinline__ void four(osprey::Index q) const {
+    const float4 p = reinterpret_cast<const float4*>(oldParam)[q], g = reinterpret_cast<const float4*>(grad)[q];
+    const float4 m0 = reinterpret_cast<const float4*>(oldM)[q], v0 = reinterpret_cast<const float4*>(oldV)[q];
+    const float3 a = update(p.x, g.x, m0.x, v0.x), b = update(p.y, g.y, m0.y, v0.y);
+    const float3 c = update(p.z, g.z, m0.z, v0.z), d = update(p.w, g.w, m0.w, v0.w);
+    reinterpret_cast<float4*>(param)[q] = make_float4(a.x, b.x, c.x, d.x);
+    reinterpret_cast<float4*>(m)[q] = make_float4(a.y, b.y, c.y, d.y);
+    reinterpret_cast<float4*>(v)[q] = make_float4(a.z, b.z, c.z, d.z);
+  }
+  bool aligned() const {
+    for (const void* p : {static_cast<const void*>(param), static_cast<const void*>(m), static_cast<const void*>(v),
+                          static_cast<const void*>(oldParam), static_cast<const void*>(grad),
+                          static_cast<const void*>(oldM), static_cast<const void*>(oldV)})
+      if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+    return true;
   }
 };
+
+// body over n elements: four at a time where every tensor is aligned (then the rest one by one),
+// else one by one; a thread per group, a grid's worth of groups at a time.
+__global__ void __launch_bounds__(256) adamwKernel(AdamWBody body, osprey::Index n, bool byFours) {
+  const osprey::Index stride = static_cast<osprey::Index>(gridDim.x) * blockDim.x;
+  const osprey::Index first = static_cast<osprey::Index>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const osprey::Index groups = byFours ? n / 4 : 0;
+  for (osprey::Index q = first; q < groups; q += stride) body.four(q);
+  for (osprey::Index i = 4 * groups + first; i < n; i += stride) body(i);
+}
 
 }  // namespace gpt2::fast_kernels

@@ -134,12 +134,19 @@ inline osprey::Result<AdamWOut<FastHandler>> FastHandler::adamwUpdate(const Buff
   if (t < 1) return osprey::Error{fmt::format("{}: step must be 1 or more, got {}", L, t)};
   const osprey::Scalar bc1 = 1.0 - osprey::math::powi(beta1, t), bc2 = 1.0 - osprey::math::powi(beta2, t);
   auto p2 = OSPREY_TRY(allocate(n)), m2 = OSPREY_TRY(allocate(n)), v2 = OSPREY_TRY(allocate(n));
-  OSPREY_CHECK(runtime()->forEach(
-      n, fast_kernels::AdamWBody{p2.data(), m2.data(), v2.data(), param.data(), grad.data(), m.data(), v.data(),
-                                 static_cast<float>(beta1), static_cast<float>(beta2),
-                                 static_cast<float>(decay ? 1.0 - lr * weightDecay : 1.0),
-                                 static_cast<float>(-(lr / bc1)), static_cast<float>(osprey::math::sqrt(bc2)),
-                                 static_cast<float>(eps)}));
+  const fast_kernels::AdamWBody body{p2.data(), m2.data(), v2.data(), param.data(), grad.data(), m.data(), v.data(),
+                                     static_cast<float>(beta1), static_cast<float>(beta2),
+                                     static_cast<float>(decay ? 1.0 - lr * weightDecay : 1.0),
+                                     static_cast<float>(-(lr / bc1)), static_cast<float>(osprey::math::sqrt(bc2)),
+                                     static_cast<float>(eps)};
+  if (n > 0) {
+    const bool byFours = body.aligned();
+    const osprey::Index threads = byFours ? (n + 3) / 4 : n;
+    const auto blocks = static_cast<unsigned>(
+        std::min<osprey::Index>((threads + 255) / 256, 8 * osprey::Index{m_device->multiprocessors()}));
+    fast_kernels::adamwKernel<<<blocks, 256, 0, stream()>>>(body, n, byFours);
+    OSPREY_CHECK(fast_detail::launched("fast adamw launch"));
+  }
   return AdamWOut<FastHandler>{std::move(p2), std::move(m2), std::move(v2)};
 }
 
