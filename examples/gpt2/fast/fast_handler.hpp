@@ -1,5 +1,7 @@
-// GPT-2 on the fast handler: osprey::Fast (float storage, TF32 tensor-core products) plus the
-// derived layers it answers itself (layers/common.hpp, "Derived operations"). nvcc units only.
+// GPT-2 on the fast handler: osprey::Fast (float storage, tensor-core products) plus the derived
+// layers it answers itself (layers/common.hpp, "Derived operations"). nvcc units only. The linear
+// layers' and flash attention's products read bf16 twins of their float operands
+// (fast/bf16_twins.hpp; Products::Bf16, the default) or the floats as TF32 (Products::Tf32).
 //
 // Linear layers: the reference definitions (layers/matmul.hpp) transpose activations so that
 // every product is a plain row-major matMul; cuBLAS reads an operand transposed for free, so each
@@ -10,8 +12,8 @@
 //   matmulBackward           dx = dout · wᵀ, dw = xᵀ · dout, dbias = 1ᵀ · dout (float sums, no TF32)
 //   matmulBackwardTransposed dx = dout · wt, dwt = doutᵀ · x
 //
-// Attention: at head size 64, flash attention (fast/flash_attention.hpp): TF32 tensor-core tiles,
-// the online softmax, the (T, T) scores never stored; the forward's att is each softmax row's
+// Attention: at head size 64, flash attention (fast/flash_attention.hpp): tensor-core tiles of
+// bf16 (copied from qkv's and dout's twins) or TF32, the online softmax, the (T, T) scores never stored; the forward's att is each softmax row's
 // log-sum-exp and a copy of the output, which the backward reads to recompute the probabilities
 // tile by tile. Other head sizes: headProducts reads each head's block of qkv, att or dout in
 // place (strided batched products, or a table of addresses where no single stride fits) around

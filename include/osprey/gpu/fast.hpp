@@ -9,8 +9,10 @@
 //   * matMul / matMulBatched: cuBLAS on the TF32 tensor cores with float accumulation
 //     (CUBLAS_COMPUTE_32F_FAST_TF32): inputs are rounded to TF32 (11 significant bits) inside the
 //     product; the sums are float sums in cuBLAS's order. (CUBLAS_COMPUTE_32F_FAST_16BF on float
-//     operands measured the same kernels, errors and times on the H200: bf16 products need bf16
-//     storage, which this handler does not have yet.)
+//     operands measured the same kernels, errors and times on the H200.) product() and
+//     productPlusBias() also take bf16 operands (HalfOperand: the tensor cores' bf16 rate, float
+//     sums), which a caller rounds itself: the GPT-2 layers keep bf16 twins of their float
+//     buffers for them (examples/gpt2/fast/bf16_twins.hpp).
 //   * row folds whose combine is Regroupable (effect.hpp: +, max): a tree over a block per row
 //     instead of one thread walking the row. Any other combine keeps the device's ordered fold.
 //   * reduce and indexOf keep their contract (in element order; first hit) on float elements.
