@@ -136,8 +136,8 @@ osprey::Result<train::DataParallel> dataParallel(const TrainOptions& o, const st
 // `train --gpus N` outside a launcher: start N ranks of this same command line and wait.
 osprey::Result<void> launchTraining(const TrainOptions& o, CliContext& ctx) {
   const JobRunner runner = OSPREY_TRY(selectRunner(o.backend, ctx.entries));
-  const HandlerRunner* chosen = runner.target<HandlerRunner>();
-  if (chosen == nullptr || *chosen == nullptr || *chosen != ctx.entries.gpuCuda)
+  const HandlerRunner* chosen = runner.target<HandlerRunner>();  // null for a runner bound to settings
+  if (chosen == nullptr || *chosen != ctx.entries.gpuCuda)
     return osprey::Error{fmt::format("--gpus {} runs one process per GPU: it needs --backend gpu --device cuda",
                                      o.gpus)};
   if (o.batch % o.gpus != 0)

@@ -137,13 +137,12 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
     // out (and out's bf16 twin, the projection's operand, with bf16 products).
     auto out = OSPREY_TRY(allocate(BTC));
     auto saved = OSPREY_TRY(allocate(R + BTC));
-    auto twin = OSPREY_TRY(twinRoom(out));
-    const fast_kernels::OutputPlaces places{out.data(), saved.data() + R, twin ? twin->data() : nullptr};
-    OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
-      return fast_kernels::flashAttentionForward<FlashTiles<E>>(stream(), OSPREY_TRY(tilesOf<E>(qkv)), places,
-                                                                saved.data(), B, T, C, NH);
+    OSPREY_CHECK(withTwin(out, [&](__nv_bfloat16* twin) {
+      return byProducts([&]<class E>(E) -> osprey::Result<void> {
+        return fast_kernels::flashAttentionForward<FlashTiles<E>>(
+            stream(), OSPREY_TRY(tilesOf<E>(qkv)), {out.data(), saved.data() + R, twin}, saved.data(), B, T, C, NH);
+      });
     }));
-    if (twin) adoptTwin(out, std::move(*twin));
     return AttentionOut<FastHandler>{std::move(out), std::move(saved)};
   }
   const heads::Layout qkvHeads{T, 3 * C, NH, hs};
@@ -176,14 +175,13 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
                                        L, att.size(), R + BTC)};
     auto rowDot = OSPREY_TRY(allocate(R));
     auto dqkv = OSPREY_TRY(allocate(n3));
-    auto twin = OSPREY_TRY(twinRoom(dqkv));  // dqkv is the qkv layer's dout
-    const fast_kernels::OutputPlaces places{dqkv.data(), nullptr, twin ? twin->data() : nullptr};
-    OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
-      return fast_kernels::flashAttentionBackward<FlashTiles<E>>(
-          stream(), OSPREY_TRY(tilesOf<E>(dout)), OSPREY_TRY(tilesOf<E>(qkv)), att.data() + R, att.data(),
-          rowDot.data(), places, B, T, C, NH);
+    OSPREY_CHECK(withTwin(dqkv, [&](__nv_bfloat16* twin) {  // dqkv is the qkv layer's dout
+      return byProducts([&]<class E>(E) -> osprey::Result<void> {
+        return fast_kernels::flashAttentionBackward<FlashTiles<E>>(
+            stream(), OSPREY_TRY(tilesOf<E>(dout)), OSPREY_TRY(tilesOf<E>(qkv)), att.data() + R, att.data(),
+            rowDot.data(), {dqkv.data(), nullptr, twin}, B, T, C, NH);
+      });
     }));
-    if (twin) adoptTwin(dqkv, std::move(*twin));
     return dqkv;
   }
   OSPREY_CHECK(checkLength(*this, att, OSPREY_TRY(checkedProduct(L, {R, T})), L, "att"));

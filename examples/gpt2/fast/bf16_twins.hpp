@@ -52,41 +52,47 @@ inline void FastHandler::forgetDeadTwins() {
   std::erase_if(m_twins, [](const Twin& t) { return t.source.expired(); });
 }
 
-inline osprey::Result<const __nv_bfloat16*> FastHandler::twinOf(const Buffer& b, osprey::Index length) {
-  if (length < b.size())
-    return osprey::Error{fmt::format("bf16 twin: {} elements do not hold a buffer of {}", length, b.size())};
-  forgetDeadTwins();
+inline const __nv_bfloat16* FastHandler::madeTwin(const Buffer& b, osprey::Index length) const {
   const std::shared_ptr<float>& memory = b.memory();
   for (const Twin& t : m_twins)
     if (t.data == b.data() && t.n == b.size() && t.length == length && !t.source.owner_before(memory) &&
         !memory.owner_before(t.source))
       return t.copy.data();
+  return nullptr;
+}
+
+template <class Write>
+osprey::Result<const __nv_bfloat16*> FastHandler::newTwin(const Buffer& b, osprey::Index length, Write write) {
+  forgetDeadTwins();
   auto device = m_device;
-  __nv_bfloat16* copy = OSPREY_TRY(device->allocate<__nv_bfloat16>(length));
-  osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> held(device, copy, length);
-  if (length > 0) {
+  __nv_bfloat16* room = OSPREY_TRY(device->allocate<__nv_bfloat16>(length));
+  osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> held(device, room, length);
+  OSPREY_CHECK(write(room));
+  m_twins.push_back(Twin{b.memory(), b.data(), b.size(), length, std::move(held)});
+  return room;
+}
+
+inline osprey::Result<const __nv_bfloat16*> FastHandler::twinOf(const Buffer& b, osprey::Index length) {
+  if (length < b.size())
+    return osprey::Error{fmt::format("bf16 twin: {} elements do not hold a buffer of {}", length, b.size())};
+  if (const __nv_bfloat16* made = madeTwin(b, length)) return made;
+  return newTwin(b, length, [&](__nv_bfloat16* copy) -> osprey::Result<void> {
+    if (length == 0) return {};
     const osprey::Index groups = (length + 3) / 4;
     const auto blocks = static_cast<unsigned>(std::min<osprey::Index>(
         (groups + fast_kernels::kTwinThreads - 1) / fast_kernels::kTwinThreads, 8 * 1024));
     fast_kernels::bf16Copy<<<blocks, fast_kernels::kTwinThreads, 0, stream()>>>(copy, b.data(), b.size(), length);
     OSPREY_CHECK(fast_detail::launched("fast bf16 twin launch"));
-    if (m_device->checksEachLaunch()) OSPREY_CHECK(m_device->flush());
-  }
-  adoptTwin(b, std::move(held));
-  return copy;
+    if (m_device->checksEachLaunch()) return m_device->flush();
+    return {};
+  });
 }
 
-inline osprey::Result<FastHandler::TwinRoom> FastHandler::twinRoom(const Buffer& out) {
-  if (m_products != Products::Bf16) return TwinRoom{};
-  forgetDeadTwins();
-  auto device = m_device;
-  __nv_bfloat16* room = OSPREY_TRY(device->allocate<__nv_bfloat16>(out.size()));
-  return TwinRoom{osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>(device, room, out.size())};
-}
-
-inline void FastHandler::adoptTwin(const Buffer& b, osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> copy) {
-  const osprey::Index length = copy.size();
-  m_twins.push_back(Twin{b.memory(), b.data(), b.size(), length, std::move(copy)});
+template <class Write>
+osprey::Result<void> FastHandler::withTwin(const Buffer& out, Write write) {
+  if (m_products != Products::Bf16) return write(static_cast<__nv_bfloat16*>(nullptr));
+  (void)OSPREY_TRY(newTwin(out, out.size(), write));
+  return {};
 }
 
 template <class E>

@@ -171,10 +171,7 @@ class FastHandler : public osprey::Fast {
   enum class Products { Bf16, Tf32 };
   void setProducts(Products products) { m_products = products; }
   Products products() const { return m_products; }
-  std::string device() const {
-    return fmt::format("fast {} (float storage, {} tensor-core products)", m_device->name(),
-                       m_products == Products::Bf16 ? "bf16" : "TF32");
-  }
+  std::string device() const { return deviceWith(m_products == Products::Bf16 ? "bf16" : "TF32"); }
 
   // What a continuation's one-row products read (fast/half_weights.hpp): bf16 copies of the
   // product weights, made when it starts (the default: half the bytes a token, the bound of
@@ -219,17 +216,19 @@ class FastHandler : public osprey::Fast {
     osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> copy;
   };
   osprey::Result<const __nv_bfloat16*> twinOf(const Buffer& b, osprey::Index length);
+  // The twin twinOf(b, length) would return if it has been made, else null.
+  const __nv_bfloat16* madeTwin(const Buffer& b, osprey::Index length) const;
   // b as the flash kernels read it for products of element type E (attention_layers.hpp).
   template <class E>
   osprey::Result<fast_kernels::TileSource> tilesOf(const Buffer& b);
-  // n bf16 elements, uninitialised; and b's twin, written by the kernel that wrote b (each element
-  // b's rounded to nearest even, then zeros to copy's length), kept as twinOf's would be.
-  // A kernel whose output feeds a linear layer writes the twin beside it: twinRoom(out) is room
-  // for out's twin with bf16 products (nothing with TF32), and adoptTwin keeps it as out's.
-  using TwinRoom = std::optional<osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>>;
-  osprey::Result<TwinRoom> twinRoom(const Buffer& out);
-  void adoptTwin(const Buffer& b, osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> copy);
-  // Releases the twins whose buffers are gone (twinOf, and each layer that allocates much).
+  // A kernel whose output feeds a linear layer writes the twin beside it: write(twin) launches it
+  // with room for out's twin (null with TF32 products: no twin), which is then kept as out's.
+  template <class Write>
+  osprey::Result<void> withTwin(const Buffer& out, Write write);
+  // Room for `length` elements as b's twin, filled by write(room), then kept as b's.
+  template <class Write>
+  osprey::Result<const __nv_bfloat16*> newTwin(const Buffer& b, osprey::Index length, Write write);
+  // Releases the twins whose buffers are gone (before each new one).
   void forgetDeadTwins();
   std::vector<Twin> m_twins;
   Products m_products = Products::Bf16;
@@ -305,9 +304,6 @@ class FastHandler : public osprey::Fast {
   // [0, V) (a bad one is the reference's "index out of range" fault); V as the kernels take it.
   osprey::Result<int> checkCrossEntropy(const char* layer, const Buffer& table, const char* name,
                                         const Buffer& targets, osprey::Index N, osprey::Index V);
-  // The device's opt-in shared memory per block, asked once.
-  osprey::Result<int> sharedPerBlock();
-  int m_sharedPerBlock = 0;
   // n ones, kept for the bias gradients' column sums (grown when a larger n is asked for).
   osprey::Result<const float*> ones(osprey::Index n);
   Buffer m_ones;
@@ -346,7 +342,7 @@ class FastHandler : public osprey::Fast {
   bool m_decodeGraphs = true;
   DecodeWeights m_decodeWeights = DecodeWeights::Bf16;
   HalfWeights* m_halfWeights = nullptr;  // while one lives
-  // The bf16 copy of w that m_halfWeights holds, or null.
+  // w's bf16 twin while m_halfWeights lives (halveWeights made it), or null.
   const __nv_bfloat16* halfOf(const Buffer& w) const;
 };
 

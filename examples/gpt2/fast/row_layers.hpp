@@ -28,14 +28,13 @@ inline osprey::Result<LayerNormOut<FastHandler>> FastHandler::layernormForward(c
   auto out = OSPREY_TRY(allocate(N * C));
   auto mean = OSPREY_TRY(allocate(N));
   auto rstd = OSPREY_TRY(allocate(N));
-  if (N > 0) {
-    auto twin = OSPREY_TRY(twinRoom(out));  // every LayerNorm's output is a linear layer's input
-    fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream()>>>(
-        out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, Ci, static_cast<float>(kLayerNormEps),
-        twin ? twin->data() : nullptr);
-    OSPREY_CHECK(fast_detail::launched("fast layernorm launch"));
-    if (twin) adoptTwin(out, std::move(*twin));
-  }
+  if (N > 0)  // every LayerNorm's output is a linear layer's input
+    OSPREY_CHECK(withTwin(out, [&](__nv_bfloat16* twin) {
+      fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream()>>>(
+          out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, Ci, static_cast<float>(kLayerNormEps),
+          twin);
+      return fast_detail::launched("fast layernorm launch");
+    }));
   return LayerNormOut<FastHandler>{std::move(out), std::move(mean), std::move(rstd)};
 }
 
@@ -52,14 +51,14 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormBackwar
   // Each warp's column sums in shared memory: rows wider than a block may hold (about 3,600
   // columns) take the reference definition on this handler.
   const std::size_t shared = static_cast<std::size_t>(fast_kernels::kRowWarps) * 2 * sizeof(float) * Ci;
-  if (shared > static_cast<std::size_t>(OSPREY_TRY(sharedPerBlock())))
+  if (shared > m_device->sharedMemoryPerBlock())
     return reference::layernormBackward(*this, dout, x, w, mean, rstd, N, C);
   auto dx = OSPREY_TRY(allocate(N * C));
   auto dw = OSPREY_TRY(allocate(C));
   auto db = OSPREY_TRY(allocate(C));
   // A few blocks a multiprocessor, each warp taking rows a grid apart: few partial sums to add.
-  const auto blocks = static_cast<int>(std::min<osprey::Index>(std::max<osprey::Index>((N + 7) / 8, 1),
-                                                               4 * osprey::Index{m_device->multiprocessors()}));
+  const auto blocks = static_cast<int>(std::min<osprey::Index>(
+      std::max<osprey::Index>(fast_kernels::rowBlocks(N), 1), 4 * osprey::Index{m_device->multiprocessors()}));
   auto partials = OSPREY_TRY(allocate(osprey::Index{blocks} * 2 * C));
   OSPREY_CUDA_CHECK(cudaFuncSetAttribute(fast_kernels::layerNormBackward, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(shared)),
@@ -71,16 +70,6 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormBackwar
       dw.data(), db.data(), partials.data(), blocks, Ci);
   OSPREY_CHECK(fast_detail::launched("fast layernorm backward: column totals launch"));
   return LayerNormGrads<FastHandler>{std::move(dx), std::move(dw), std::move(db)};
-}
-
-inline osprey::Result<int> FastHandler::sharedPerBlock() {
-  if (m_sharedPerBlock == 0) {
-    int device = 0;
-    OSPREY_CUDA_CHECK(cudaGetDevice(&device), "the current cuda device");
-    OSPREY_CUDA_CHECK(cudaDeviceGetAttribute(&m_sharedPerBlock, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-                      "the device's shared memory per block");
-  }
-  return m_sharedPerBlock;
 }
 
 inline osprey::Result<int> FastHandler::checkCrossEntropy(const char* layer, const Buffer& table, const char* name,
@@ -152,20 +141,18 @@ inline osprey::Result<AdamWOut<FastHandler>> FastHandler::adamwUpdate(const Buff
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer& x) {
   auto y = OSPREY_TRY(allocate(x.size()));
-  auto twin = OSPREY_TRY(twinRoom(y));
-  OSPREY_CHECK(runtime()->forEach(x.size(),
-                                  fast_kernels::GeluForwardBody{y.data(), x.data(), twin ? twin->data() : nullptr}));
-  if (twin) adoptTwin(y, std::move(*twin));
+  OSPREY_CHECK(withTwin(y, [&](__nv_bfloat16* twin) {
+    return runtime()->forEach(x.size(), fast_kernels::GeluForwardBody{y.data(), x.data(), twin});
+  }));
   return y;
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffer& dout, const Buffer& x) {
   OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
   auto dx = OSPREY_TRY(allocate(x.size()));
-  auto twin = OSPREY_TRY(twinRoom(dx));
-  OSPREY_CHECK(runtime()->forEach(
-      x.size(), fast_kernels::GeluBackwardBody{dx.data(), dout.data(), x.data(), twin ? twin->data() : nullptr}));
-  if (twin) adoptTwin(dx, std::move(*twin));
+  OSPREY_CHECK(withTwin(dx, [&](__nv_bfloat16* twin) {
+    return runtime()->forEach(x.size(), fast_kernels::GeluBackwardBody{dx.data(), dout.data(), x.data(), twin});
+  }));
   return dx;
 }
 

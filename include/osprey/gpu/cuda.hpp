@@ -685,6 +685,8 @@ class CudaDevice {
     m_peakLiveBytes = m_liveBytes;
   }
   int multiprocessors() const { return m_multiprocessors; }
+  // The most shared memory a block may ask for (bytes, opting in beyond the default 48 KiB).
+  std::size_t sharedMemoryPerBlock() const { return m_sharedMemoryPerBlock; }
   // How many launches that can fault have been queued so far (each has a number 1, 2, ...).
   unsigned long long launches() const {
     std::lock_guard lock(m_launchLock);
@@ -747,6 +749,7 @@ class CudaDevice {
   CudaDevice(int index, const cudaDeviceProp& properties, Staging* staging)
       : m_index(index),
         m_multiprocessors(properties.multiProcessorCount),
+        m_sharedMemoryPerBlock(properties.sharedMemPerBlockOptin),
         m_name(std::string("cuda: ") + properties.name),
         m_checkEachLaunch(checkEachLaunchFromEnvironment()),
         m_staging(staging),
@@ -848,6 +851,7 @@ class CudaDevice {
 
   int m_index;
   int m_multiprocessors;
+  std::size_t m_sharedMemoryPerBlock;
   std::string m_name;
   bool m_checkEachLaunch;
   mutable std::mutex m_cacheLock;

@@ -230,8 +230,6 @@ class Fast : public Gpu<CudaDevice, float> {
     return true;
   }
 
-
-
   // `batch` products of one shape whose operands and outputs lie anywhere: product p reads op(a)
   // at as[p] and op(b) at bs[p] and writes out at outs[p] (device arrays of pointers), each matrix
   // with rows ld elements apart. The one call for products that no single stride describes
@@ -268,15 +266,19 @@ class Fast : public Gpu<CudaDevice, float> {
     return out;
   }
 
-  std::string device() const {
-    return fmt::format("fast {} (float storage, TF32 tensor-core products)", m_device->name());
-  }
+  std::string device() const { return deviceWith("TF32"); }
 
   // n floats, uninitialised: the output of a product or a fused kernel.
   Result<Buffer> allocate(Index n) { return gpuAllocate<float>(m_device, n); }
 
   // The stream the device's work goes to (CudaDevice::stream): fused kernels launch onto it.
   cudaStream_t stream() const { return m_device->stream(); }
+
+ protected:
+  // The device's name, with the kind of tensor-core product the handler's layers use.
+  std::string deviceWith(const char* products) const {
+    return fmt::format("fast {} (float storage, {} tensor-core products)", m_device->name(), products);
+  }
 
  private:
   // product() on float or bf16 operands.
@@ -307,13 +309,14 @@ class Fast : public Gpu<CudaDevice, float> {
     const Index strideB = b.stride ? b.stride : inner * cols, strideA = a.stride ? a.stride : rows * inner;
     const Index ldc = ldOut ? ldOut : cols, strideC = strideOut ? strideOut : rows * cols;
     if (ldc > INT_MAX) return Error{label() + ": the output's leading dimension is outside cuBLAS's int range"};
-    OSPREY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(OSPREY_TRY(blasOnStream()), opB, opA, m, n, k, &alpha, b.data, cudaTypeOf<E>(),
-                                                   static_cast<int>(ldb), strideB, a.data, cudaTypeOf<E>(),
-                                                   static_cast<int>(lda), strideA, &beta, out,
+    const cublasComputeType_t compute = std::is_same_v<E, float> && precision == Precision::TensorCores
+                                            ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                            : CUBLAS_COMPUTE_32F;
+    OSPREY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(OSPREY_TRY(blasOnStream()), opB, opA, m, n, k, &alpha, b.data,
+                                                   cudaTypeOf<E>(), static_cast<int>(ldb), strideB, a.data,
+                                                   cudaTypeOf<E>(), static_cast<int>(lda), strideA, &beta, out,
                                                    CUDA_R_32F, static_cast<int>(ldc), strideC, static_cast<int>(batch),
-                                                   std::is_same_v<E, float> && precision == Precision::TensorCores ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                                       : CUBLAS_COMPUTE_32F,
-                                                   CUBLAS_GEMM_DEFAULT),
+                                                   compute, CUBLAS_GEMM_DEFAULT),
                         label());
     if (m_device->checksEachLaunch()) return m_device->flush();
     return {};
