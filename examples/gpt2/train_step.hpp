@@ -149,11 +149,9 @@ osprey::Result<ForwardPass<H>> forwardForTraining(H& h, const Params<H>& w, cons
     lap("forward matmul qkv");
     a.attn = OSPREY_TRY(attentionForward(h, a.qkv, B, T, C, c.NH));                  // (N, C)
     lap("forward attention");
-    auto y = OSPREY_TRY(matmulForward(h, a.attn.out, w.block(l, BlockSlot::AttnProjWeight),
-                                      w.block(l, BlockSlot::AttnProjBias), N, C, C)); // (N, C)
-    lap("forward matmul attn proj");
-    a.residual = OSPREY_TRY(residualForward(h, x, y));                               // (N, C)
-    lap("forward residual");
+    a.residual = OSPREY_TRY(residualMatmulForward(h, x, a.attn.out, w.block(l, BlockSlot::AttnProjWeight),
+                                                  w.block(l, BlockSlot::AttnProjBias), N, C, C));  // (N, C)
+    lap("forward matmul attn proj + residual");
     a.ln2 = OSPREY_TRY(layernormForward(h, a.residual, w.block(l, BlockSlot::Ln2Weight),
                                         w.block(l, BlockSlot::Ln2Bias), N, C));       // (N, C)
     lap("forward layernorm");
@@ -162,11 +160,9 @@ osprey::Result<ForwardPass<H>> forwardForTraining(H& h, const Params<H>& w, cons
     lap("forward matmul fc");
     a.fcGelu = OSPREY_TRY(geluForward(h, a.fc));                                     // (N, 4C)
     lap("forward gelu");
-    auto m = OSPREY_TRY(matmulForward(h, a.fcGelu, w.block(l, BlockSlot::FcProjWeight),
-                                      w.block(l, BlockSlot::FcProjBias), N, 4 * C, C)); // (N, C)
-    lap("forward matmul fc proj");
-    x = OSPREY_TRY(residualForward(h, a.residual, m));                               // (N, C)
-    lap("forward residual");
+    x = OSPREY_TRY(residualMatmulForward(h, a.residual, a.fcGelu, w.block(l, BlockSlot::FcProjWeight),
+                                         w.block(l, BlockSlot::FcProjBias), N, 4 * C, C));  // (N, C)
+    lap("forward matmul fc proj + residual");
     f.blocks.push_back(std::move(a));
   }
   f.output = x;                                                                       // (N, C)
@@ -210,11 +206,11 @@ osprey::Result<Params<H>> backward(H& h, const Params<H>& w, const ForwardPass<H
     auto fc = OSPREY_TRY(matmulBackward(h, dfc, a.ln2.out, w.block(l, BlockSlot::FcWeight),
                                         N, C, 4 * C));                               // dx (N, C)
     lap("backward matmul fc");
-    auto ln2 = OSPREY_TRY(layernormBackward(h, fc.dx, a.residual, w.block(l, BlockSlot::Ln2Weight),
-                                            a.ln2.mean, a.ln2.rstd, N, C));          // (N, C)
-    lap("backward layernorm");
-    auto dr = OSPREY_TRY(add(h, dx, ln2.dx));  // residual path + MLP branch          (N, C)
-    lap("backward residual");
+    // dr = dx + ln_2's dx: the residual path and the MLP branch                      (N, C)
+    auto ln2 = OSPREY_TRY(residualLayernormBackward(h, dx, fc.dx, a.residual, w.block(l, BlockSlot::Ln2Weight),
+                                                    a.ln2.mean, a.ln2.rstd, N, C));
+    lap("backward layernorm + residual");
+    const Buf<H>& dr = ln2.dx;
     // Attention branch: r = x + (attention(ln_1(x)·c_attn + b)·c_proj + b)
     auto aproj = OSPREY_TRY(matmulBackward(h, dr, a.attn.out, w.block(l, BlockSlot::AttnProjWeight),
                                            N, C, C));                                // dx (N, C)
@@ -224,11 +220,11 @@ osprey::Result<Params<H>> backward(H& h, const Params<H>& w, const ForwardPass<H
     auto qkv = OSPREY_TRY(matmulBackward(h, dqkv, a.ln1.out, w.block(l, BlockSlot::AttnWeight),
                                          N, C, 3 * C));                              // dx (N, C)
     lap("backward matmul qkv");
-    auto ln1 = OSPREY_TRY(layernormBackward(h, qkv.dx, a.input, w.block(l, BlockSlot::Ln1Weight),
-                                            a.ln1.mean, a.ln1.rstd, N, C));          // (N, C)
-    lap("backward layernorm");
-    dx = OSPREY_TRY(add(h, dr, ln1.dx));       // residual path + attention branch    (N, C)
-    lap("backward residual");
+    // dx = dr + ln_1's dx: the residual path and the attention branch                 (N, C)
+    auto ln1 = OSPREY_TRY(residualLayernormBackward(h, dr, qkv.dx, a.input, w.block(l, BlockSlot::Ln1Weight),
+                                                    a.ln1.mean, a.ln1.rstd, N, C));
+    lap("backward layernorm + residual");
+    dx = ln1.dx;
 
     putBlock(l, BlockSlot::Ln1Weight, std::move(ln1.dw));
     putBlock(l, BlockSlot::Ln1Bias, std::move(ln1.db));

@@ -9,7 +9,9 @@
 //
 //   matmulForward            out = x · w + bias       the bias in cuBLASLt's epilogue
 //   matmulForwardTransposed  out = x · wtᵀ            (the tied lm head, and linear() in inference)
-//   matmulBackward           dx = dout · wᵀ, dw = xᵀ · dout, dbias = 1ᵀ · dout (float sums, no TF32)
+//   matmulBackward           dx = dout · wᵀ, dw = xᵀ · dout, dbias = 1ᵀ · dout (float sums: of dout's
+//                            bf16 twin in dw's epilogue with bf16 products, else of the floats)
+//   residualMatmulForward    out = x + (in · w + bias)   the residual stream too in the epilogue
 //   matmulBackwardTransposed dx = dout · wt, dwt = doutᵀ · x
 //
 // Attention: at head size 64, flash attention (fast/flash_attention.hpp): tensor-core tiles of
@@ -62,6 +64,9 @@ class FastHandler : public osprey::Fast {
                                        osprey::Index IC, osprey::Index OC);
   osprey::Result<Buffer> matmulForwardTransposed(const Buffer& x, const Buffer& wt, osprey::Index N, osprey::Index IC,
                                                  osprey::Index OC);
+  // x + (in · w + bias) (layers/residual.hpp): the residual stream added in the product's epilogue.
+  osprey::Result<Buffer> residualMatmulForward(const Buffer& x, const Buffer& in, const Buffer& w, const Buffer& bias,
+                                               osprey::Index N, osprey::Index IC, osprey::Index OC);
   osprey::Result<MatmulGrads<FastHandler>> matmulBackward(const Buffer& dout, const Buffer& x, const Buffer& w,
                                                           osprey::Index N, osprey::Index IC, osprey::Index OC);
   osprey::Result<MatmulTransposedGrads<FastHandler>> matmulBackwardTransposed(const Buffer& dout, const Buffer& x,
@@ -95,6 +100,12 @@ class FastHandler : public osprey::Fast {
   osprey::Result<LayerNormGrads<FastHandler>> layernormBackward(const Buffer& dout, const Buffer& x, const Buffer& w,
                                                                 const Buffer& mean, const Buffer& rstd,
                                                                 osprey::Index N, osprey::Index C);
+  // The same with dresid added onto dx in the kernel (layers/residual.hpp), and dx's twin written
+  // beside it: the sum is the next linear layer's dout.
+  osprey::Result<LayerNormGrads<FastHandler>> residualLayernormBackward(const Buffer& dresid, const Buffer& dout,
+                                                                        const Buffer& x, const Buffer& w,
+                                                                        const Buffer& mean, const Buffer& rstd,
+                                                                        osprey::Index N, osprey::Index C);
   // The lm head and the loss (layers/head_loss.hpp): for the lm head's V, the logits stay in rows
   // padded to a multiple of 4 and the probabilities overwrite them there; the backward's padded
   // products read the probabilities as they are and take the targets' one-hot share off after, so
@@ -166,8 +177,8 @@ class FastHandler : public osprey::Fast {
   // fast/bf16_twins.hpp): bf16 copies of their float operands, made where a product first reads a
   // buffer and kept while it lives (the default: the tensor cores' bf16 rate, float sums), or the
   // floats themselves on the TF32 tensor cores. Flash attention's tiles (head size 64) follow the
-  // same choice; the unfused attention of other head sizes stays TF32 and the bias gradients' sums
-  // float.
+  // same choice, and so do the bias gradients (summed in float from dout's twin by the weight
+  // gradient's product, or from the floats); the unfused attention of other head sizes stays TF32.
   enum class Products { Bf16, Tf32 };
   void setProducts(Products products) { m_products = products; }
   Products products() const { return m_products; }
@@ -185,11 +196,17 @@ class FastHandler : public osprey::Fast {
   osprey::Result<std::unique_ptr<HalfWeights>> halveWeights(const Weights& w);
 
  private:
-  // out (N, OC) = x · op(w) + bias: the bias in cuBLASLt's epilogue, or (where it has no algorithm)
-  // written first and the product added onto it.
+  // out (N, OC) = x · op(w) + bias (+ addend (N, OC) where given): the bias and the addend in
+  // cuBLASLt's epilogue, or (where it has no algorithm) written first and the product added onto
+  // them.
   template <class E>
   osprey::Result<Buffer> linearProduct(osprey::OperandOf<E> x, osprey::OperandOf<E> w, const Buffer& bias,
-                                       osprey::Index N, osprey::Index IC, osprey::Index OC);
+                                       osprey::Index N, osprey::Index IC, osprey::Index OC,
+                                       const Buffer* addend = nullptr);
+  // Both LayerNorm backwards: dx = dresid + the LayerNorm's dx where dresid is given.
+  osprey::Result<LayerNormGrads<FastHandler>> layernormGradients(const Buffer* dresid, const Buffer& dout,
+                                                                 const Buffer& x, const Buffer& w, const Buffer& mean,
+                                                                 const Buffer& rstd, osprey::Index N, osprey::Index C);
   // body(E{}) with E the element type the linear layers' products read (m_products): bf16 or float.
   template <class Body>
   auto byProducts(Body body) {
@@ -304,6 +321,10 @@ class FastHandler : public osprey::Fast {
   // [0, V) (a bad one is the reference's "index out of range" fault); V as the kernels take it.
   osprey::Result<int> checkCrossEntropy(const char* layer, const Buffer& table, const char* name,
                                         const Buffer& targets, osprey::Index N, osprey::Index V);
+  // body over n elements by fast_kernels::byFoursKernel (AdamW, GELU): four at a time where
+  // body.aligned().
+  template <class Body>
+  osprey::Result<void> byFours(const char* launch, Body body, osprey::Index n);
   // n ones, kept for the bias gradients' column sums (grown when a larger n is asked for).
   osprey::Result<const float*> ones(osprey::Index n);
   Buffer m_ones;
@@ -374,6 +395,14 @@ struct BiasOfColumn {
   osprey::ViewOf<float> bias;
   osprey::Int columns;
   OSPREY_FN osprey::Scalar operator()(osprey::Index i) const { return bias[osprey::Int(i) % columns]; }
+};
+// The same onto an addend of the output's shape: addend[i] + bias of i's column.
+struct AddendPlusBias {
+  osprey::ViewOf<float> addend, bias;
+  osprey::Int columns;
+  OSPREY_FN osprey::Scalar operator()(osprey::Index i) const {
+    return addend[i] + bias[osprey::Int(i) % columns];
+  }
 };
 struct One {
   OSPREY_FN osprey::Scalar operator()(osprey::Index) const { return 1.0; }

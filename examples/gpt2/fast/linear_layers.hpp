@@ -23,6 +23,21 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForward(const Buff
   });
 }
 
+inline osprey::Result<FastHandler::Buffer> FastHandler::residualMatmulForward(const Buffer& x, const Buffer& in,
+                                                                              const Buffer& w, const Buffer& bias,
+                                                                              osprey::Index N, osprey::Index IC,
+                                                                              osprey::Index OC) {
+  const char* L = "residual matmul";
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, OC, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, in, N, IC, L, "in"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
+  return byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
+    const auto ins = OSPREY_TRY(operandOf<E>(in)), ws = OSPREY_TRY(operandOf<E>(w));
+    return linearProduct<E>({ins.data}, {ws.data}, bias, N, IC, OC, &x);
+  });
+}
+
 template <class Kernel>
 cudaError_t FastHandler::residentBlocks(int* blocks, Kernel kernel, int threads, std::size_t shared) {
   const auto key = std::tuple{reinterpret_cast<const void*>(kernel), threads, shared};
@@ -108,16 +123,23 @@ inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulBackward(cons
   OSPREY_CHECK(fast_detail::checkShape(*this, dout, N, OC, L, "dout"));
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
-  auto dx = OSPREY_TRY(allocate(N * IC)), dw = OSPREY_TRY(allocate(IC * OC));
+  auto dx = OSPREY_TRY(allocate(N * IC)), dw = OSPREY_TRY(allocate(IC * OC)), dbias = OSPREY_TRY(allocate(OC));
+  bool summed = false;  // dbias taken by dw's product
   OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
     using Op = osprey::OperandOf<E>;
     const auto d = OSPREY_TRY(operandOf<E>(dout)), xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
     OSPREY_CHECK(product(dx.data(), Op{d.data}, Op{ws.data, true}, N, OC, IC));   // (N, OC) · wᵀ
+    // With bf16 operands, dbias = 1ᵀ · dout is summed from the dout dw's product reads, in its
+    // epilogue (float sums of dout's bf16 values): no pass over dout of its own.
+    if constexpr (std::is_same_v<E, __nv_bfloat16>)
+      if (N > 0 && IC > 0 && OC > 0)
+        summed = OSPREY_TRY(productSummingB(dw.data(), Op{xs.data, true}, Op{d.data}, IC, N, OC, dbias.data()));
+    if (summed) return {};
     return product(dw.data(), Op{xs.data, true}, Op{d.data}, IC, N, OC);          // xᵀ · (N, OC)
   }));
-  auto dbias = OSPREY_TRY(allocate(OC));
-  OSPREY_CHECK(product(dbias.data(), {OSPREY_TRY(ones(N))}, {dout.data()}, 1, N, OC, 0.0f, 1,
-                       osprey::Precision::Float));
+  if (!summed)  // float sums of dout's floats
+    OSPREY_CHECK(product(dbias.data(), {OSPREY_TRY(ones(N))}, {dout.data()}, 1, N, OC, 0.0f, 1,
+                         osprey::Precision::Float));
   return MatmulGrads<FastHandler>{std::move(dx), std::move(dw), std::move(dbias)};
 }
 
@@ -178,11 +200,13 @@ inline osprey::Result<void> FastHandler::copyRows(float* dst, osprey::Index ldDs
 template <class E>
 osprey::Result<FastHandler::Buffer> FastHandler::linearProduct(osprey::OperandOf<E> x, osprey::OperandOf<E> w,
                                                                const Buffer& bias, osprey::Index N, osprey::Index IC,
-                                                               osprey::Index OC) {
+                                                               osprey::Index OC, const Buffer* addend) {
   auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct("linear", {N, OC}))));
   if (N == 0 || OC == 0) return out;
-  if (IC > 0 && OSPREY_TRY(productPlusBias(out.data(), x, w, N, IC, OC, bias.data()))) return out;
-  out = OSPREY_TRY(build(N * OC, fast_detail::BiasOfColumn{bias.view(), OC}));
+  if (IC > 0 && OSPREY_TRY(productPlusBias(out.data(), x, w, N, IC, OC, bias.data(), addend ? addend->data() : nullptr)))
+    return out;
+  out = addend ? OSPREY_TRY(build(N * OC, fast_detail::AddendPlusBias{addend->view(), bias.view(), OC}))
+               : OSPREY_TRY(build(N * OC, fast_detail::BiasOfColumn{bias.view(), OC}));
   OSPREY_CHECK(product(out.data(), x, w, N, IC, OC, 1.0f));
   return out;
 }

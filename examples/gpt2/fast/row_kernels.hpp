@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "gpt2/fast/causal_softmax.hpp"  // warpSum, warpMax
@@ -21,7 +22,7 @@ namespace gpt2::fast_kernels {
 namespace {  // internal linkage (osprey/gpu/cuda.hpp says why)
 
 constexpr int kRowWarps = 8;      // LayerNorm: one warp per row, 8 rows per block
-constexpr int kVocabThreads = 512;  // cross-entropy: one block per row
+constexpr int kVocabThreads = 512;  // cross-entropy's backward and the lm head's: one block per row
 
 inline unsigned rowBlocks(osprey::Index rows) { return static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps); }
 
@@ -142,37 +143,112 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 }
 
 // norm = (x - mean)·rstd,  dnorm = w·dout
-// dx = ((dnorm - mean_c dnorm) - norm·mean_c(dnorm·norm))·rstd; and the column sums of dout·norm
-// (dw) and of dout (db), in two stages with one fixed order: a warp takes rows blockIdx·8 + warp,
-// then a grid's rows further each time, adding each row into its own shared columns (`sums`,
+// dx = ((dnorm - mean_c dnorm) - norm·mean_c(dnorm·norm))·rstd, plus dresid where it is given (the
+// residual stream's gradient, added after: dresid + dx), and its bf16 rounding into `twin` where
+// one is given (dx is the next linear layer's dout); and the column sums of dout·norm (dw) and of
+// dout (db), in two stages with one fixed order: a warp takes rows blockIdx·8 + warp, then a
+// grid's rows further each time, adding each row into its own shared columns (`sums`,
 // kRowWarps × 2C floats of dynamic shared memory); then the block adds its warps' columns in warp
 // order into partials[blockIdx] (2C: the dw sums, then the db sums), and columnTotals adds the
 // blocks' in block order.
+// Rows of up to 32·kHeldGroups groups of four, every operand on 16 bytes, are read once into
+// registers and written 16 bytes at a time (lane l holds groups l, l + 32, ...); others element
+// by element, the sums in the same order: the same results either way.
 __global__ void __launch_bounds__(kRowWarps * 32)
     layerNormBackward(float* dx, float* partials, const float* dout, const float* x, const float* w,
-                      const float* mean, const float* rstd, osprey::Index N, int C) {
-  extern __shared__ float sums[];
+                      const float* mean, const float* rstd, osprey::Index N, int C, const float* dresid = nullptr,
+                      __nv_bfloat16* twin = nullptr) {
+  extern __shared__ float4 sums4[];
+  float* sums = reinterpret_cast<float*>(sums4);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   float* mine = sums + static_cast<std::size_t>(warp) * 2 * C;
   for (int c = lane; c < 2 * C; c += 32) mine[c] = 0.0f;
+  const auto on16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  const bool held = C % 4 == 0 && C / 4 <= 32 * kHeldGroups && on16(dx) && on16(dout) && on16(x) && on16(w) &&
+                    (!dresid || on16(dresid)) && (!twin || reinterpret_cast<std::uintptr_t>(twin) % 8 == 0);
+  // One element's dx (before dresid), and its terms of the two column sums: dout·norm, dout.
+  const auto element = [](float g, float v, float wc, float m, float s, float meanDnorm, float meanDnormNorm,
+                          float& normTerm) {
+    const float norm = (v - m) * s, dnorm = wc * g;
+    normTerm = g * norm;
+    return ((dnorm - meanDnorm) - norm * meanDnormNorm) * s;
+  };
   for (osprey::Index n = static_cast<osprey::Index>(blockIdx.x) * kRowWarps + warp; n < N;
        n += static_cast<osprey::Index>(gridDim.x) * kRowWarps) {
     const float* g = dout + n * C;
     const float* row = x + n * C;
     const float m = mean[n], s = rstd[n];
     float sumDnorm = 0.0f, sumDnormNorm = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-      const float norm = (row[c] - m) * s, dnorm = w[c] * g[c];
-      sumDnorm += dnorm;
-      sumDnormNorm += dnorm * norm;
+    if (held) {
+      float4 gh[kHeldGroups], xh[kHeldGroups];
+#pragma unroll
+      for (int j = 0; j < kHeldGroups; ++j)
+        if (lane + 32 * j < C / 4) {
+          gh[j] = reinterpret_cast<const float4*>(g)[lane + 32 * j];
+          xh[j] = reinterpret_cast<const float4*>(row)[lane + 32 * j];
+        }
+#pragma unroll
+      for (int j = 0; j < kHeldGroups; ++j)
+        if (lane + 32 * j < C / 4) {
+          const float4 wc = reinterpret_cast<const float4*>(w)[lane + 32 * j];
+          const float gs[4] = {gh[j].x, gh[j].y, gh[j].z, gh[j].w}, xs[4] = {xh[j].x, xh[j].y, xh[j].z, xh[j].w};
+          const float ws[4] = {wc.x, wc.y, wc.z, wc.w};
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const float norm = (xs[k] - m) * s, dnorm = ws[k] * gs[k];
+            sumDnorm += dnorm;
+            sumDnormNorm += dnorm * norm;
+          }
+        }
+      const float meanDnorm = warpSum(sumDnorm) / static_cast<float>(C);
+      const float meanDnormNorm = warpSum(sumDnormNorm) / static_cast<float>(C);
+#pragma unroll
+      for (int j = 0; j < kHeldGroups; ++j)
+        if (lane + 32 * j < C / 4) {
+          const int c = 4 * (lane + 32 * j);
+          const float4 wc = reinterpret_cast<const float4*>(w)[lane + 32 * j];
+          float4 terms;
+          float4 out = make_float4(element(gh[j].x, xh[j].x, wc.x, m, s, meanDnorm, meanDnormNorm, terms.x),
+                                   element(gh[j].y, xh[j].y, wc.y, m, s, meanDnorm, meanDnormNorm, terms.y),
+                                   element(gh[j].z, xh[j].z, wc.z, m, s, meanDnorm, meanDnormNorm, terms.z),
+                                   element(gh[j].w, xh[j].w, wc.w, m, s, meanDnorm, meanDnormNorm, terms.w));
+          // The warp's columns 16 bytes at a time (a lane's four columns are adjacent).
+          float4& normSums = *reinterpret_cast<float4*>(mine + c);
+          float4& doutSums = *reinterpret_cast<float4*>(mine + C + c);
+          float4 a = normSums, b = doutSums;
+          a.x += terms.x, a.y += terms.y, a.z += terms.z, a.w += terms.w;
+          b.x += gh[j].x, b.y += gh[j].y, b.z += gh[j].z, b.w += gh[j].w;
+          normSums = a, doutSums = b;
+          if (dresid) {
+            const float4 r = *reinterpret_cast<const float4*>(dresid + n * C + c);
+            out = make_float4(r.x + out.x, r.y + out.y, r.z + out.z, r.w + out.w);
+          }
+          *reinterpret_cast<float4*>(dx + n * C + c) = out;
+          if (twin) {
+            auto* pairs = reinterpret_cast<__nv_bfloat162*>(twin + n * C + c);
+            pairs[0] = __floats2bfloat162_rn(out.x, out.y);
+            pairs[1] = __floats2bfloat162_rn(out.z, out.w);
+          }
+        }
+      continue;
     }
+    // Element by element in the held path's order: lane l takes groups l, l + 32, ... of four.
+    for (int q = lane; 4 * q < C; q += 32)
+      for (int c = 4 * q; c < 4 * q + 4 && c < C; ++c) {
+        const float norm = (row[c] - m) * s, dnorm = w[c] * g[c];
+        sumDnorm += dnorm;
+        sumDnormNorm += dnorm * norm;
+      }
     const float meanDnorm = warpSum(sumDnorm) / static_cast<float>(C);
     const float meanDnormNorm = warpSum(sumDnormNorm) / static_cast<float>(C);
     for (int c = lane; c < C; c += 32) {
-      const float norm = (row[c] - m) * s, dnorm = w[c] * g[c];
-      dx[n * C + c] = ((dnorm - meanDnorm) - norm * meanDnormNorm) * s;
-      mine[c] += g[c] * norm;
+      float term;
+      float out = element(g[c], row[c], w[c], m, s, meanDnorm, meanDnormNorm, term);
+      mine[c] += term;
       mine[C + c] += g[c];
+      if (dresid) out = dresid[n * C + c] + out;
+      dx[n * C + c] = out;
+      if (twin) twin[n * C + c] = __float2bfloat16_rn(out);
     }
   }
   __syncthreads();
@@ -228,40 +304,86 @@ __device__ __forceinline__ int targetOf(float id, int V) {
 // m = max_v logits;  s = Σ exp(logits - m);  probs = exp(logits - m) / s;  (two passes over the row)
 // loss = log(s) - (logits[target] - m). Targets were checked (ids in [0, V)) before the launch.
 // Rows are ld ≥ V apart in logits and probs; probs' columns [V, ld) are written 0. The
-// probabilities go to `probs` as floats, or (probs null) to `halves` rounded to bf16, the lm head
-// backward's bf16 operand.
-__global__ void __launch_bounds__(kVocabThreads)
+// probabilities go to `probs` as floats (which may be the logits themselves), or (probs null) to
+// `halves` rounded to bf16, the lm head backward's bf16 operand.
+//
+// A block takes rows blockIdx, blockIdx + gridDim, ...: the grid is a few blocks a multiprocessor
+// (crossEntropyBlocks), so the rows being read at once are few enough for the L2 cache to hold
+// much of each, and the second pass walks the row backwards, from the part the first pass read
+// last, which is the likeliest still there. Rows on 16 bytes with ld a multiple of 4 (the lm
+// head's padded rows) are read 16 bytes at a time.
+constexpr int kLossThreads = 1024, kLossBlocksPerSM = 1;
+__global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
     crossEntropyForward(float* probs, float* losses, const float* logits, const float* targets, osprey::Index N,
                         int V, int ld, __nv_bfloat16* halves = nullptr) {
-  __shared__ float scratch[kVocabThreads / 32];
-  const osprey::Index n = blockIdx.x;
-  const float* row = logits + n * ld;
-  // One pass for both statistics: each thread keeps its running max and the sum of exp(x - max),
-  // rescaled when the max grows; then the block's maximum, and every thread's sum moved onto it.
-  float m = -INFINITY, s = 0.0f;
-  for (int v = threadIdx.x; v < V; v += kVocabThreads) {
-    const float x = row[v];
-    if (x > m) {
-      s = s * __expf(m - x) + 1.0f;  // exp(-inf) = 0 for the first term
-      m = x;
+  __shared__ float scratch[kLossThreads / 32];
+  const int tid = static_cast<int>(threadIdx.x);
+  const bool byFours = ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0 &&
+                       (!probs || reinterpret_cast<std::uintptr_t>(probs) % 16 == 0) &&
+                       (probs || reinterpret_cast<std::uintptr_t>(halves) % 8 == 0);
+  for (osprey::Index n = blockIdx.x; n < N; n += gridDim.x) {
+    const float* row = logits + n * ld;
+    // One pass for both statistics: each thread keeps its running max and the sum of exp(x - max),
+    // rescaled when the max grows; then the block's maximum, and every thread's sum moved onto it.
+    float m = -INFINITY, s = 0.0f;
+    const auto take = [&](float x) {
+      if (x > m) {
+        s = s * __expf(m - x) + 1.0f;  // exp(-inf) = 0 for the first term
+        m = x;
+      } else {
+        s += __expf(x - m);
+      }
+    };
+    // Whole groups of four below V (thread t: groups t, t + kLossThreads, ...), then V's last
+    // partial group element by element: the same sums whether a group is one load or four.
+    const int full = V / 4;
+    if (byFours) {
+#pragma unroll 4
+      for (int q = tid; q < full; q += kLossThreads) {
+        const float4 x = reinterpret_cast<const float4*>(row)[q];
+        take(x.x), take(x.y), take(x.z), take(x.w);
+      }
     } else {
-      s += __expf(x - m);
+      for (int q = tid; q < full; q += kLossThreads)
+        take(row[4 * q]), take(row[4 * q + 1]), take(row[4 * q + 2]), take(row[4 * q + 3]);
+    }
+    for (int v = 4 * full + tid; v < V; v += kLossThreads) take(row[v]);
+    const float rowMax = blockFold<true, kLossThreads>(m, scratch);
+    s = blockFold<false, kLossThreads>(m == -INFINITY ? 0.0f : s * __expf(m - rowMax), scratch);
+    m = rowMax;
+    const float inverse = 1.0f / s;
+    if (tid == 0) losses[n] = logf(s) - (row[targetOf(targets[n], V)] - m);
+    __syncthreads();  // probs may be the logits themselves: the target's logit is read first
+    const auto prob = [&](int v, float x) { return v < V ? __expf(x - m) * inverse : 0.0f; };
+    if (byFours) {
+      const int groups = ld / 4;
+      // Backwards, a thread's groups in the reverse of the first pass's order.
+      for (int q = groups - 1 - tid; q >= 0; q -= kLossThreads) {
+        const float4 x = __ldcs(reinterpret_cast<const float4*>(row) + q);
+        const int v = 4 * q;
+        const float4 p = make_float4(prob(v, x.x), prob(v + 1, x.y), prob(v + 2, x.z), prob(v + 3, x.w));
+        if (probs) {
+          reinterpret_cast<float4*>(probs + n * ld)[q] = p;
+        } else {
+          auto* pairs = reinterpret_cast<__nv_bfloat162*>(halves + n * ld + v);
+          pairs[0] = __floats2bfloat162_rn(p.x, p.y);
+          pairs[1] = __floats2bfloat162_rn(p.z, p.w);
+        }
+      }
+    } else if (probs) {
+      float* p = probs + n * ld;
+      for (int v = tid; v < ld; v += kLossThreads) p[v] = prob(v, row[v]);
+    } else {
+      __nv_bfloat16* p = halves + n * ld;
+      for (int v = tid; v < ld; v += kLossThreads) p[v] = __float2bfloat16_rn(prob(v, row[v]));
     }
   }
-  const float rowMax = blockFold<true>(m, scratch);
-  s = blockFold<false>(m == -INFINITY ? 0.0f : s * __expf(m - rowMax), scratch);
-  m = rowMax;
-  const float inverse = 1.0f / s;
-  if (threadIdx.x == 0) losses[n] = logf(s) - (row[targetOf(targets[n], V)] - m);
-  __syncthreads();  // probs may be the logits themselves: the target's logit is read first
-  if (probs) {
-    float* p = probs + n * ld;
-    for (int v = threadIdx.x; v < ld; v += kVocabThreads) p[v] = v < V ? __expf(row[v] - m) * inverse : 0.0f;
-  } else {
-    __nv_bfloat16* p = halves + n * ld;
-    for (int v = threadIdx.x; v < ld; v += kVocabThreads)
-      p[v] = __float2bfloat16_rn(v < V ? __expf(row[v] - m) * inverse : 0.0f);
-  }
+}
+
+// crossEntropyForward's grid: kLossBlocksPerSM blocks a multiprocessor, or one a row if fewer.
+inline unsigned crossEntropyBlocks(osprey::Index N, int multiprocessors) {
+  return static_cast<unsigned>(std::max<osprey::Index>(
+      std::min<osprey::Index>(N, osprey::Index{kLossBlocksPerSM} * multiprocessors), 1));
 }
 
 // dlogits = (probs - [v == target])·dloss
@@ -306,21 +428,44 @@ inline dim3 copyGrid(osprey::Index rows, int cols) {
 
 }  // namespace
 
-// GELU (tanh form), forward and backward, as forEach bodies (the device's grid-stride launch).
+// GELU (tanh form), forward and backward, as byFoursKernel bodies (16 bytes a load where aligned).
 //   u = sqrt(2/pi)·(x + 0.044715·x³);  gelu = 0.5·x·(1 + tanh u)
 //   gelu' = 0.5·(1 + tanh u) + 0.5·x·(1 - tanh² u)·sqrt(2/pi)·(1 + 3·0.044715·x²)
 constexpr float kGeluScaleF = 0.7978845608028654f, kGeluCubicF = 0.044715f;
 // Each writes its output's bf16 rounding into `twin` too where one is given: GELU's output is the
 // fc projection's input, its gradient the fc layer's dout.
+__device__ __forceinline__ float geluOf(float v) {
+  return (0.5f * v) * (1.0f + tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v)));
+}
+__device__ __forceinline__ float geluSlope(float v) {
+  const float th = tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v));
+  const float du = kGeluScaleF * (1.0f + (3.0f * kGeluCubicF) * (v * v));
+  return 0.5f * (1.0f + th) + ((0.5f * v) * (1.0f - th * th)) * du;
+}
+// Elements 4q .. 4q + 3 of a twin, as two bf16 pairs.
+__device__ __forceinline__ void twinFour(__nv_bfloat16* twin, osprey::Index q, float4 v) {
+  auto* pairs = reinterpret_cast<__nv_bfloat162*>(twin + 4 * q);
+  pairs[0] = __floats2bfloat162_rn(v.x, v.y);
+  pairs[1] = __floats2bfloat162_rn(v.z, v.w);
+}
 struct GeluForwardBody {
   float* y;
   const float* x;
   __nv_bfloat16* twin = nullptr;
-  OSPREY_FN void operator()(osprey::Index i) const {
-    const float v = x[i];
-    const float out = (0.5f * v) * (1.0f + tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v)));
+  __device__ __forceinline__ void operator()(osprey::Index i) const {
+    const float out = geluOf(x[i]);
     y[i] = out;
     if (twin) twin[i] = __float2bfloat16_rn(out);
+  }
+  __device__ __forceinline__ void four(osprey::Index q) const {
+    const float4 v = reinterpret_cast<const float4*>(x)[q];
+    const float4 out = make_float4(geluOf(v.x), geluOf(v.y), geluOf(v.z), geluOf(v.w));
+    reinterpret_cast<float4*>(y)[q] = out;
+    if (twin) twinFour(twin, q, out);
+  }
+  bool aligned() const {
+    return reinterpret_cast<std::uintptr_t>(y) % 16 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+           reinterpret_cast<std::uintptr_t>(twin) % 8 == 0;
   }
 };
 struct GeluBackwardBody {
@@ -328,13 +473,21 @@ struct GeluBackwardBody {
   const float* dout;
   const float* x;
   __nv_bfloat16* twin = nullptr;
-  OSPREY_FN void operator()(osprey::Index i) const {
-    const float v = x[i];
-    const float th = tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v));
-    const float du = kGeluScaleF * (1.0f + (3.0f * kGeluCubicF) * (v * v));
-    const float out = dout[i] * (0.5f * (1.0f + th) + ((0.5f * v) * (1.0f - th * th)) * du);
+  __device__ __forceinline__ void operator()(osprey::Index i) const {
+    const float out = dout[i] * geluSlope(x[i]);
     dx[i] = out;
     if (twin) twin[i] = __float2bfloat16_rn(out);
+  }
+  __device__ __forceinline__ void four(osprey::Index q) const {
+    const float4 v = reinterpret_cast<const float4*>(x)[q], d = reinterpret_cast<const float4*>(dout)[q];
+    const float4 out = make_float4(d.x * geluSlope(v.x), d.y * geluSlope(v.y), d.z * geluSlope(v.z),
+                                   d.w * geluSlope(v.w));
+    reinterpret_cast<float4*>(dx)[q] = out;
+    if (twin) twinFour(twin, q, out);
+  }
+  bool aligned() const {
+    return reinterpret_cast<std::uintptr_t>(dx) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dout) % 16 == 0 &&
+           reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(twin) % 8 == 0;
   }
 };
 
@@ -375,9 +528,10 @@ struct AdamWBody {
   }
 };
 
-// body over n elements: four at a time where every tensor is aligned (then the rest one by one),
-// else one by one; a thread per group, a grid's worth of groups at a time.
-__global__ void __launch_bounds__(256) adamwKernel(AdamWBody body, osprey::Index n, bool byFours) {
+// body over n elements (AdamW, GELU): four at a time where every tensor is aligned (then the rest
+// one by one), else one by one; a thread per group, a grid's worth of groups at a time.
+template <class Body>
+__global__ void __launch_bounds__(256) byFoursKernel(Body body, osprey::Index n, bool byFours) {
   const osprey::Index stride = static_cast<osprey::Index>(gridDim.x) * blockDim.x;
   const osprey::Index first = static_cast<osprey::Index>(blockIdx.x) * blockDim.x + threadIdx.x;
   const osprey::Index groups = byFours ? n / 4 : 0;

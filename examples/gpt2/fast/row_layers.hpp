@@ -41,7 +41,20 @@ inline osprey::Result<LayerNormOut<FastHandler>> FastHandler::layernormForward(c
 inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormBackward(
     const Buffer& dout, const Buffer& x, const Buffer& w, const Buffer& mean, const Buffer& rstd, osprey::Index N,
     osprey::Index C) {
-  const char* L = "layernorm backward";
+  return layernormGradients(nullptr, dout, x, w, mean, rstd, N, C);
+}
+
+inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::residualLayernormBackward(
+    const Buffer& dresid, const Buffer& dout, const Buffer& x, const Buffer& w, const Buffer& mean,
+    const Buffer& rstd, osprey::Index N, osprey::Index C) {
+  return layernormGradients(&dresid, dout, x, w, mean, rstd, N, C);
+}
+
+inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormGradients(
+    const Buffer* dresid, const Buffer& dout, const Buffer& x, const Buffer& w, const Buffer& mean,
+    const Buffer& rstd, osprey::Index N, osprey::Index C) {
+  const char* L = dresid ? "residual layernorm backward" : "layernorm backward";
+  if (dresid) OSPREY_CHECK(fast_detail::checkShape(*this, *dresid, N, C, L, "dresid"));
   OSPREY_CHECK(fast_detail::checkShape(*this, dout, N, C, L, "dout"));
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, C, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, w, 1, C, L, "weight"));
@@ -52,7 +65,8 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormBackwar
   // columns) take the reference definition on this handler.
   const std::size_t shared = static_cast<std::size_t>(fast_kernels::kRowWarps) * 2 * sizeof(float) * Ci;
   if (shared > m_device->sharedMemoryPerBlock())
-    return reference::layernormBackward(*this, dout, x, w, mean, rstd, N, C);
+    return dresid ? reference::residualLayernormBackward(*this, *dresid, dout, x, w, mean, rstd, N, C)
+                  : reference::layernormBackward(*this, dout, x, w, mean, rstd, N, C);
   auto dx = OSPREY_TRY(allocate(N * C));
   auto dw = OSPREY_TRY(allocate(C));
   auto db = OSPREY_TRY(allocate(C));
@@ -63,9 +77,14 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormBackwar
   OSPREY_CUDA_CHECK(cudaFuncSetAttribute(fast_kernels::layerNormBackward, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(shared)),
                     "fast layernorm backward: shared memory");
-  fast_kernels::layerNormBackward<<<blocks, fast_kernels::kRowWarps * 32, shared, stream()>>>(
-      dx.data(), partials.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, Ci);
-  OSPREY_CHECK(fast_detail::launched("fast layernorm backward launch"));
+  // dx (the residual stream's gradient, where dresid is given) is the dout of the linear layer
+  // before the LayerNorm: its twin is written beside it.
+  OSPREY_CHECK(withTwin(dx, [&](__nv_bfloat16* twin) {
+    fast_kernels::layerNormBackward<<<blocks, fast_kernels::kRowWarps * 32, shared, stream()>>>(
+        dx.data(), partials.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, Ci,
+        dresid ? dresid->data() : nullptr, twin);
+    return fast_detail::launched("fast layernorm backward launch");
+  }));
   fast_kernels::columnTotals<<<static_cast<unsigned>((2 * Ci + 31) / 32), fast_kernels::kRowWarps * 32, 0, stream()>>>(
       dw.data(), db.data(), partials.data(), blocks, Ci);
   OSPREY_CHECK(fast_detail::launched("fast layernorm backward: column totals launch"));
@@ -89,7 +108,8 @@ inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::crossEntropyFor
   auto probs = OSPREY_TRY(allocate(N * V));
   auto losses = OSPREY_TRY(allocate(N));
   if (N > 0) {
-    fast_kernels::crossEntropyForward<<<static_cast<unsigned>(N), fast_kernels::kVocabThreads, 0, stream()>>>(
+    fast_kernels::crossEntropyForward<<<fast_kernels::crossEntropyBlocks(N, m_device->multiprocessors()),
+                                        fast_kernels::kLossThreads, 0, stream()>>>(
         probs.data(), losses.data(), logits.data(), targets.data(), N, Vi, Vi);
     OSPREY_CHECK(fast_detail::launched("fast cross-entropy launch"));
   }
@@ -128,21 +148,25 @@ inline osprey::Result<AdamWOut<FastHandler>> FastHandler::adamwUpdate(const Buff
                                      static_cast<float>(decay ? 1.0 - lr * weightDecay : 1.0),
                                      static_cast<float>(-(lr / bc1)), static_cast<float>(osprey::math::sqrt(bc2)),
                                      static_cast<float>(eps)};
-  if (n > 0) {
-    const bool byFours = body.aligned();
-    const osprey::Index threads = byFours ? (n + 3) / 4 : n;
-    const auto blocks = static_cast<unsigned>(
-        std::min<osprey::Index>((threads + 255) / 256, 8 * osprey::Index{m_device->multiprocessors()}));
-    fast_kernels::adamwKernel<<<blocks, 256, 0, stream()>>>(body, n, byFours);
-    OSPREY_CHECK(fast_detail::launched("fast adamw launch"));
-  }
+  OSPREY_CHECK(byFours("fast adamw launch", body, n));
   return AdamWOut<FastHandler>{std::move(p2), std::move(m2), std::move(v2)};
+}
+
+template <class Body>
+osprey::Result<void> FastHandler::byFours(const char* launch, Body body, osprey::Index n) {
+  if (n == 0) return {};
+  const bool fours = body.aligned();
+  const osprey::Index threads = fours ? (n + 3) / 4 : n;
+  const auto blocks = static_cast<unsigned>(
+      std::min<osprey::Index>((threads + 255) / 256, 8 * osprey::Index{m_device->multiprocessors()}));
+  fast_kernels::byFoursKernel<<<blocks, 256, 0, stream()>>>(body, n, fours);
+  return fast_detail::launched(launch);
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer& x) {
   auto y = OSPREY_TRY(allocate(x.size()));
   OSPREY_CHECK(withTwin(y, [&](__nv_bfloat16* twin) {
-    return runtime()->forEach(x.size(), fast_kernels::GeluForwardBody{y.data(), x.data(), twin});
+    return byFours("fast gelu launch", fast_kernels::GeluForwardBody{y.data(), x.data(), twin}, x.size());
   }));
   return y;
 }
@@ -151,7 +175,8 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffe
   OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
   auto dx = OSPREY_TRY(allocate(x.size()));
   OSPREY_CHECK(withTwin(dx, [&](__nv_bfloat16* twin) {
-    return runtime()->forEach(x.size(), fast_kernels::GeluBackwardBody{dx.data(), dout.data(), x.data(), twin});
+    return byFours("fast gelu backward launch", fast_kernels::GeluBackwardBody{dx.data(), dout.data(), x.data(), twin},
+                   x.size());
   }));
   return dx;
 }

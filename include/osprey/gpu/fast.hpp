@@ -174,60 +174,26 @@ class Fast : public Gpu<CudaDevice, float> {
 
   // out (rows x cols) = op(a) · op(b) + bias (cols) on every row, the bias added in the product's
   // own epilogue (cuBLASLt, CUBLASLT_EPILOGUE_BIAS): no pass that writes the bias first and no read
-  // of it back. Packed output; a and b as in product(), float (TF32 products) or bf16. False when
-  // cuBLASLt has no algorithm for the shape (the caller then writes the bias and uses product()
-  // with beta 1); an Error when a call fails.
+  // of it back. Packed output; a and b as in product(), float (TF32 products) or bf16. Where
+  // `addend` (rows x cols, packed) is given, it is added in the same epilogue (cuBLASLt's C with
+  // beta 1): a residual sum without a pass of its own. False when cuBLASLt has no algorithm for
+  // the shape (the caller then writes the bias, and the addend, and uses product() with beta 1);
+  // an Error when a call fails.
   template <class E>
   Result<bool> productPlusBias(float* out, OperandOf<E> a, OperandOf<E> b, Index rows, Index inner, Index cols,
-                               const float* bias) {
-    const auto label = [&] { return fmt::format("fast linear ({} x {}) * ({} x {}) + bias", rows, inner, inner, cols); };
-    for (Index d : {rows, inner, cols})
-      if (d < 1 || d > INT_MAX) return Error{label() + ": a dimension is outside [1, 2^31)"};
-    const Index ldb = b.leading(inner, cols), lda = a.leading(rows, inner);
-    const cublasOperation_t opB = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, opA = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const auto m = static_cast<std::uint64_t>(cols), n = static_cast<std::uint64_t>(rows), k = static_cast<std::uint64_t>(inner);
-    constexpr cudaDataType_t type = cudaTypeOf<E>();
-    LtOwned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
-    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.value, type == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                                : CUBLAS_COMPUTE_32F,
-                                                 CUDA_R_32F),
-                        label());
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof(opB)), label());
-    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)), label());
-    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
-                        label());
-    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
-                        label());
-    // Column-major, as product(): outᵀ (cols x rows) = op(b)ᵀ · op(a)ᵀ.
-    LtOwned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> layoutB, layoutA, layoutOut;
-    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutB.value, type, b.transposed ? k : m, b.transposed ? m : k,
-                                                   static_cast<std::int64_t>(ldb)), label());
-    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutA.value, type, a.transposed ? n : k, a.transposed ? k : n,
-                                                   static_cast<std::int64_t>(lda)), label());
-    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutOut.value, CUDA_R_32F, m, n, static_cast<std::int64_t>(cols)),
-                        label());
-    float* workspace = OSPREY_TRY(ltWorkspace());
-    LtOwned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
-    OSPREY_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.value), label());
-    const std::size_t workspaceBytes = kLtWorkspaceBytes;
-    OSPREY_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                             &workspaceBytes, sizeof(workspaceBytes)),
-                        label());
-    cublasLtMatmulHeuristicResult_t chosen{};
-    int found = 0;
-    OSPREY_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(m_blas->lt(), desc.value, layoutB.value, layoutA.value,
-                                                       layoutOut.value, layoutOut.value, preference.value, 1, &chosen,
-                                                       &found),
-                        label());
-    if (found < 1) return false;
-    const float alpha = 1.0f, beta = 0.0f;
-    OSPREY_CUBLAS_CHECK(cublasLtMatmul(m_blas->lt(), desc.value, &alpha, b.data, layoutB.value, a.data, layoutA.value,
-                                       &beta, out, layoutOut.value, out, layoutOut.value, &chosen.algo, workspace,
-                                       workspaceBytes, stream()),
-                        label());
-    if (m_device->checksEachLaunch()) OSPREY_CHECK(m_device->flush());
-    return true;
+                               const float* bias, const float* addend = nullptr) {
+    return epilogueProduct(out, a, b, rows, inner, cols, CUBLASLT_EPILOGUE_BIAS, const_cast<float*>(bias), addend);
+  }
+  // out (rows x cols) = op(a) · op(b), packed, and bSums (cols) the column sums of op(b), Σ_k
+  // op(b)[k][j], taken by the product's epilogue from the operand it reads (CUBLASLT_EPILOGUE_BGRADA,
+  // cuBLAS's A being op(b)ᵀ): a linear layer's weight gradient xᵀ · dout and its bias gradient in
+  // one pass over dout. The sums are of op(b)'s elements as the product reads them (bf16 operands:
+  // their bf16 values), in float. False when cuBLASLt has no algorithm for it; an Error when a call
+  // fails.
+  template <class E>
+  Result<bool> productSummingB(float* out, OperandOf<E> a, OperandOf<E> b, Index rows, Index inner, Index cols,
+                               float* bSums) {
+    return epilogueProduct(out, a, b, rows, inner, cols, CUBLASLT_EPILOGUE_BGRADA, bSums, nullptr);
   }
 
   // `batch` products of one shape whose operands and outputs lie anywhere: product p reads op(a)
@@ -281,6 +247,68 @@ class Fast : public Gpu<CudaDevice, float> {
   }
 
  private:
+  // One cuBLASLt product with an epilogue that reads or writes a vector of out's columns (the
+  // bias, or the bias gradient), and optionally an addend as C with beta 1. False when cuBLASLt has
+  // no algorithm for it.
+  template <class E>
+  Result<bool> epilogueProduct(float* out, OperandOf<E> a, OperandOf<E> b, Index rows, Index inner, Index cols,
+                               cublasLtEpilogue_t epilogue, float* vector, const float* addend) {
+    const auto label = [&] {
+      return fmt::format("fast linear ({} x {}) * ({} x {}){}{}", rows, inner, inner, cols,
+                         epilogue == CUBLASLT_EPILOGUE_BIAS ? " + bias" : " with column sums", addend ? " + addend" : "");
+    };
+    for (Index d : {rows, inner, cols})
+      if (d < 1 || d > INT_MAX) return Error{label() + ": a dimension is outside [1, 2^31)"};
+    const Index ldb = b.leading(inner, cols), lda = a.leading(rows, inner);
+    const cublasOperation_t opB = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, opA = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const auto m = static_cast<std::uint64_t>(cols), n = static_cast<std::uint64_t>(rows), k = static_cast<std::uint64_t>(inner);
+    constexpr cudaDataType_t type = cudaTypeOf<E>();
+    LtOwned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.value, type == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                : CUBLAS_COMPUTE_32F,
+                                                 CUDA_R_32F),
+                        label());
+    const cudaDataType_t vectorType = CUDA_R_32F;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof(opB)), label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)), label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+                        label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof(vector)),
+                        label());
+    OSPREY_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vectorType, sizeof(vectorType)),
+        label());
+    // Column-major, as product(): outᵀ (cols x rows) = op(b)ᵀ · op(a)ᵀ.
+    LtOwned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> layoutB, layoutA, layoutOut;
+    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutB.value, type, b.transposed ? k : m, b.transposed ? m : k,
+                                                   static_cast<std::int64_t>(ldb)), label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutA.value, type, a.transposed ? n : k, a.transposed ? k : n,
+                                                   static_cast<std::int64_t>(lda)), label());
+    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutOut.value, CUDA_R_32F, m, n, static_cast<std::int64_t>(cols)),
+                        label());
+    float* workspace = OSPREY_TRY(ltWorkspace());
+    LtOwned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.value), label());
+    const std::size_t workspaceBytes = kLtWorkspaceBytes;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                             &workspaceBytes, sizeof(workspaceBytes)),
+                        label());
+    cublasLtMatmulHeuristicResult_t chosen{};
+    int found = 0;
+    const cublasStatus_t asked = cublasLtMatmulAlgoGetHeuristic(m_blas->lt(), desc.value, layoutB.value, layoutA.value,
+                                                                layoutOut.value, layoutOut.value, preference.value, 1,
+                                                                &chosen, &found);
+    if (asked == CUBLAS_STATUS_NOT_SUPPORTED || (asked == CUBLAS_STATUS_SUCCESS && found < 1)) return false;
+    OSPREY_CUBLAS_CHECK(asked, label());
+    const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
+    OSPREY_CUBLAS_CHECK(cublasLtMatmul(m_blas->lt(), desc.value, &alpha, b.data, layoutB.value, a.data, layoutA.value,
+                                       &beta, addend ? addend : out, layoutOut.value, out, layoutOut.value, &chosen.algo,
+                                       workspace, workspaceBytes, stream()),
+                        label());
+    if (m_device->checksEachLaunch()) OSPREY_CHECK(m_device->flush());
+    return true;
+  }
+
   // product() on float or bf16 operands.
   template <class E>
   Result<void> productOf(float* out, OperandOf<E> a, OperandOf<E> b, Index rows, Index inner, Index cols, float beta,
