@@ -491,6 +491,11 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
     EXPECT_LT(relativeGap(read(fused.param), read(ref.param)), kFusedFloatGap);
     EXPECT_LT(relativeGap(read(fused.m), read(ref.m)), kFusedFloatGap);
     EXPECT_LT(relativeGap(read(fused.v), read(ref.v)), kFusedFloatGap);
+    // The update writes the new parameter's twin: a product reads from it exactly what it reads
+    // from a copy of the floats, whose twin is made afresh.
+    auto copy = ok(h.fromList(std::span<const Scalar>(read(fused.param))));
+    auto w = ok(h.build(n, Mixed{36})), bias = ok(h.build(1, Mixed{37}));
+    EXPECT_EQ(read(ok(h.matmulForward(fused.param, w, bias, 1, n, 1))), read(ok(h.matmulForward(copy, w, bias, 1, n, 1))));
   }
   for (Index T : {1, 7, 64}) {
     SCOPED_TRACE(::testing::Message() << "T " << T);

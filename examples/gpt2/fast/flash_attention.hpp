@@ -94,9 +94,15 @@ struct Tf32Tiles {
   static __device__ __forceinline__ uint2 bByColumns(const float* tile, int n, int ks, int c) {
     return {word(tile, ks * 8 + c, n), word(tile, ks * 8 + c + 4, n)};
   }
+  // A lane's place in its fragments: g = lane / 4, c = lane % 4.
+  struct Lane {
+    int g, c;
+    __device__ explicit Lane(int lane) : g(lane / 4), c(lane % 4) {}
+  };
   // The B fragments of column blocks nt and nt + 1 (x, y and z, w).
   template <TileRead read>
-  static __device__ __forceinline__ uint4 bTwo(const float* tile, int nt, int ks, int g, int c) {
+  static __device__ __forceinline__ uint4 bTwo(const float* tile, int nt, int ks, const Lane& lane) {
+    const int g = lane.g, c = lane.c;
     const uint2 b0 = read == TileRead::ByRows ? bByRows(tile, nt * 8 + g, ks, c) : bByColumns(tile, nt * 8 + g, ks, c);
     const uint2 b1 = read == TileRead::ByRows ? bByRows(tile, nt * 8 + 8 + g, ks, c)
                                               : bByColumns(tile, nt * 8 + 8 + g, ks, c);
@@ -187,11 +193,31 @@ struct Bf16Tiles {
     a.r[2] = two(held[2 * ks + 1][0], held[2 * ks + 1][1]);
     a.r[3] = two(held[2 * ks + 1][2], held[2 * ks + 1][3]);
   }
-  // Blocks: k 16ks and 16ks + 8 of column block nt, then of nt + 1.
+  // A lane's place in its fragments (g = lane / 4, c = lane % 4), and where its ldmatrix rows lie
+  // in a tile, worked out once: bTwo's block i (lane / 8) of column block nt + (i >> 1) at k-step
+  // ks, row j = lane % 8 of the block, is at(n + j, k) with n = 8·(nt + (i >> 1)) and k = 16ks +
+  // 8·(i & 1) (read by rows), or at(k + j, n) (read by columns). n and k are multiples of 8, so
+  // the swizzle sees only j, and
+  //   at(n + j, k) = 512·nt + byRows[ks],     byRows[ks] = 512·(i >> 1) + 64j + 8·((2ks + (i & 1)) ^ j mod 8)
+  //   at(k + j, n) = 1024·ks + byColumns[nt / 2],
+  //                  byColumns[nt / 2] = 512·(i & 1) + 64j + 8·((nt + (i >> 1)) ^ j mod 8)
+  // (nt even): one add a fragment, the rest a constant of the unrolled loops.
+  struct Lane {
+    int g, c;
+    int byRows[kSteps], byColumns[4];
+    __device__ explicit Lane(int lane) : g(lane / 4), c(lane % 4) {
+      const int i = lane >> 3, j = lane & 7;
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks) byRows[ks] = 512 * (i >> 1) + 64 * j + 8 * (((2 * ks + (i & 1)) ^ j) & 7);
+#pragma unroll
+      for (int h = 0; h < 4; ++h) byColumns[h] = 512 * (i & 1) + 64 * j + 8 * (((2 * h + (i >> 1)) ^ j) & 7);
+    }
+  };
+  // Blocks: k 16ks and 16ks + 8 of column block nt, then of nt + 1 (nt even).
   template <TileRead read>
-  static __device__ __forceinline__ uint4 bTwo(const __nv_bfloat16* tile, int nt, int ks, int g, int c) {
-    const int lane = 4 * g + c, i = lane >> 3, j = lane & 7, n = (nt + (i >> 1)) * 8, k = ks * 16 + 8 * (i & 1);
-    return read == TileRead::ByRows ? blocks(tile + at(n + j, k)) : blocksTransposed(tile + at(k + j, n));
+  static __device__ __forceinline__ uint4 bTwo(const __nv_bfloat16* tile, int nt, int ks, const Lane& lane) {
+    return read == TileRead::ByRows ? blocks(tile + 512 * nt + lane.byRows[ks])
+                                    : blocksTransposed(tile + 1024 * ks + lane.byColumns[nt / 2]);
   }
   static __device__ __forceinline__ void mma(float (&d)[4], const Fragment& a, uint2 b) {
     asm volatile(
@@ -213,10 +239,10 @@ struct Bf16Tiles {
 // One k-step of product() below, its A fragment given.
 template <class K, TileRead read>
 __device__ __forceinline__ void productStep(float (&acc)[8][4], const typename K::Fragment& a,
-                                            const typename K::Element* tile, int ks, int g, int c) {
+                                            const typename K::Element* tile, int ks, const typename K::Lane& lane) {
 #pragma unroll
   for (int nt = 0; nt < 8; nt += 2) {
-    const uint4 b = K::template bTwo<read>(tile, nt, ks, g, c);
+    const uint4 b = K::template bTwo<read>(tile, nt, ks, lane);
     K::mma(acc[nt], a, uint2{b.x, b.y});
     K::mma(acc[nt + 1], a, uint2{b.z, b.w});
   }
@@ -225,12 +251,12 @@ __device__ __forceinline__ void productStep(float (&acc)[8][4], const typename K
 // acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · B, B the shared tile read as `read` says.
 template <class K, TileRead read>
 __device__ __forceinline__ void product(float (&acc)[8][4], const typename K::Element* rows,
-                                        const typename K::Element* tile, int g, int c) {
+                                        const typename K::Element* tile, const typename K::Lane& lane) {
 #pragma unroll
   for (int ks = 0; ks < K::kSteps; ++ks) {
     typename K::Fragment a;
-    K::loadA(a, rows, ks, g, c);
-    productStep<K, read>(acc, a, tile, ks, g, c);
+    K::loadA(a, rows, ks, lane.g, lane.c);
+    productStep<K, read>(acc, a, tile, ks, lane);
   }
 }
 
@@ -248,20 +274,20 @@ __device__ __forceinline__ void storeRows(typename K::Element* rows, const float
 // kind: from registers where the kind allows (kHeldA), else through the warp's 16 shared `rows`.
 template <class K, TileRead read>
 __device__ __forceinline__ void productOfHeld(float (&acc)[8][4], const float (&held)[8][4],
-                                              typename K::Element* rows, const typename K::Element* tile, int g,
-                                              int c) {
+                                              typename K::Element* rows, const typename K::Element* tile,
+                                              const typename K::Lane& lane) {
   if constexpr (K::kHeldA) {
 #pragma unroll
     for (int ks = 0; ks < K::kSteps; ++ks) {
       typename K::Fragment a;
       K::heldA(a, held, ks);
-      productStep<K, read>(acc, a, tile, ks, g, c);
+      productStep<K, read>(acc, a, tile, ks, lane);
     }
   } else {
     __syncwarp();  // every lane is done with what the rows held
-    storeRows<K>(rows, held, g, c);
+    storeRows<K>(rows, held, lane.g, lane.c);
     __syncwarp();
-    product<K, read>(acc, rows, tile, g, c);
+    product<K, read>(acc, rows, tile, lane);
   }
 }
 
@@ -297,9 +323,16 @@ __device__ __forceinline__ void storeOutputRows(const OutputPlaces& base, std::s
 
 // Rows [row0, row0 + 64) of a head's 64 columns (`src` is the head's first column of row 0; rows
 // `ld` floats apart) into a shared tile, rounded to the kind; rows at or past T are zeros.
+// (Every loop over a tile's pieces takes a fixed count for each thread, threadIdx.x + u·kFlashThreads
+// for u below a constant, so that it unrolls whole with each piece's place worked out once: the
+// kernels run with kFlashThreads threads a block.)
 template <class K>
 __device__ __forceinline__ void loadTile(typename K::Element* tile, const float* src, std::size_t ld, int row0, int T) {
-  for (int i = static_cast<int>(threadIdx.x); i < kFlashTile * (kFlashHead / 4); i += kFlashThreads) {
+  constexpr int kPieces = kFlashTile * (kFlashHead / 4);
+  static_assert(kPieces % kFlashThreads == 0);
+#pragma unroll
+  for (int u = 0; u < kPieces / kFlashThreads; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * kFlashThreads;
     const int r = i / (kFlashHead / 4), q = i % (kFlashHead / 4);
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row0 + r < T) v = *reinterpret_cast<const float4*>(src + static_cast<std::size_t>(row0 + r) * ld + 4 * q);
@@ -341,7 +374,11 @@ __device__ __forceinline__ void fetchTile(typename K::Element* tile, const TileS
   if constexpr (K::kStages == 1) {
     loadTile<K>(tile, src.floats, ld, row0, T);
   } else {
-    for (int i = static_cast<int>(threadIdx.x); i < kFlashTile * (kFlashHead / 8); i += kFlashThreads) {
+    constexpr int kChunks = kFlashTile * (kFlashHead / 8);
+    static_assert(kChunks % kFlashThreads == 0);
+#pragma unroll
+    for (int u = 0; u < kChunks / kFlashThreads; ++u) {
+      const int i = static_cast<int>(threadIdx.x) + u * kFlashThreads;
       const int r = i / (kFlashHead / 8), chunk = i % (kFlashHead / 8);
       const bool in = row0 + r < T;
       copy16(tile + K::at(r, 8 * chunk), src.halves + (in ? static_cast<std::size_t>(row0 + r) * ld : 0) + 8 * chunk,
@@ -367,6 +404,16 @@ __device__ __forceinline__ float quadMax(float x) {
 __device__ __forceinline__ float quadSum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// On a diagonal tile (keys key0 .. key0 + 63 against a warp's query rows rowA and rowA + 8 = rowB),
+// each key after its row's query set to `value` (the other tiles of a causal row need no mask).
+__device__ __forceinline__ void maskFuture(float (&acc)[8][4], int key0, int rowA, int rowB, int c, float value) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (key0 + nt * 8 + 2 * c + (e & 1) > (e < 2 ? rowA : rowB)) acc[nt][e] = value;
 }
 
 // Where block (·, b·NH + hh)'s head starts in (B, T, 3C), (B, T, C) and (B, NH, T) tensors.
@@ -396,6 +443,7 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
   const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
+  const typename K::Lane place(lane);  // its fragments' places, worked out once
   const HeadPlace head = headPlace(T, C, NH);
   const TileSource q = qkv.at(head.wide);
   E* rows = sQ + warp * 16 * kFlashHead;  // the warp's q rows, then its p rows
@@ -429,21 +477,18 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
     const E* v = sV + stage * kTileElements;
     float s[8][4] = {};
 #pragma unroll
-    for (int ks = 0; ks < K::kSteps; ++ks) productStep<K, TileRead::ByRows>(s, qa[ks], k, ks, g, c);
-    float top[2] = {m[0], m[1]};
+    for (int ks = 0; ks < K::kSteps; ++ks) productStep<K, TileRead::ByRows>(s, qa[ks], k, ks, place);
+    if (kt == tile) maskFuture(s, kt * kFlashTile, rowA, rowB, c, -INFINITY);
+    // The rows' maxima of the scores before scaling (the scale is positive, and rounding a product
+    // keeps order, so the scaled maximum is the maximum scaled), then in the units of m.
+    float top[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = kt * kFlashTile + nt * 8 + 2 * c + (e & 1);
-        float v = s[nt][e] * scaleLog2;
-        if (kt == tile && key > (e < 2 ? rowA : rowB)) v = -INFINITY;
-        s[nt][e] = v;
-        top[e >> 1] = fmaxf(top[e >> 1], v);
-      }
+      for (int e = 0; e < 4; ++e) top[e >> 1] = fmaxf(top[e >> 1], s[nt][e]);
     // Key 0 is in every row's prefix, so top is finite from the first tile on.
-    top[0] = quadMax(top[0]);
-    top[1] = quadMax(top[1]);
+    top[0] = fmaxf(m[0], quadMax(top[0]) * scaleLog2);
+    top[1] = fmaxf(m[1], quadMax(top[1]) * scaleLog2);
     const float alpha[2] = {fastExp2(m[0] - top[0]), fastExp2(m[1] - top[1])};
     l[0] *= alpha[0];
     l[1] *= alpha[1];
@@ -451,13 +496,13 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[nt][e] = fastExp2(s[nt][e] - top[e >> 1]);
+        s[nt][e] = fastExp2(__fmaf_rn(s[nt][e], scaleLog2, -top[e >> 1]));
         l[e >> 1] += s[nt][e];  // this lane's share of the row; the group adds them at the end
         o[nt][e] *= alpha[e >> 1];
       }
     m[0] = top[0];
     m[1] = top[1];
-    productOfHeld<K, TileRead::ByColumns>(o, s, rows, v, g, c);
+    productOfHeld<K, TileRead::ByColumns>(o, s, rows, v, place);
     if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
   l[0] = quadSum(l[0]);
@@ -489,7 +534,10 @@ __global__ void __launch_bounds__(256)
 // p = exp2(s - lse) is 0.
 __device__ __forceinline__ void fetchRowStats(float* sLse, float* sDot, const float* lse, const float* rowDot, int q0,
                                               int T) {
-  for (int i = static_cast<int>(threadIdx.x); i < 2 * kFlashTile; i += kFlashThreads) {
+  static_assert(2 * kFlashTile % kFlashThreads == 0);
+#pragma unroll
+  for (int u = 0; u < 2 * kFlashTile / kFlashThreads; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * kFlashThreads;
     const int r = i % kFlashTile;
     const bool dot = i >= kFlashTile, in = q0 + r < T;
     float* to = (dot ? sDot : sLse) + r;
@@ -520,6 +568,7 @@ __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
   const int tile = static_cast<int>(blockIdx.x), k0 = tile * kFlashTile, tiles = static_cast<int>(gridDim.x);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
+  const typename K::Lane place(lane);  // its fragments' places, worked out once
   const HeadPlace head = headPlace(T, C, NH);
   const TileSource q = qkv.at(head.wide), doutHead = dout.at(head.row);
   const auto fetchQueries = [&](int qt, int stage) {
@@ -556,23 +605,25 @@ __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
     const float* sDot = sDots + stage * kFlashTile;
     // pᵀ[key][query] = exp2(s·log2 e - lse[query]); 0 where the query comes before the key.
     float p[8][4] = {};
-    product<K, TileRead::ByRows>(p, kRows, sQ, g, c);
+    product<K, TileRead::ByRows>(p, kRows, sQ, place);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int qi = nt * 8 + 2 * c + (e & 1);
-        const float v = fastExp2(__fmaf_rn(p[nt][e], scaleLog2, -sLse[qi]));
-        p[nt][e] = q0 + qi < (e < 2 ? keyA : keyB) ? 0.0f : v;
-      }
-    productOfHeld<K, TileRead::ByColumns>(dv, p, pRows, sO, g, c);  // dv += pᵀ·dout
+      for (int e = 0; e < 4; ++e) p[nt][e] = fastExp2(__fmaf_rn(p[nt][e], scaleLog2, -sLse[nt * 8 + 2 * c + (e & 1)]));
+    if (qt == tile)  // the diagonal: queries before their key
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (q0 + nt * 8 + 2 * c + (e & 1) < (e < 2 ? keyA : keyB)) p[nt][e] = 0.0f;
+    productOfHeld<K, TileRead::ByColumns>(dv, p, pRows, sO, place);  // dv += pᵀ·dout
     float dp[8][4] = {};
-    product<K, TileRead::ByRows>(dp, vRows, sO, g, c);  // dpᵀ = v·doutᵀ
+    product<K, TileRead::ByRows>(dp, vRows, sO, place);  // dpᵀ = v·doutᵀ
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - sDot[nt * 8 + 2 * c + (e & 1)]);
-    productOfHeld<K, TileRead::ByColumns>(dk, dp, pRows, sQ, g, c);  // dk += dsᵀ·q
+    productOfHeld<K, TileRead::ByColumns>(dk, dp, pRows, sQ, place);  // dk += dsᵀ·q
     if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
   storeOutputRows(dqkv.at(head.wide + C), head.ld, dk, keyA, T, {scale, scale}, c);
@@ -596,6 +647,7 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
   const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
+  const typename K::Lane place(lane);  // its fragments' places, worked out once
   const HeadPlace head = headPlace(T, C, NH);
   const TileSource q = qkv.at(head.wide);
   const auto fetchKeys = [&](int kt, int stage) {
@@ -627,17 +679,17 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
     const E* k = sK + stage * kTileElements;
     const E* v = sV + stage * kTileElements;
     float p[8][4] = {}, dp[8][4] = {};
-    product<K, TileRead::ByRows>(p, qRows, k, g, c);   // s = q·kᵀ
-    product<K, TileRead::ByRows>(dp, oRows, v, g, c);  // dp = dout·vᵀ
+    product<K, TileRead::ByRows>(p, qRows, k, place);   // s = q·kᵀ
+    product<K, TileRead::ByRows>(dp, oRows, v, place);  // dp = dout·vᵀ
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = kt * kFlashTile + nt * 8 + 2 * c + (e & 1), half = e >> 1;
-        const float pr = fastExp2(__fmaf_rn(p[nt][e], scaleLog2, -rowLse[half]));
-        dp[nt][e] = key > (half == 0 ? rowA : rowB) ? 0.0f : pr * (dp[nt][e] - rowD[half]);
+        const int half = e >> 1;
+        dp[nt][e] = fastExp2(__fmaf_rn(p[nt][e], scaleLog2, -rowLse[half])) * (dp[nt][e] - rowD[half]);
       }
-    productOfHeld<K, TileRead::ByColumns>(dq, dp, dsRows, k, g, c);  // dq += ds·k
+    if (kt == tile) maskFuture(dp, kt * kFlashTile, rowA, rowB, c, 0.0f);
+    productOfHeld<K, TileRead::ByColumns>(dq, dp, dsRows, k, place);  // dq += ds·k
     if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
   storeOutputRows(dqkv.at(head.wide), head.ld, dq, rowA, T, {scale, scale}, c);

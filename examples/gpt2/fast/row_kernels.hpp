@@ -495,10 +495,13 @@ struct GeluBackwardBody {
 //   m' = m + (1 - beta1)·(g - m);  v' = v·beta2 + ((1 - beta2)·g)·g
 //   p' = p·keep + (stepSize·m') / (sqrt(v') / sqrt(bc2) + eps)     (keep = 1 - lr·wd where decayed)
 // stepSize = -lr / bc1 and the bias corrections are computed once, on the host, as the reference does.
+// Where `twin` is given, the new parameter's bf16 rounding is written there too: the next step's
+// products read the weights' twins.
 struct AdamWBody {
   float *param, *m, *v;
   const float *oldParam, *grad, *oldM, *oldV;
   float beta1, beta2, keep, stepSize, bc2Sqrt, eps;
+  __nv_bfloat16* twin = nullptr;
   // One element's update: the new (param, m, v) from the old ones and the gradient.
   __device__ __forceinline__ float3 update(float p, float g, float mOld, float vOld) const {
     const float m1 = mOld + (1.0f - beta1) * (g - mOld);
@@ -508,6 +511,7 @@ struct AdamWBody {
   __device__ __forceinline__ void operator()(osprey::Index i) const {
     const float3 r = update(oldParam[i], grad[i], oldM[i], oldV[i]);
     param[i] = r.x, m[i] = r.y, v[i] = r.z;
+    if (twin) twin[i] = __float2bfloat16_rn(r.x);
   }
   // Elements 4q .. 4q + 3, each tensor read and written 16 bytes at a time (all of them aligned).
   __device__ __forceinline__ void four(osprey::Index q) const {
@@ -515,16 +519,18 @@ struct AdamWBody {
     const float4 m0 = reinterpret_cast<const float4*>(oldM)[q], v0 = reinterpret_cast<const float4*>(oldV)[q];
     const float3 a = update(p.x, g.x, m0.x, v0.x), b = update(p.y, g.y, m0.y, v0.y);
     const float3 c = update(p.z, g.z, m0.z, v0.z), d = update(p.w, g.w, m0.w, v0.w);
-    reinterpret_cast<float4*>(param)[q] = make_float4(a.x, b.x, c.x, d.x);
+    const float4 updated = make_float4(a.x, b.x, c.x, d.x);
+    reinterpret_cast<float4*>(param)[q] = updated;
     reinterpret_cast<float4*>(m)[q] = make_float4(a.y, b.y, c.y, d.y);
     reinterpret_cast<float4*>(v)[q] = make_float4(a.z, b.z, c.z, d.z);
+    if (twin) twinFour(twin, q, updated);
   }
   bool aligned() const {
     for (const void* p : {static_cast<const void*>(param), static_cast<const void*>(m), static_cast<const void*>(v),
                           static_cast<const void*>(oldParam), static_cast<const void*>(grad),
                           static_cast<const void*>(oldM), static_cast<const void*>(oldV)})
       if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
-    return true;
+    return reinterpret_cast<std::uintptr_t>(twin) % 8 == 0;
   }
 };
 

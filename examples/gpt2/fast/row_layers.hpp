@@ -143,12 +143,15 @@ inline osprey::Result<AdamWOut<FastHandler>> FastHandler::adamwUpdate(const Buff
   if (t < 1) return osprey::Error{fmt::format("{}: step must be 1 or more, got {}", L, t)};
   const osprey::Scalar bc1 = 1.0 - osprey::math::powi(beta1, t), bc2 = 1.0 - osprey::math::powi(beta2, t);
   auto p2 = OSPREY_TRY(allocate(n)), m2 = OSPREY_TRY(allocate(n)), v2 = OSPREY_TRY(allocate(n));
-  const fast_kernels::AdamWBody body{p2.data(), m2.data(), v2.data(), param.data(), grad.data(), m.data(), v.data(),
+  fast_kernels::AdamWBody body{p2.data(), m2.data(), v2.data(), param.data(), grad.data(), m.data(), v.data(),
                                      static_cast<float>(beta1), static_cast<float>(beta2),
                                      static_cast<float>(decay ? 1.0 - lr * weightDecay : 1.0),
                                      static_cast<float>(-(lr / bc1)), static_cast<float>(osprey::math::sqrt(bc2)),
                                      static_cast<float>(eps)};
-  OSPREY_CHECK(byFours("fast adamw launch", body, n));
+  OSPREY_CHECK(withTwin(p2, [&](__nv_bfloat16* twin) {  // the weights are the next step's product operands
+    body.twin = twin;
+    return byFours("fast adamw launch", body, n);
+  }));
   return AdamWOut<FastHandler>{std::move(p2), std::move(m2), std::move(v2)};
 }
 
