@@ -54,6 +54,7 @@ TYPED_TEST(LayerTest, AttentionRejectsHeadsThatDoNotDivide) { attention_cases::r
 TYPED_TEST(LayerTest, GeluMatchesLoop) { pointwise_cases::geluMatchesLoop(this->handler); }
 TYPED_TEST(LayerTest, GeluBackwardMatchesFiniteDifferences) { pointwise_cases::geluBackwardMatchesFiniteDifferences(this->handler); }
 TYPED_TEST(LayerTest, ResidualAddsAndPassesGradientThrough) { pointwise_cases::residualAddsAndPassesGradientThrough(this->handler); }
+TYPED_TEST(LayerTest, ResidualPairsAreTheirTwoLayers) { pointwise_cases::residualPairsAreTheirTwoLayers(this->handler); }
 
 TYPED_TEST(LayerTest, CrossEntropyForwardMatchesLoop) { cross_entropy_cases::forwardMatchesLoop(this->handler); }
 TYPED_TEST(LayerTest, CrossEntropyUniformLogitsGiveLogV) { cross_entropy_cases::uniformLogitsGiveLogV(this->handler); }

@@ -44,4 +44,31 @@ void residualAddsAndPassesGradientThrough(H& h) {
   expectError(residualForward(h, lift(h, a), lift(h, randomValues(32, 194))), "b has 32 elements, expected 33");
 }
 
+// The residual pairs (layers/residual.hpp) are their two layers one after the other, bit for bit:
+// x + (in · w + bias), and the LayerNorm backward with dresid added onto dx. A residual stream of
+// the wrong shape is an error that names it.
+template <class H>
+void residualPairsAreTheirTwoLayers(H& h) {
+  const Index N = 5, IC = 7, C = 6;
+  auto x = lift(h, randomValues(N * C, 195)), in = lift(h, randomValues(N * IC, 196));
+  auto w = lift(h, randomValues(IC * C, 197)), bias = lift(h, randomValues(C, 198));
+  const auto forward = readAll(h, must(residualMatmulForward(h, x, in, w, bias, N, IC, C)));
+  EXPECT_EQ(forward, readAll(h, must(residualForward(h, x, must(matmulForward(h, in, w, bias, N, IC, C))))));
+  const auto xs = readAll(h, x);
+  EXPECT_NE(forward, xs);
+  expectError(residualMatmulForward(h, lift(h, randomValues(N * C - 1, 199)), in, w, bias, N, IC, C),
+              "residual matmul: x has 29 elements, expected 30");
+
+  auto gain = lift(h, randomValues(C, 203));
+  auto ln = must(layernormForward(h, x, gain, bias, N, C));
+  auto dout = lift(h, randomValues(N * C, 200)), dresid = lift(h, randomValues(N * C, 201));
+  const auto fused = must(residualLayernormBackward(h, dresid, dout, x, gain, ln.mean, ln.rstd, N, C));
+  const auto plain = must(layernormBackward(h, dout, x, gain, ln.mean, ln.rstd, N, C));
+  EXPECT_EQ(readAll(h, fused.dx), readAll(h, must(add(h, dresid, plain.dx))));
+  EXPECT_EQ(readAll(h, fused.dw), readAll(h, plain.dw));
+  EXPECT_EQ(readAll(h, fused.db), readAll(h, plain.db));
+  expectError(residualLayernormBackward(h, lift(h, randomValues(N * C + 1, 202)), dout, x, gain, ln.mean, ln.rstd, N, C),
+              "dresid has 31 elements, expected 30");
+}
+
 }  // namespace gpt2::testing::pointwise_cases

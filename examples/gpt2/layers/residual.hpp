@@ -51,6 +51,7 @@ template <osprey::Tensor H>
 osprey::Result<Buf<H>> residualMatmulForward(H& h, const Buf<H>& x, const Buf<H>& in, const Buf<H>& w,
                                              const Buf<H>& bias, osprey::Index N, osprey::Index IC,
                                              osprey::Index OC) {
+  OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("residual matmul", {N, OC})), "residual matmul", "x"));
   return reference::residualForward(h, x, OSPREY_TRY(reference::matmulForward(h, in, w, bias, N, IC, OC)));
 }
 
