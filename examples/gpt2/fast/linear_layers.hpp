@@ -129,8 +129,8 @@ inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulBackward(cons
     using Op = osprey::OperandOf<E>;
     const auto d = OSPREY_TRY(operandOf<E>(dout)), xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
     OSPREY_CHECK(product(dx.data(), Op{d.data}, Op{ws.data, true}, N, OC, IC));   // (N, OC) · wᵀ
-    // With bf16 operands, dbias = 1ᵀ · dout is summed from the dout dw's product reads, in its
-    // epilogue (float sums of dout's bf16 values): no pass over dout of its own.
+    // With bf16 operands, dbias = 1ᵀ · dout is summed in dw's product's epilogue from the dout
+    // that product reads (float sums of dout's bf16 values): no pass over dout of its own.
     if constexpr (std::is_same_v<E, __nv_bfloat16>)
       if (N > 0 && IC > 0 && OC > 0)
         summed = OSPREY_TRY(productSummingB(dw.data(), Op{xs.data, true}, Op{d.data}, IC, N, OC, dbias.data()));
