@@ -174,12 +174,21 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
                                        "(each softmax row's log-sum-exp, then the output)",
                                        L, att.size(), R + BTC)};
     auto rowDot = OSPREY_TRY(allocate(R));
+    // Drow reads dout whole; with bf16 tiles it writes dout's twin as it goes, unless one is made.
+    const auto rowDots = [&](__nv_bfloat16* doutTwin) {
+      return fast_kernels::flashRowDotsOf(stream(), dout.data(), att.data() + R, rowDot.data(), doutTwin, B, T, C, NH);
+    };
+    if (m_products == Products::Bf16 && !madeTwin(dout, dout.size()))
+      (void)OSPREY_TRY(newTwin(dout, dout.size(), rowDots));
+    else
+      OSPREY_CHECK(rowDots(nullptr));
     auto dqkv = OSPREY_TRY(allocate(n3));
     OSPREY_CHECK(withTwin(dqkv, [&](__nv_bfloat16* twin) {  // dqkv is the qkv layer's dout
       return byProducts([&]<class E>(E) -> osprey::Result<void> {
-        return fast_kernels::flashAttentionBackward<FlashTiles<E>>(
-            stream(), OSPREY_TRY(tilesOf<E>(dout)), OSPREY_TRY(tilesOf<E>(qkv)), att.data() + R, att.data(),
-            rowDot.data(), {dqkv.data(), nullptr, twin}, B, T, C, NH);
+        return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream(), OSPREY_TRY(tilesOf<E>(dout)),
+                                                                   OSPREY_TRY(tilesOf<E>(qkv)), att.data(),
+                                                                   rowDot.data(), {dqkv.data(), nullptr, twin}, B, T,
+                                                                   C, NH);
       });
     }));
     return dqkv;

@@ -515,15 +515,18 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
   }
 }
 
-// Drow (B, NH, T) = Σ over the head's channels of dout ∘ out; a warp per (b, t, head).
+// Drow (B, NH, T) = Σ over the head's channels of dout ∘ out; a warp per (b, t, head). Where
+// `twin` is given, dout's bf16 rounding is written there as it is read (the backward's tiles).
 __global__ void __launch_bounds__(256)
-    flashRowDots(const float* dout, const float* out, float* rowDot, osprey::Index rows, int T, int C, int NH) {
+    flashRowDots(const float* dout, const float* out, float* rowDot, osprey::Index rows, int T, int C, int NH,
+                 __nv_bfloat16* twin = nullptr) {
   const osprey::Index w = static_cast<osprey::Index>(blockIdx.x) * 8 + threadIdx.x / 32;  // (b·T + t)·NH + hh
   if (w >= rows) return;
   const int lane = static_cast<int>(threadIdx.x % 32), hh = static_cast<int>(w % NH);
   const osprey::Index bt = w / NH, b = bt / T, t = bt % T;
   const std::size_t at = static_cast<std::size_t>(bt) * C + hh * kFlashHead + 2 * lane;
   const float2 x = *reinterpret_cast<const float2*>(dout + at), y = *reinterpret_cast<const float2*>(out + at);
+  if (twin) *reinterpret_cast<__nv_bfloat162*>(twin + at) = __floats2bfloat162_rn(x.x, x.y);
   float d = x.x * y.x + x.y * y.y;
   for (int o = 16; o > 0; o /= 2) d += __shfl_xor_sync(0xffffffffu, d, o);
   if (lane == 0) rowDot[(b * NH + hh) * T + t] = d;
@@ -742,19 +745,27 @@ osprey::Result<void> flashAttentionForward(cudaStream_t stream, TileSource qkv, 
   return {};
 }
 
-// dqkv (B, T, 3C; with its twin where dqkv names one) from dout, qkv, the forward's out and lse;
-// rowDot is (B, NH, T) scratch.
+// rowDot (B, NH, T), the backward's Drow, from dout and the forward's out (B, T, C), and dout's
+// bf16 twin where `doutTwin` is given: the backward's first launch, before flashAttentionBackward.
+inline osprey::Result<void> flashRowDotsOf(cudaStream_t stream, const float* dout, const float* out, float* rowDot,
+                                           __nv_bfloat16* doutTwin, osprey::Index B, osprey::Index T,
+                                           osprey::Index C, osprey::Index NH) {
+  if (B == 0 || T == 0) return {};
+  const osprey::Index dots = B * T * NH;
+  flashRowDots<<<static_cast<unsigned>((dots + 7) / 8), 256, 0, stream>>>(
+      dout, out, rowDot, dots, static_cast<int>(T), static_cast<int>(C), static_cast<int>(NH), doutTwin);
+  OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: row dots launch");
+  return {};
+}
+
+// dqkv (B, T, 3C; with its twin where dqkv names one) from dout, qkv, the forward's lse and rowDot
+// (flashRowDotsOf's).
 template <class K>
-osprey::Result<void> flashAttentionBackward(cudaStream_t stream, TileSource dout, TileSource qkv,
-                                                   const float* out, const float* lse, float* rowDot, OutputPlaces dqkv,
-                                                   osprey::Index B, osprey::Index T, osprey::Index C,
-                                                   osprey::Index NH) {
+osprey::Result<void> flashAttentionBackward(cudaStream_t stream, TileSource dout, TileSource qkv, const float* lse,
+                                            const float* rowDot, OutputPlaces dqkv, osprey::Index B, osprey::Index T,
+                                            osprey::Index C, osprey::Index NH) {
   if (B == 0 || T == 0) return {};
   const int Ti = static_cast<int>(T), Ci = static_cast<int>(C), NHi = static_cast<int>(NH);
-  const osprey::Index dots = B * T * NH;
-  flashRowDots<<<static_cast<unsigned>((dots + 7) / 8), 256, 0, stream>>>(dout.floats, out, rowDot, dots, Ti, Ci,
-                                                                          NHi);
-  OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: row dots launch");
   const dim3 grid(flash_detail::tiles(T), static_cast<unsigned>(B * NH));
   OSPREY_CUDA_CHECK(allowShared(flashBackwardKeys<K>, kFlashKeysShared<K>), "flash attention backward: shared memory");
   flashBackwardKeys<K><<<grid, kFlashThreads, kFlashKeysShared<K>, stream>>>(
