@@ -25,22 +25,22 @@ constexpr int kTwinThreads = 256;
 // elements a thread, read as one float4 where in is 16-byte aligned and written as two bf16 pairs.
 __global__ void __launch_bounds__(kTwinThreads) bf16Copy(__nv_bfloat16* out, const float* in, osprey::Index n,
                                                          osprey::Index length) {
-  const bool aligned = reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
+  const bool aligned = alignedTo(in, 16);
   const osprey::Index step = static_cast<osprey::Index>(gridDim.x) * blockDim.x * 4;
   for (osprey::Index i = (static_cast<osprey::Index>(blockIdx.x) * blockDim.x + threadIdx.x) * 4; i < length;
        i += step) {
-    float v[4];
+    float4 q;
     if (aligned && i + 4 <= n) {
-      const float4 q = __ldcs(reinterpret_cast<const float4*>(in + i));
-      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+      q = __ldcs(reinterpret_cast<const float4*>(in + i));
     } else {
+      float v[4];
       for (int k = 0; k < 4; ++k) v[k] = i + k < n ? in[i + k] : 0.0f;
+      q = make_float4(v[0], v[1], v[2], v[3]);
     }
     if (i + 4 <= length) {  // out is the start of an allocation: 8-byte aligned at every i
-      auto* pairs = reinterpret_cast<__nv_bfloat162*>(out + i);
-      pairs[0] = __floats2bfloat162_rn(v[0], v[1]);
-      pairs[1] = __floats2bfloat162_rn(v[2], v[3]);
+      storeBf16Four(out + i, q);
     } else {
+      const float v[4] = {q.x, q.y, q.z, q.w};
       for (int k = 0; i + k < length; ++k) out[i + k] = __float2bfloat16_rn(v[k]);
     }
   }

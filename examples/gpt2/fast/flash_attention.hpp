@@ -321,23 +321,31 @@ __device__ __forceinline__ void storeOutputRows(const OutputPlaces& base, std::s
   }
 }
 
-// Rows [row0, row0 + 64) of a head's 64 columns (`src` is the head's first column of row 0; rows
-// `ld` floats apart) into a shared tile, rounded to the kind; rows at or past T are zeros.
-// (Every loop over a tile's pieces takes a fixed count for each thread, threadIdx.x + u·kFlashThreads
-// for u below a constant, so that it unrolls whole with each piece's place worked out once: the
-// kernels run with kFlashThreads threads a block.)
-template <class K>
-__device__ __forceinline__ void loadTile(typename K::Element* tile, const float* src, std::size_t ld, int row0, int T) {
-  constexpr int kPieces = kFlashTile * (kFlashHead / 4);
+// f(r, piece) for this thread's share of a tile's 64 rows cut into kPerRow pieces each: pieces
+// threadIdx.x + u·kFlashThreads for u below a constant (the kernels run with kFlashThreads threads
+// a block), so that the loop unrolls whole with each piece's place worked out once (a loop from
+// threadIdx.x had a count the compiler could not know, and became a generic loop of index
+// arithmetic in every tile's fetch).
+template <int kPerRow, class F>
+__device__ __forceinline__ void eachPiece(F f) {
+  constexpr int kPieces = kFlashTile * kPerRow;
   static_assert(kPieces % kFlashThreads == 0);
 #pragma unroll
   for (int u = 0; u < kPieces / kFlashThreads; ++u) {
     const int i = static_cast<int>(threadIdx.x) + u * kFlashThreads;
-    const int r = i / (kFlashHead / 4), q = i % (kFlashHead / 4);
+    f(i / kPerRow, i % kPerRow);
+  }
+}
+
+// Rows [row0, row0 + 64) of a head's 64 columns (`src` is the head's first column of row 0; rows
+// `ld` floats apart) into a shared tile, rounded to the kind; rows at or past T are zeros.
+template <class K>
+__device__ __forceinline__ void loadTile(typename K::Element* tile, const float* src, std::size_t ld, int row0, int T) {
+  eachPiece<kFlashHead / 4>([&](int r, int q) {
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row0 + r < T) v = *reinterpret_cast<const float4*>(src + static_cast<std::size_t>(row0 + r) * ld + 4 * q);
     K::storeFour(tile, r, 4 * q, v);
-  }
+  });
 }
 
 // Asynchronous copies into shared memory (cp.async): 16 bytes (zeros where `in` is false) or 4.
@@ -374,16 +382,11 @@ __device__ __forceinline__ void fetchTile(typename K::Element* tile, const TileS
   if constexpr (K::kStages == 1) {
     loadTile<K>(tile, src.floats, ld, row0, T);
   } else {
-    constexpr int kChunks = kFlashTile * (kFlashHead / 8);
-    static_assert(kChunks % kFlashThreads == 0);
-#pragma unroll
-    for (int u = 0; u < kChunks / kFlashThreads; ++u) {
-      const int i = static_cast<int>(threadIdx.x) + u * kFlashThreads;
-      const int r = i / (kFlashHead / 8), chunk = i % (kFlashHead / 8);
+    eachPiece<kFlashHead / 8>([&](int r, int chunk) {
       const bool in = row0 + r < T;
       copy16(tile + K::at(r, 8 * chunk), src.halves + (in ? static_cast<std::size_t>(row0 + r) * ld : 0) + 8 * chunk,
              in);
-    }
+    });
   }
 }
 
@@ -406,14 +409,19 @@ __device__ __forceinline__ float quadSum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// On a diagonal tile (keys key0 .. key0 + 63 against a warp's query rows rowA and rowA + 8 = rowB),
-// each key after its row's query set to `value` (the other tiles of a causal row need no mask).
-__device__ __forceinline__ void maskFuture(float (&acc)[8][4], int key0, int rowA, int rowB, int c, float value) {
+// On a diagonal tile, the elements of a warp's accumulator whose key comes after its query set to
+// `value` (the other tiles of a causal row need no mask). The lane's rows are rowA and rowA + 8 =
+// rowB and its columns col0 + 8nt + 2c + (e & 1); rows are queries and columns keys
+// (kKeysAreColumns: the forward and dq), or rows keys and columns queries (dk and dv).
+template <bool kKeysAreColumns>
+__device__ __forceinline__ void maskFuture(float (&acc)[8][4], int col0, int rowA, int rowB, int c, float value) {
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (key0 + nt * 8 + 2 * c + (e & 1) > (e < 2 ? rowA : rowB)) acc[nt][e] = value;
+    for (int e = 0; e < 4; ++e) {
+      const int col = col0 + nt * 8 + 2 * c + (e & 1), row = e < 2 ? rowA : rowB;
+      if (kKeysAreColumns ? col > row : col < row) acc[nt][e] = value;
+    }
 }
 
 // Where block (·, b·NH + hh)'s head starts in (B, T, 3C), (B, T, C) and (B, NH, T) tensors.
@@ -478,7 +486,7 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
     float s[8][4] = {};
 #pragma unroll
     for (int ks = 0; ks < K::kSteps; ++ks) productStep<K, TileRead::ByRows>(s, qa[ks], k, ks, place);
-    if (kt == tile) maskFuture(s, kt * kFlashTile, rowA, rowB, c, -INFINITY);
+    if (kt == tile) maskFuture<true>(s, kt * kFlashTile, rowA, rowB, c, -INFINITY);
     // The rows' maxima of the scores before scaling (the scale is positive, and rounding a product
     // keeps order, so the scaled maximum is the maximum scaled), then in the units of m.
     float top[2] = {-INFINITY, -INFINITY};
@@ -537,18 +545,14 @@ __global__ void __launch_bounds__(256)
 // p = exp2(s - lse) is 0.
 __device__ __forceinline__ void fetchRowStats(float* sLse, float* sDot, const float* lse, const float* rowDot, int q0,
                                               int T) {
-  static_assert(2 * kFlashTile % kFlashThreads == 0);
-#pragma unroll
-  for (int u = 0; u < 2 * kFlashTile / kFlashThreads; ++u) {
-    const int i = static_cast<int>(threadIdx.x) + u * kFlashThreads;
-    const int r = i % kFlashTile;
-    const bool dot = i >= kFlashTile, in = q0 + r < T;
+  eachPiece<2>([&](int r, int which) {  // piece 0 the row's lse, piece 1 its Drow
+    const bool dot = which == 1, in = q0 + r < T;
     float* to = (dot ? sDot : sLse) + r;
     if (in)
       copy4(to, (dot ? rowDot : lse) + q0 + r);
     else
       *to = dot ? 0.0f : INFINITY;
-  }
+  });
 }
 
 // dk and dv into sections 1 and 2 of dqkv (B, T, 3C). Grid (key tiles, B·NH); block j visits the
@@ -613,12 +617,7 @@ __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) p[nt][e] = fastExp2(__fmaf_rn(p[nt][e], scaleLog2, -sLse[nt * 8 + 2 * c + (e & 1)]));
-    if (qt == tile)  // the diagonal: queries before their key
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (q0 + nt * 8 + 2 * c + (e & 1) < (e < 2 ? keyA : keyB)) p[nt][e] = 0.0f;
+    if (qt == tile) maskFuture<false>(p, q0, keyA, keyB, c, 0.0f);
     productOfHeld<K, TileRead::ByColumns>(dv, p, pRows, sO, place);  // dv += pᵀ·dout
     float dp[8][4] = {};
     product<K, TileRead::ByRows>(dp, vRows, sO, place);  // dpᵀ = v·doutᵀ
@@ -691,7 +690,7 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
         const int half = e >> 1;
         dp[nt][e] = fastExp2(__fmaf_rn(p[nt][e], scaleLog2, -rowLse[half])) * (dp[nt][e] - rowD[half]);
       }
-    if (kt == tile) maskFuture(dp, kt * kFlashTile, rowA, rowB, c, 0.0f);
+    if (kt == tile) maskFuture<true>(dp, kt * kFlashTile, rowA, rowB, c, 0.0f);
     productOfHeld<K, TileRead::ByColumns>(dq, dp, dsRows, k, place);  // dq += ds·k
     if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }

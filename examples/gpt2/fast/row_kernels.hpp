@@ -26,6 +26,18 @@ constexpr int kVocabThreads = 512;  // the cross-entropy backward (a block a row
 
 inline unsigned rowBlocks(osprey::Index rows) { return static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps); }
 
+// Whether p lies on a multiple of `bytes`: where a kernel may read or write 16 bytes (four floats)
+// or 8 (four bf16) at once. A null pointer (an output not asked for) counts as aligned.
+__host__ __device__ __forceinline__ bool alignedTo(const void* p, std::uintptr_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+// Four floats' bf16 roundings (nearest even) at `at`, 8-byte aligned, as two pairs.
+__device__ __forceinline__ void storeBf16Four(__nv_bfloat16* at, float4 v) {
+  auto* pairs = reinterpret_cast<__nv_bfloat162*>(at);
+  pairs[0] = __floats2bfloat162_rn(v.x, v.y);
+  pairs[1] = __floats2bfloat162_rn(v.z, v.w);
+}
+
 // A warp's walk over a row of C floats in groups of four: lane l takes groups l, l + 32, ...
 // (elements 4g .. 4g + 3), each in ascending order, calling f(c, value). With C a multiple of 4 and
 // the row on 16 bytes a group is one vector load; otherwise element by element, in the same order.
@@ -33,7 +45,7 @@ inline unsigned rowBlocks(osprey::Index rows) { return static_cast<unsigned>((ro
 // layer and the one-row products of decoding) gets the same floats.
 template <class F>
 __device__ __forceinline__ void walkGroups(const float* row, int C, int lane, F f) {
-  if (C % 4 == 0 && reinterpret_cast<std::uintptr_t>(row) % 16 == 0) {
+  if (C % 4 == 0 && alignedTo(row, 16)) {
     const float4* row4 = reinterpret_cast<const float4*>(row);
 #pragma unroll 4
     for (int g = lane; g < C / 4; g += 32) {
@@ -62,7 +74,7 @@ struct HeldRow {
 __device__ __forceinline__ float2 rowStatistics(const float* row, int C, float eps, HeldRow& r) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int groups = C / 4;
-  r.inRegisters = C % 4 == 0 && reinterpret_cast<std::uintptr_t>(row) % 16 == 0 && groups <= 32 * kHeldGroups;
+  r.inRegisters = C % 4 == 0 && alignedTo(row, 16) && groups <= 32 * kHeldGroups;
   float sum = 0.0f, m = 0.0f, squares = 0.0f;
   const auto square = [&](float v) {
     const float d = v - m;
@@ -115,7 +127,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   // A held row's groups are 16-byte aligned in x and out (rowStatistics checked x; out is laid out
   // alike): each group is written as one float4 and its twin as two bf16 pairs. The weight and bias
   // are read as float4 where they are aligned too. The values are normalise's.
-  const bool wide = reinterpret_cast<std::uintptr_t>(w) % 16 == 0 && reinterpret_cast<std::uintptr_t>(b) % 16 == 0;
+  const bool wide = alignedTo(w, 16) && alignedTo(b, 16);
   if (held.inRegisters) {
 #pragma unroll
     for (int j = 0; j < kHeldGroups; ++j)
@@ -127,11 +139,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
         const float4 y = make_float4(((v.x - m) * s) * wc.x + bc.x, ((v.y - m) * s) * wc.y + bc.y,
                                      ((v.z - m) * s) * wc.z + bc.z, ((v.w - m) * s) * wc.w + bc.w);
         *reinterpret_cast<float4*>(o + c) = y;
-        if (t) {
-          auto* pairs = reinterpret_cast<__nv_bfloat162*>(t + c);
-          pairs[0] = __floats2bfloat162_rn(y.x, y.y);
-          pairs[1] = __floats2bfloat162_rn(y.z, y.w);
-        }
+        if (t) storeBf16Four(t + c, y);
       }
   } else {
     walkGroups(row, C, lane, normalise);
@@ -163,9 +171,8 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   float* mine = sums + static_cast<std::size_t>(warp) * 2 * C;
   for (int c = lane; c < 2 * C; c += 32) mine[c] = 0.0f;
-  const auto on16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  const bool held = C % 4 == 0 && C / 4 <= 32 * kHeldGroups && on16(dx) && on16(dout) && on16(x) && on16(w) &&
-                    (!dresid || on16(dresid)) && (!twin || reinterpret_cast<std::uintptr_t>(twin) % 8 == 0);
+  const bool held = C % 4 == 0 && C / 4 <= 32 * kHeldGroups && alignedTo(dx, 16) && alignedTo(dout, 16) &&
+                    alignedTo(x, 16) && alignedTo(w, 16) && alignedTo(dresid, 16) && alignedTo(twin, 8);
   // One element's dx (before dresid), and its terms of the two column sums: dout·norm, dout.
   const auto element = [](float g, float v, float wc, float m, float s, float meanDnorm, float meanDnormNorm,
                           float& normTerm) {
@@ -224,11 +231,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
             out = make_float4(r.x + out.x, r.y + out.y, r.z + out.z, r.w + out.w);
           }
           *reinterpret_cast<float4*>(dx + n * C + c) = out;
-          if (twin) {
-            auto* pairs = reinterpret_cast<__nv_bfloat162*>(twin + n * C + c);
-            pairs[0] = __floats2bfloat162_rn(out.x, out.y);
-            pairs[1] = __floats2bfloat162_rn(out.z, out.w);
-          }
+          if (twin) storeBf16Four(twin + n * C + c, out);
         }
       continue;
     }
@@ -318,9 +321,7 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
                         int V, int ld, __nv_bfloat16* halves = nullptr) {
   __shared__ float scratch[kLossThreads / 32];
   const int tid = static_cast<int>(threadIdx.x);
-  const bool byFours = ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0 &&
-                       (!probs || reinterpret_cast<std::uintptr_t>(probs) % 16 == 0) &&
-                       (probs || reinterpret_cast<std::uintptr_t>(halves) % 8 == 0);
+  const bool byFours = ld % 4 == 0 && alignedTo(logits, 16) && alignedTo(probs, 16) && alignedTo(halves, 8);
   for (osprey::Index n = blockIdx.x; n < N; n += gridDim.x) {
     const float* row = logits + n * ld;
     // One pass for both statistics: each thread keeps its running max and the sum of exp(x - max),
@@ -365,9 +366,7 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
         if (probs) {
           reinterpret_cast<float4*>(probs + n * ld)[q] = p;
         } else {
-          auto* pairs = reinterpret_cast<__nv_bfloat162*>(halves + n * ld + v);
-          pairs[0] = __floats2bfloat162_rn(p.x, p.y);
-          pairs[1] = __floats2bfloat162_rn(p.z, p.w);
+          storeBf16Four(halves + n * ld + v, p);
         }
       }
     } else if (probs) {
@@ -442,12 +441,6 @@ __device__ __forceinline__ float geluSlope(float v) {
   const float du = kGeluScaleF * (1.0f + (3.0f * kGeluCubicF) * (v * v));
   return 0.5f * (1.0f + th) + ((0.5f * v) * (1.0f - th * th)) * du;
 }
-// Elements 4q .. 4q + 3 of a twin, as two bf16 pairs.
-__device__ __forceinline__ void twinFour(__nv_bfloat16* twin, osprey::Index q, float4 v) {
-  auto* pairs = reinterpret_cast<__nv_bfloat162*>(twin + 4 * q);
-  pairs[0] = __floats2bfloat162_rn(v.x, v.y);
-  pairs[1] = __floats2bfloat162_rn(v.z, v.w);
-}
 struct GeluForwardBody {
   float* y;
   const float* x;
@@ -461,11 +454,10 @@ struct GeluForwardBody {
     const float4 v = reinterpret_cast<const float4*>(x)[q];
     const float4 out = make_float4(geluOf(v.x), geluOf(v.y), geluOf(v.z), geluOf(v.w));
     reinterpret_cast<float4*>(y)[q] = out;
-    if (twin) twinFour(twin, q, out);
+    if (twin) storeBf16Four(twin + 4 * q, out);
   }
   bool aligned() const {
-    return reinterpret_cast<std::uintptr_t>(y) % 16 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
-           reinterpret_cast<std::uintptr_t>(twin) % 8 == 0;
+    return alignedTo(y, 16) && alignedTo(x, 16) && alignedTo(twin, 8);
   }
 };
 struct GeluBackwardBody {
@@ -483,11 +475,10 @@ struct GeluBackwardBody {
     const float4 out = make_float4(d.x * geluSlope(v.x), d.y * geluSlope(v.y), d.z * geluSlope(v.z),
                                    d.w * geluSlope(v.w));
     reinterpret_cast<float4*>(dx)[q] = out;
-    if (twin) twinFour(twin, q, out);
+    if (twin) storeBf16Four(twin + 4 * q, out);
   }
   bool aligned() const {
-    return reinterpret_cast<std::uintptr_t>(dx) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dout) % 16 == 0 &&
-           reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(twin) % 8 == 0;
+    return alignedTo(dx, 16) && alignedTo(dout, 16) && alignedTo(x, 16) && alignedTo(twin, 8);
   }
 };
 
@@ -523,14 +514,14 @@ struct AdamWBody {
     reinterpret_cast<float4*>(param)[q] = updated;
     reinterpret_cast<float4*>(m)[q] = make_float4(a.y, b.y, c.y, d.y);
     reinterpret_cast<float4*>(v)[q] = make_float4(a.z, b.z, c.z, d.z);
-    if (twin) twinFour(twin, q, updated);
+    if (twin) storeBf16Four(twin + 4 * q, updated);
   }
   bool aligned() const {
     for (const void* p : {static_cast<const void*>(param), static_cast<const void*>(m), static_cast<const void*>(v),
                           static_cast<const void*>(oldParam), static_cast<const void*>(grad),
                           static_cast<const void*>(oldM), static_cast<const void*>(oldV)})
-      if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
-    return reinterpret_cast<std::uintptr_t>(twin) % 8 == 0;
+      if (!alignedTo(p, 16)) return false;
+    return alignedTo(twin, 8);
   }
 };
 
