@@ -512,6 +512,72 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
   }
 }
 
+// With bf16 products, the outputs this handler's layers read only as bf16 (the LayerNorm's, GELU's
+// both ways, attention's input gradient) are written as their twins alone, and their floats only
+// when something reads them (FastHandler::twinOnly): the same floats the layer writes at once with
+// the deferral off, bit for bit, and the same twin (a product reads the same bits from it).
+TEST(Fast, DeferredFloatsAreTheLayersOwn) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  const Index N = 37, C = 768, B = 2, T = 130, NH = 2, AC = NH * 64;
+  ASSERT_TRUE(fast_kernels::flashFits(B, AC, NH));
+  auto x = ok(h.build(N * C, Mixed{40})), w = ok(h.build(C, Mixed{41})), b = ok(h.build(C, Mixed{42}));
+  auto f = ok(h.build(N * C, Mixed{43})), df = ok(h.build(N * C, Mixed{44}));
+  auto qkv = ok(h.build(B * T * 3 * AC, Mixed{45})), dout = ok(h.build(B * T * AC, Mixed{46}));
+  auto weight = ok(h.build(C * 8, Mixed{47})), bias = ok(h.build(8, Mixed{48}));
+  auto wide = ok(h.build(3 * AC * 8, Mixed{49}));
+  struct Outputs {
+    FastHandler::Buffer norm, gelu, dgelu, dqkv;
+  };
+  const auto layers = [&] {
+    const auto attention = ok(h.attentionForward(qkv, B, T, AC, NH));
+    return Outputs{ok(h.layernormForward(x, w, b, N, C)).out, ok(h.geluForward(f)), ok(h.geluBackward(df, f)),
+                   ok(h.attentionBackward(dout, qkv, attention.att, B, T, AC, NH))};
+  };
+  // What a linear layer reads from each: its twin.
+  const auto products = [&](const Outputs& o) {
+    return std::vector<std::vector<Scalar>>{read(ok(h.matmulForward(o.norm, weight, bias, N, C, 8))),
+                                            read(ok(h.matmulForward(o.gelu, weight, bias, N, C, 8))),
+                                            read(ok(h.matmulForward(o.dgelu, weight, bias, N, C, 8))),
+                                            read(ok(h.matmulForward(o.dqkv, wide, bias, B * T, 3 * AC, 8)))};
+  };
+  h.setDeferredFloats(false);
+  const Outputs eager = layers();
+  for (const auto& o : {eager.norm, eager.gelu, eager.dgelu, eager.dqkv}) EXPECT_FALSE(o.deferred());
+  const auto eagerProducts = products(eager);
+  h.setDeferredFloats(true);
+  const Outputs deferred = layers();
+  const osprey::Index before = h.deferredFloatsWritten();
+  const FastHandler::Buffer outputs[] = {deferred.norm, deferred.gelu, deferred.dgelu, deferred.dqkv};
+  for (const auto& o : outputs) EXPECT_TRUE(o.deferred());
+  EXPECT_EQ(products(deferred), eagerProducts);  // from the twins alone
+  EXPECT_EQ(h.deferredFloatsWritten(), before);
+  const FastHandler::Buffer eagerOutputs[] = {eager.norm, eager.gelu, eager.dgelu, eager.dqkv};
+  for (int k = 0; k < 4; ++k) {
+    SCOPED_TRACE(::testing::Message() << "output " << k);
+    EXPECT_EQ(read(outputs[k]), read(eagerOutputs[k]));
+    EXPECT_FALSE(outputs[k].deferred());
+    EXPECT_EQ(h.deferredFloatsWritten(), before + k + 1);
+  }
+  // A part reads the whole buffer's floats, once; TF32 products write the floats at once.
+  auto norm = ok(h.layernormForward(x, w, b, N, C)).out;
+  const auto eagerNorm = read(eager.norm);
+  EXPECT_EQ(read(norm.part(C, C)), std::vector<Scalar>(eagerNorm.begin() + C, eagerNorm.begin() + 2 * C));
+  EXPECT_FALSE(norm.deferred());
+  EXPECT_EQ(h.deferredFloatsWritten(), before + 5);
+  h.setProducts(FastHandler::Products::Tf32);
+  EXPECT_FALSE(ok(h.geluForward(f)).deferred());
+  // A deferred output read after its handler is gone: the launch holds what it reads.
+  FastHandler::Buffer orphan;
+  {
+    auto other = makeFast();
+    const auto attention = ok(other.attentionForward(qkv, B, T, AC, NH));
+    orphan = ok(other.attentionBackward(dout, qkv, attention.att, B, T, AC, NH));
+  }
+  EXPECT_TRUE(orphan.deferred());
+  EXPECT_EQ(read(orphan), read(eager.dqkv));
+}
+
 // A linear layer's bf16 twin is its buffer's own: a buffer made later at the same address (the
 // device reuses released blocks), or another part of the same block, is read afresh; and the
 // twin of a buffer read twice is made once.
@@ -985,6 +1051,10 @@ void trainingStepWithinTolerance(const HostWeights& host, const data::Batch& bat
     auto fast = makeFast();
     fast.setProducts(c.products);
     const auto [lossFast, gradsFast] = gradientsOf(fast, host, batch);
+    // Of the outputs read only as bf16, the step reads the floats of one: the final LayerNorm's,
+    // which the padded lm head backward's one-hot share gathers (bf16 products; TF32 defers none).
+    const bool paddedHead = fast_detail::padsRows(batch.B * batch.T, host.config.V);
+    EXPECT_EQ(fast.deferredFloatsWritten(), c.products == FastHandler::Products::Bf16 && paddedHead ? 1 : 0);
     const double lossGap = std::abs(lossFast - lossExact) / std::abs(lossExact);
     std::printf("[ measured ] %s loss %.9g (exact %.9g), %s products\n", label, lossFast, lossExact, c.name);
     report(fmt::format("loss |Δ| / loss ({} products)", c.name).c_str(), lossGap, c.lossGap);

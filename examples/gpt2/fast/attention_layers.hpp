@@ -22,7 +22,7 @@ using FlashTiles = std::conditional_t<std::is_same_v<E, float>, fast_kernels::Tf
 template <class E>
 osprey::Result<fast_kernels::TileSource> FastHandler::tilesOf(const Buffer& b) {
   if constexpr (std::is_same_v<E, float>) return fast_kernels::TileSource{b.data(), nullptr};
-  else return fast_kernels::TileSource{b.data(), OSPREY_TRY(twinOf(b, b.size()))};
+  else return fast_kernels::TileSource{b.address(), OSPREY_TRY(twinOf(b, b.size()))};  // the twin alone
 }
 
 namespace fast_detail {
@@ -135,15 +135,16 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
     // Flash attention: att holds what its backward reads instead of the probabilities, each softmax
     // row's log-sum-exp (B, NH, T) and then a copy of out (B, T, C), which the kernel writes beside
     // out (and out's bf16 twin, the projection's operand, with bf16 products).
-    auto out = OSPREY_TRY(allocate(BTC));
+    // out is that copy itself, a part of att's block: the kernel writes the floats once.
     auto saved = OSPREY_TRY(allocate(R + BTC));
+    const Buffer out = saved.part(R, BTC);
     OSPREY_CHECK(withTwin(out, [&](__nv_bfloat16* twin) {
       return byProducts([&]<class E>(E) -> osprey::Result<void> {
         return fast_kernels::flashAttentionForward<FlashTiles<E>>(
-            stream(), OSPREY_TRY(tilesOf<E>(qkv)), {out.data(), saved.data() + R, twin}, saved.data(), B, T, C, NH);
+            stream(), OSPREY_TRY(tilesOf<E>(qkv)), {nullptr, saved.data() + R, twin}, saved.data(), B, T, C, NH);
       });
     }));
-    return AttentionOut<FastHandler>{std::move(out), std::move(saved)};
+    return AttentionOut<FastHandler>{out, std::move(saved)};
   }
   const heads::Layout qkvHeads{T, 3 * C, NH, hs};
   // scores (B, NH, T, T) = q · kᵀ per head, then att in place.
@@ -182,13 +183,19 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
       (void)OSPREY_TRY(newTwin(dout, dout.size(), rowDots));
     else
       OSPREY_CHECK(rowDots(nullptr));
+    // dqkv is only the qkv layer's dout: its floats are written when something reads them
+    // (twinOnly), by the two kernels again from the same tiles (the launch holds every operand,
+    // and the twins it reads tiles of).
     auto dqkv = OSPREY_TRY(allocate(n3));
-    OSPREY_CHECK(withTwin(dqkv, [&](__nv_bfloat16* twin) {  // dqkv is the qkv layer's dout
-      return byProducts([&]<class E>(E) -> osprey::Result<void> {
-        return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream(), OSPREY_TRY(tilesOf<E>(dout)),
-                                                                   OSPREY_TRY(tilesOf<E>(qkv)), att.data(),
-                                                                   rowDot.data(), {dqkv.data(), nullptr, twin}, B, T,
-                                                                   C, NH);
+    OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+      const auto doutTiles = OSPREY_TRY(tilesOf<E>(dout)), qkvTiles = OSPREY_TRY(tilesOf<E>(qkv));
+      const std::array<Buffer, 4> held{dout, qkv, att, rowDot};
+      const std::array<HalfBuffer, 2> twins{keptTwin(dout), keptTwin(qkv)};
+      return twinOnly(dqkv, [doutTiles, qkvTiles, held, twins, R, B, T, C, NH](cudaStream_t stream, float* floats,
+                                                                              __nv_bfloat16* twin) {
+        return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream, doutTiles, qkvTiles, held[2].data(),
+                                                                   held[3].data(), {floats, nullptr, twin}, B, T, C,
+                                                                   NH);
       });
     }));
     return dqkv;

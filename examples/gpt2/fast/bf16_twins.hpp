@@ -52,13 +52,23 @@ inline void FastHandler::forgetDeadTwins() {
   std::erase_if(m_twins, [](const Twin& t) { return t.source.expired(); });
 }
 
-inline const __nv_bfloat16* FastHandler::madeTwin(const Buffer& b, osprey::Index length) const {
+inline const FastHandler::Twin* FastHandler::foundTwin(const Buffer& b, osprey::Index length) const {
   const std::shared_ptr<float>& memory = b.memory();
   for (const Twin& t : m_twins)
-    if (t.data == b.data() && t.n == b.size() && t.length == length && !t.source.owner_before(memory) &&
+    if (t.data == b.address() && t.n == b.size() && t.length == length && !t.source.owner_before(memory) &&
         !memory.owner_before(t.source))
-      return t.copy.data();
+      return &t;
   return nullptr;
+}
+
+inline const __nv_bfloat16* FastHandler::madeTwin(const Buffer& b, osprey::Index length) const {
+  const Twin* t = foundTwin(b, length);
+  return t ? t->copy.data() : nullptr;
+}
+
+inline FastHandler::HalfBuffer FastHandler::keptTwin(const Buffer& b) const {
+  const Twin* t = foundTwin(b, b.size());
+  return t ? t->copy : HalfBuffer{};
 }
 
 template <class Write>
@@ -66,9 +76,9 @@ osprey::Result<const __nv_bfloat16*> FastHandler::newTwin(const Buffer& b, ospre
   forgetDeadTwins();
   auto device = m_device;
   __nv_bfloat16* room = OSPREY_TRY(device->allocate<__nv_bfloat16>(length));
-  osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> held(device, room, length);
+  HalfBuffer held(device, room, length);
   OSPREY_CHECK(write(room));
-  m_twins.push_back(Twin{b.memory(), b.data(), b.size(), length, std::move(held)});
+  m_twins.push_back(Twin{b.memory(), b.address(), b.size(), length, std::move(held)});
   return room;
 }
 
@@ -92,6 +102,23 @@ template <class Write>
 osprey::Result<void> FastHandler::withTwin(const Buffer& out, Write write) {
   if (m_products != Products::Bf16) return write(static_cast<__nv_bfloat16*>(nullptr));
   (void)OSPREY_TRY(newTwin(out, out.size(), write));
+  return {};
+}
+
+template <class Launch>
+osprey::Result<void> FastHandler::twinOnly(Buffer& out, Launch launch) {
+  if (m_products != Products::Bf16 || !m_deferFloats || m_recording)
+    return withTwin(out, [&](__nv_bfloat16* twin) { return launch(stream(), out.data(), twin); });
+  (void)OSPREY_TRY(newTwin(out, out.size(), [&](__nv_bfloat16* twin) { return launch(stream(), nullptr, twin); }));
+  // The raw address, not out itself: a copy of out inside its own deferred write would keep it
+  // alive forever. The write runs only while out (or a copy or part) does.
+  float* floats = out.data();
+  out.defer([launch = std::move(launch), floats, device = m_device, written = m_deferredWritten]() mutable {
+    ++*written;
+    // The launch ran once already with this grid (for the twin), so it cannot be refused now; a
+    // fault of the device stays sticky and the next checked call reports it.
+    (void)launch(device->stream(), floats, nullptr);
+  });
   return {};
 }
 

@@ -38,6 +38,7 @@
 // against the exact handler.
 #pragma once
 
+#include <array>
 #include <climits>
 #include <memory>
 #include <cmath>
@@ -182,6 +183,14 @@ class FastHandler : public osprey::Fast {
   enum class Products { Bf16, Tf32 };
   void setProducts(Products products) { m_products = products; }
   Products products() const { return m_products; }
+  // Whether bf16 products also leave the floats of outputs read only as bf16 unwritten until
+  // something reads them (twinOnly; on by default): a training step's LayerNorm, GELU and
+  // attention outputs and gradients are then written as bf16 alone. Off: written at once.
+  void setDeferredFloats(bool on) { m_deferFloats = on; }
+  // How many deferred outputs have had their floats written since the handler was made (a
+  // training step on bf16 products writes one: the final LayerNorm's output, whose floats the
+  // padded lm head backward's one-hot share gathers).
+  osprey::Index deferredFloatsWritten() const { return *m_deferredWritten; }
   std::string device() const { return deviceWith(m_products == Products::Bf16 ? "bf16" : "TF32"); }
 
   // What a continuation's one-row products read (fast/half_weights.hpp): bf16 copies of the
@@ -226,13 +235,19 @@ class FastHandler : public osprey::Fast {
   // stream) the first time it is asked for, then kept until b's memory is released. Buffers are
   // never written after they are handed out, so a twin stays equal to its floats; a twin is b's
   // own (the same memory block, not a later one at the same address).
+  using HalfBuffer = osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>;
   struct Twin {
     std::weak_ptr<float> source;
     const float* data;
     osprey::Index n, length;
-    osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> copy;
+    HalfBuffer copy;
   };
   osprey::Result<const __nv_bfloat16*> twinOf(const Buffer& b, osprey::Index length);
+  // The memory of b's twin of b's own length where one is made (else empty), shared: what a
+  // deferred launch that reads the twin holds, in case it runs after this handler is gone.
+  HalfBuffer keptTwin(const Buffer& b) const;
+  // The twin twinOf(b, length) would return if it has been made, else null.
+  const Twin* foundTwin(const Buffer& b, osprey::Index length) const;
   // The twin twinOf(b, length) would return if it has been made, else null.
   const __nv_bfloat16* madeTwin(const Buffer& b, osprey::Index length) const;
   // b as the flash kernels read it for products of element type E (attention_layers.hpp).
@@ -242,6 +257,17 @@ class FastHandler : public osprey::Fast {
   // with room for out's twin (null with TF32 products: no twin), which is then kept as out's.
   template <class Write>
   osprey::Result<void> withTwin(const Buffer& out, Write write);
+  // An output that this handler's layers read only as its twin (the LayerNorms' and GELU's
+  // outputs, GELU's and attention's input gradients): launch(stream, floats, twin) writes the
+  // floats and the twin where each is not null. With bf16 products the launch writes the twin
+  // alone, and out's floats are deferred (osprey::GpuBuffer::defer) to the same launch without
+  // the twin, run the first time something reads them: the same kernel on the same inputs, which
+  // `launch` holds by value, so the same floats. With TF32 products, with deferFloats off or while
+  // a decoding step records, both at once.
+  template <class Launch>
+  osprey::Result<void> twinOnly(Buffer& out, Launch launch);
+  bool m_deferFloats = true;
+  std::shared_ptr<osprey::Index> m_deferredWritten = std::make_shared<osprey::Index>(0);
   // Room for `length` elements as b's twin, filled by write(room), then kept as b's.
   template <class Write>
   osprey::Result<const __nv_bfloat16*> newTwin(const Buffer& b, osprey::Index length, Write write);
@@ -324,7 +350,8 @@ class FastHandler : public osprey::Fast {
   // body over n elements by fast_kernels::byFoursKernel (AdamW, GELU): four at a time where
   // body.aligned().
   template <class Body>
-  osprey::Result<void> byFours(const char* launch, Body body, osprey::Index n);
+  static osprey::Result<void> byFours(cudaStream_t stream, int multiprocessors, const char* launch, Body body,
+                                      osprey::Index n);
   // n ones, kept for the bias gradients' column sums (grown when a larger n is asked for).
   osprey::Result<const float*> ones(osprey::Index n);
   Buffer m_ones;

@@ -292,13 +292,13 @@ __device__ __forceinline__ void productOfHeld(float (&acc)[8][4], const float (&
 }
 
 // Where a kernel writes an output: its floats, and optionally a second copy of them and their
-// bf16 twin (the next linear layer's operand), each in the same layout.
+// bf16 twin (the next linear layer's operand), each in the same layout; a null one is not written.
 struct OutputPlaces {
   float* data;
   float* copy = nullptr;
   __nv_bfloat16* twin = nullptr;
   __host__ __device__ OutputPlaces at(std::size_t offset) const {
-    return {data + offset, copy ? copy + offset : nullptr, twin ? twin + offset : nullptr};
+    return {data ? data + offset : nullptr, copy ? copy + offset : nullptr, twin ? twin + offset : nullptr};
   }
 };
 
@@ -314,7 +314,7 @@ __device__ __forceinline__ void storeOutputRows(const OutputPlaces& base, std::s
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const float x = acc[nt][2 * half] * scales[half], y = acc[nt][2 * half + 1] * scales[half];
-      *reinterpret_cast<float2*>(base.data + at + nt * 8) = make_float2(x, y);
+      if (base.data) *reinterpret_cast<float2*>(base.data + at + nt * 8) = make_float2(x, y);
       if (base.copy) *reinterpret_cast<float2*>(base.copy + at + nt * 8) = make_float2(x, y);
       if (base.twin) *reinterpret_cast<__nv_bfloat162*>(base.twin + at + nt * 8) = __floats2bfloat162_rn(x, y);
     }

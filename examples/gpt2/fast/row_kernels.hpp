@@ -106,7 +106,8 @@ __device__ __forceinline__ float2 rowStatistics(const float* row, int C, float e
 }
 
 // out = (x - mean)·rstd·w + b, with rowStatistics' mean and rstd; where `twin` is given, out's
-// bf16 rounding there too (the next product's operand).
+// bf16 rounding there too (the next product's operand). A null out, or null mean and rstd, is not
+// written: the twin alone, then out's floats alone when they are read (FastHandler::twinOnly).
 __global__ void __launch_bounds__(kRowWarps * 32)
     layerNormForward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
                      osprey::Index N, int C, float eps, __nv_bfloat16* twin = nullptr) {
@@ -117,11 +118,11 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   HeldRow held;
   const float2 statistics = rowStatistics(row, C, eps, held);
   const float m = statistics.x, s = statistics.y;
-  float* o = out + n * C;
+  float* o = out ? out + n * C : nullptr;
   __nv_bfloat16* t = twin ? twin + n * C : nullptr;
   const auto normalise = [&](int c, float v) {
     const float y = ((v - m) * s) * w[c] + b[c];
-    o[c] = y;
+    if (o) o[c] = y;
     if (t) t[c] = __float2bfloat16_rn(y);
   };
   // A held row's groups are 16-byte aligned in x and out (rowStatistics checked x; out is laid out
@@ -138,13 +139,13 @@ __global__ void __launch_bounds__(kRowWarps * 32)
         const float4 bc = wide ? *reinterpret_cast<const float4*>(b + c) : make_float4(b[c], b[c + 1], b[c + 2], b[c + 3]);
         const float4 y = make_float4(((v.x - m) * s) * wc.x + bc.x, ((v.y - m) * s) * wc.y + bc.y,
                                      ((v.z - m) * s) * wc.z + bc.z, ((v.w - m) * s) * wc.w + bc.w);
-        *reinterpret_cast<float4*>(o + c) = y;
+        if (o) *reinterpret_cast<float4*>(o + c) = y;
         if (t) storeBf16Four(t + c, y);
       }
   } else {
     walkGroups(row, C, lane, normalise);
   }
-  if (lane == 0) {
+  if (lane == 0 && mean) {
     mean[n] = m;
     rstd[n] = s;
   }
@@ -432,7 +433,8 @@ inline dim3 copyGrid(osprey::Index rows, int cols) {
 //   gelu' = 0.5·(1 + tanh u) + 0.5·x·(1 - tanh² u)·sqrt(2/pi)·(1 + 3·0.044715·x²)
 constexpr float kGeluScaleF = 0.7978845608028654f, kGeluCubicF = 0.044715f;
 // Each writes its output's bf16 rounding into `twin` too where one is given: GELU's output is the
-// fc projection's input, its gradient the fc layer's dout.
+// fc projection's input, its gradient the fc layer's dout. A null output writes the twin alone
+// (FastHandler::twinOnly).
 __device__ __forceinline__ float geluOf(float v) {
   return (0.5f * v) * (1.0f + tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v)));
 }
@@ -447,13 +449,13 @@ struct GeluForwardBody {
   __nv_bfloat16* twin = nullptr;
   __device__ __forceinline__ void operator()(osprey::Index i) const {
     const float out = geluOf(x[i]);
-    y[i] = out;
+    if (y) y[i] = out;
     if (twin) twin[i] = __float2bfloat16_rn(out);
   }
   __device__ __forceinline__ void four(osprey::Index q) const {
     const float4 v = reinterpret_cast<const float4*>(x)[q];
     const float4 out = make_float4(geluOf(v.x), geluOf(v.y), geluOf(v.z), geluOf(v.w));
-    reinterpret_cast<float4*>(y)[q] = out;
+    if (y) reinterpret_cast<float4*>(y)[q] = out;
     if (twin) storeBf16Four(twin + 4 * q, out);
   }
   bool aligned() const {
@@ -467,14 +469,14 @@ struct GeluBackwardBody {
   __nv_bfloat16* twin = nullptr;
   __device__ __forceinline__ void operator()(osprey::Index i) const {
     const float out = dout[i] * geluSlope(x[i]);
-    dx[i] = out;
+    if (dx) dx[i] = out;
     if (twin) twin[i] = __float2bfloat16_rn(out);
   }
   __device__ __forceinline__ void four(osprey::Index q) const {
     const float4 v = reinterpret_cast<const float4*>(x)[q], d = reinterpret_cast<const float4*>(dout)[q];
     const float4 out = make_float4(d.x * geluSlope(v.x), d.y * geluSlope(v.y), d.z * geluSlope(v.z),
                                    d.w * geluSlope(v.w));
-    reinterpret_cast<float4*>(dx)[q] = out;
+    if (dx) reinterpret_cast<float4*>(dx)[q] = out;
     if (twin) storeBf16Four(twin + 4 * q, out);
   }
   bool aligned() const {

@@ -28,13 +28,19 @@ inline osprey::Result<LayerNormOut<FastHandler>> FastHandler::layernormForward(c
   auto out = OSPREY_TRY(allocate(N * C));
   auto mean = OSPREY_TRY(allocate(N));
   auto rstd = OSPREY_TRY(allocate(N));
-  if (N > 0)  // every LayerNorm's output is a linear layer's input
-    OSPREY_CHECK(withTwin(out, [&](__nv_bfloat16* twin) {
-      fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream()>>>(
-          out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, Ci, static_cast<float>(kLayerNormEps),
-          twin);
+  if (N > 0) {
+    // Every LayerNorm's output is only a linear layer's input: the statistics now, the output's
+    // floats (a launch that writes them alone) when something reads them.
+    float* statistics[2] = {mean.data(), rstd.data()};
+    OSPREY_CHECK(twinOnly(out, [x, w, b, N, Ci, statistics](cudaStream_t stream, float* floats,
+                                                            __nv_bfloat16* twin) mutable {
+      fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream>>>(
+          floats, statistics[0], statistics[1], x.data(), w.data(), b.data(), N, Ci,
+          static_cast<float>(kLayerNormEps), twin);
+      statistics[0] = statistics[1] = nullptr;
       return fast_detail::launched("fast layernorm launch");
     }));
+  }
   return LayerNormOut<FastHandler>{std::move(out), std::move(mean), std::move(rstd)};
 }
 
@@ -150,26 +156,31 @@ inline osprey::Result<AdamWOut<FastHandler>> FastHandler::adamwUpdate(const Buff
                                      static_cast<float>(eps)};
   OSPREY_CHECK(withTwin(p2, [&](__nv_bfloat16* twin) {  // the weights are the next step's product operands
     body.twin = twin;
-    return byFours("fast adamw launch", body, n);
+    return byFours(stream(), m_device->multiprocessors(), "fast adamw launch", body, n);
   }));
   return AdamWOut<FastHandler>{std::move(p2), std::move(m2), std::move(v2)};
 }
 
 template <class Body>
-osprey::Result<void> FastHandler::byFours(const char* launch, Body body, osprey::Index n) {
+osprey::Result<void> FastHandler::byFours(cudaStream_t stream, int multiprocessors, const char* launch, Body body,
+                                          osprey::Index n) {
   if (n == 0) return {};
   const bool fours = body.aligned();
   const osprey::Index threads = fours ? (n + 3) / 4 : n;
   const auto blocks = static_cast<unsigned>(
-      std::min<osprey::Index>((threads + 255) / 256, 8 * osprey::Index{m_device->multiprocessors()}));
-  fast_kernels::byFoursKernel<<<blocks, 256, 0, stream()>>>(body, n, fours);
+      std::min<osprey::Index>((threads + 255) / 256, 8 * osprey::Index{multiprocessors}));
+  fast_kernels::byFoursKernel<<<blocks, 256, 0, stream>>>(body, n, fours);
   return fast_detail::launched(launch);
 }
 
+// GELU's output is only the fc projection's input, its gradient only the fc layer's dout: their
+// floats are written when something reads them (twinOnly).
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer& x) {
   auto y = OSPREY_TRY(allocate(x.size()));
-  OSPREY_CHECK(withTwin(y, [&](__nv_bfloat16* twin) {
-    return byFours("fast gelu launch", fast_kernels::GeluForwardBody{y.data(), x.data(), twin}, x.size());
+  const int multiprocessors = m_device->multiprocessors();
+  OSPREY_CHECK(twinOnly(y, [x, multiprocessors](cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
+    return byFours(stream, multiprocessors, "fast gelu launch", fast_kernels::GeluForwardBody{floats, x.data(), twin},
+                   x.size());
   }));
   return y;
 }
@@ -177,9 +188,10 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffer& dout, const Buffer& x) {
   OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
   auto dx = OSPREY_TRY(allocate(x.size()));
-  OSPREY_CHECK(withTwin(dx, [&](__nv_bfloat16* twin) {
-    return byFours("fast gelu backward launch", fast_kernels::GeluBackwardBody{dx.data(), dout.data(), x.data(), twin},
-                   x.size());
+  const int multiprocessors = m_device->multiprocessors();
+  OSPREY_CHECK(twinOnly(dx, [dout, x, multiprocessors](cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
+    return byFours(stream, multiprocessors, "fast gelu backward launch",
+                   fast_kernels::GeluBackwardBody{floats, dout.data(), x.data(), twin}, x.size());
   }));
   return dx;
 }

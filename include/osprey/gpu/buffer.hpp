@@ -11,7 +11,9 @@
 //   Result<void> matMul(out, a, b, rows, inner, cols) exact product, k order from 0.0
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <utility>
 
 #include "osprey/config.hpp"
 #include "osprey/view.hpp"
@@ -31,9 +33,31 @@ class GpuBuffer {
         m_memory(data, [device](T* p) { device->release(p); }),
         m_n(n) {}
 
-  ViewOf<T> view() const { return ViewOf<T>{m_memory.get(), m_n}; }
-  T* data() const { return m_memory.get(); }
+  // Both hand out the elements, so both compute them first where they are deferred (defer).
+  ViewOf<T> view() const {
+    settle();
+    return ViewOf<T>{m_memory.get(), m_n};
+  }
+  T* data() const {
+    settle();
+    return m_memory.get();
+  }
+  // Where the elements live, without computing deferred ones: for telling buffers apart, never
+  // for reading them.
+  const T* address() const { return m_memory.get(); }
   Index size() const { return m_n; }
+
+  // Elements computed only when they are first read: `write` fills this buffer's memory (the
+  // same values it would have written at once) the first time view() or data() is asked for, of
+  // this buffer, a copy or a part. The fast handler defers the floats of outputs that its own
+  // layers read only as bf16 copies (examples/gpt2/fast/bf16_twins.hpp), so the floats of a
+  // training step's LayerNorm and GELU outputs are never written unless something else reads
+  // them. Set once, on a buffer not yet handed out (copies made before it do not share it); a
+  // write's launch failure stays on the device and is reported by the next checked launch.
+  void defer(std::function<void()> write) {
+    m_pending = std::make_shared<std::function<void()>>(std::move(write));
+  }
+  bool deferred() const { return m_pending && *m_pending; }
   const std::shared_ptr<D>& device() const { return m_device; }
   // The shared handle of its memory: whether a buffer still is the one something was made from
   // (the same block, not a later one at the same address) is a question of this handle's owner,
@@ -53,9 +77,14 @@ class GpuBuffer {
   }
 
  private:
+  void settle() const {
+    if (m_pending && *m_pending) std::exchange(*m_pending, nullptr)();
+  }
+
   std::shared_ptr<D> m_device;
   std::shared_ptr<T> m_memory;
   Index m_n = 0;
+  std::shared_ptr<std::function<void()>> m_pending;  // shared by copies and parts
 };
 
 // out[i] = kernel(i), rounded once to the storage type: what build launches on every device.
