@@ -513,9 +513,10 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
 }
 
 // With bf16 products, the outputs this handler's layers read only as bf16 (the LayerNorm's, GELU's
-// both ways, attention's input gradient) are written as their twins alone, and their floats only
-// when something reads them (FastHandler::twinOnly): the same floats the layer writes at once with
-// the deferral off, bit for bit, and the same twin (a product reads the same bits from it).
+// both ways, attention's input gradient) are stored and written as their twins alone, and their
+// floats made only when something reads them (FastHandler::twinOnly): the same floats the layer
+// writes at once with the deferral off, bit for bit, and the same twin (a product reads the same
+// bits from it).
 TEST(Fast, DeferredFloatsAreTheLayersOwn) {
   auto h = makeFast();
   auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
@@ -565,6 +566,19 @@ TEST(Fast, DeferredFloatsAreTheLayersOwn) {
   EXPECT_EQ(read(norm.part(C, C)), std::vector<Scalar>(eagerNorm.begin() + C, eagerNorm.begin() + 2 * C));
   EXPECT_FALSE(norm.deferred());
   EXPECT_EQ(h.deferredFloatsWritten(), before + 5);
+  // Until then the floats take no memory: a deferred output holds its bf16 twin alone.
+  const auto grown = [&](bool deferFloats) {
+    h.setDeferredFloats(deferFloats);
+    auto* device = h.runtime().get();
+    device->resetPeak();
+    const std::size_t before = device->peakLiveBytes();
+    const auto y = ok(h.geluForward(f));
+    return device->peakLiveBytes() - before;
+  };
+  const auto floatBytes = static_cast<std::size_t>(N * C) * sizeof(float);
+  EXPECT_LT(grown(true), floatBytes);
+  EXPECT_GE(grown(false), floatBytes);
+  h.setDeferredFloats(true);
   h.setProducts(FastHandler::Products::Tf32);
   EXPECT_FALSE(ok(h.geluForward(f)).deferred());
   // A deferred output read after its handler is gone: the launch holds what it reads.

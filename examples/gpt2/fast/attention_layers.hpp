@@ -183,22 +183,20 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
       (void)OSPREY_TRY(newTwin(dout, dout.size(), rowDots));
     else
       OSPREY_CHECK(rowDots(nullptr));
-    // dqkv is only the qkv layer's dout: its floats are written when something reads them
+    // dqkv is only the qkv layer's dout: its floats are made when something reads them
     // (twinOnly), by the two kernels again from the same tiles (the launch holds every operand,
     // and the twins it reads tiles of).
-    auto dqkv = OSPREY_TRY(allocate(n3));
-    OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+    return byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
       const auto doutTiles = OSPREY_TRY(tilesOf<E>(dout)), qkvTiles = OSPREY_TRY(tilesOf<E>(qkv));
       const std::array<Buffer, 4> held{dout, qkv, att, rowDot};
       const std::array<HalfBuffer, 2> twins{keptTwin(dout), keptTwin(qkv)};
-      return twinOnly(dqkv, [doutTiles, qkvTiles, held, twins, R, B, T, C, NH](cudaStream_t stream, float* floats,
-                                                                              __nv_bfloat16* twin) {
+      return twinOnly(n3, [doutTiles, qkvTiles, held, twins, B, T, C, NH](cudaStream_t stream, float* floats,
+                                                                         __nv_bfloat16* twin) {
         return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream, doutTiles, qkvTiles, held[2].data(),
                                                                    held[3].data(), {floats, nullptr, twin}, B, T, C,
                                                                    NH);
       });
-    }));
-    return dqkv;
+    });
   }
   OSPREY_CHECK(checkLength(*this, att, OSPREY_TRY(checkedProduct(L, {R, T})), L, "att"));
   const heads::Layout qkvHeads{T, 3 * C, NH, hs}, doutHeads{T, C, NH, hs};

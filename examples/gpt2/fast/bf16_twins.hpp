@@ -106,20 +106,31 @@ osprey::Result<void> FastHandler::withTwin(const Buffer& out, Write write) {
 }
 
 template <class Launch>
-osprey::Result<void> FastHandler::twinOnly(Buffer& out, Launch launch) {
-  if (m_products != Products::Bf16 || !m_deferFloats || m_recording)
-    return withTwin(out, [&](__nv_bfloat16* twin) { return launch(stream(), out.data(), twin); });
-  (void)OSPREY_TRY(newTwin(out, out.size(), [&](__nv_bfloat16* twin) { return launch(stream(), nullptr, twin); }));
-  // The raw address, not out itself: a copy of out inside its own deferred write would keep it
-  // alive forever. The write runs only while out (or a copy or part) does.
-  float* floats = out.data();
-  out.defer([launch = std::move(launch), floats, device = m_device, written = m_deferredWritten]() mutable {
+osprey::Result<FastHandler::Buffer> FastHandler::twinOnly(osprey::Index n, Launch launch) {
+  if (m_products != Products::Bf16 || !m_deferFloats || m_recording || n == 0) {
+    auto out = OSPREY_TRY(allocate(n));
+    OSPREY_CHECK(withTwin(out, [&](__nv_bfloat16* twin) { return launch(stream(), out.data(), twin); }));
+    return out;
+  }
+  // The floats' block and their launch come when something reads them: `launch` holds its
+  // operands (and so the launch the same floats), and the buffer holds `launch`, the one the twin
+  // is written by below (a launch may note what its first run wrote, as the LayerNorm's does).
+  auto held = std::make_shared<Launch>(std::move(launch));
+  auto later = Buffer::later(m_device, n, [held, n, device = m_device, written = m_deferredWritten]() -> float* {
+    auto block = device->allocate<float>(n);
+    if (!block.ok()) {
+      std::fprintf(stderr, "osprey fast: no device memory for a deferred output's %lld floats: %s\n",
+                   static_cast<long long>(n), block.error().message.c_str());
+      return nullptr;
+    }
     ++*written;
     // The launch ran once already with this grid (for the twin), so it cannot be refused now; a
     // fault of the device stays sticky and the next checked call reports it.
-    (void)launch(device->stream(), floats, nullptr);
+    (void)(*held)(device->stream(), *block, nullptr);
+    return *block;
   });
-  return {};
+  (void)OSPREY_TRY(newTwin(later, n, [&](__nv_bfloat16* twin) { return (*held)(stream(), nullptr, twin); }));
+  return later;
 }
 
 template <class E>

@@ -42,6 +42,7 @@
 #include <climits>
 #include <memory>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -183,11 +184,12 @@ class FastHandler : public osprey::Fast {
   enum class Products { Bf16, Tf32 };
   void setProducts(Products products) { m_products = products; }
   Products products() const { return m_products; }
-  // Whether bf16 products also leave the floats of outputs read only as bf16 unwritten until
-  // something reads them (twinOnly; on by default): a training step's LayerNorm, GELU and
-  // attention outputs and gradients are then written as bf16 alone. Off: written at once.
+  // Whether bf16 products also leave the floats of outputs read only as bf16 unmade until
+  // something reads them (twinOnly; on by default): a training step's LayerNorm and GELU outputs
+  // and GELU's and attention's input gradients are then stored and written as bf16 alone, in
+  // half the memory. Off: the floats at once.
   void setDeferredFloats(bool on) { m_deferFloats = on; }
-  // How many deferred outputs have had their floats written since the handler was made (a
+  // How many deferred outputs have had their floats made since the handler was made (a
   // training step on bf16 products writes one: the final LayerNorm's output, whose floats the
   // padded lm head backward's one-hot share gathers).
   osprey::Index deferredFloatsWritten() const { return *m_deferredWritten; }
@@ -257,15 +259,15 @@ class FastHandler : public osprey::Fast {
   // with room for out's twin (null with TF32 products: no twin), which is then kept as out's.
   template <class Write>
   osprey::Result<void> withTwin(const Buffer& out, Write write);
-  // An output that this handler's layers read only as its twin (the LayerNorms' and GELU's
-  // outputs, GELU's and attention's input gradients): launch(stream, floats, twin) writes the
-  // floats and the twin where each is not null. With bf16 products the launch writes the twin
-  // alone, and out's floats are deferred (osprey::GpuBuffer::defer) to the same launch without
-  // the twin, run the first time something reads them: the same kernel on the same inputs, which
-  // `launch` holds by value, so the same floats. With TF32 products, with deferFloats off or while
-  // a decoding step records, both at once.
+  // An output of n floats that this handler's layers read only as its twin (the LayerNorms' and
+  // GELU's outputs, GELU's and attention's input gradients): launch(stream, floats, twin) writes
+  // the floats and the twin where each is not null. With bf16 products the launch writes the twin
+  // alone, and the floats are a buffer made later (osprey::GpuBuffer::later): allocated and written
+  // by the same launch without the twin the first time something reads them, the same kernel on
+  // the same inputs (which `launch` holds by value), so the same floats. With TF32 products, with
+  // deferred floats off or while a decoding step records, both at once.
   template <class Launch>
-  osprey::Result<void> twinOnly(Buffer& out, Launch launch);
+  osprey::Result<Buffer> twinOnly(osprey::Index n, Launch launch);
   bool m_deferFloats = true;
   std::shared_ptr<osprey::Index> m_deferredWritten = std::make_shared<osprey::Index>(0);
   // Room for `length` elements as b's twin, filled by write(room), then kept as b's.

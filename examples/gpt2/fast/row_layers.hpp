@@ -25,22 +25,20 @@ inline osprey::Result<LayerNormOut<FastHandler>> FastHandler::layernormForward(c
   OSPREY_CHECK(fast_detail::checkShape(*this, w, 1, C, L, "weight"));
   OSPREY_CHECK(fast_detail::checkShape(*this, b, 1, C, L, "bias"));
   const int Ci = OSPREY_TRY(fast_detail::intWidth(L, C));
-  auto out = OSPREY_TRY(allocate(N * C));
   auto mean = OSPREY_TRY(allocate(N));
   auto rstd = OSPREY_TRY(allocate(N));
-  if (N > 0) {
-    // Every LayerNorm's output is only a linear layer's input: the statistics now, the output's
-    // floats (a launch that writes them alone) when something reads them.
-    float* statistics[2] = {mean.data(), rstd.data()};
-    OSPREY_CHECK(twinOnly(out, [x, w, b, N, Ci, statistics](cudaStream_t stream, float* floats,
-                                                            __nv_bfloat16* twin) mutable {
-      fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream>>>(
-          floats, statistics[0], statistics[1], x.data(), w.data(), b.data(), N, Ci,
-          static_cast<float>(kLayerNormEps), twin);
-      statistics[0] = statistics[1] = nullptr;
-      return fast_detail::launched("fast layernorm launch");
-    }));
-  }
+  // Every LayerNorm's output is only a linear layer's input: the statistics now (the first
+  // launch), the output's floats when something reads them (a launch that writes them alone).
+  float* statistics[2] = {mean.data(), rstd.data()};
+  auto out = OSPREY_TRY(twinOnly(N * C, [x, w, b, N, Ci, statistics](cudaStream_t stream, float* floats,
+                                                                     __nv_bfloat16* twin) mutable {
+    if (N == 0) return osprey::Result<void>{};
+    fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream>>>(
+        floats, statistics[0], statistics[1], x.data(), w.data(), b.data(), N, Ci, static_cast<float>(kLayerNormEps),
+        twin);
+    statistics[0] = statistics[1] = nullptr;
+    return fast_detail::launched("fast layernorm launch");
+  }));
   return LayerNormOut<FastHandler>{std::move(out), std::move(mean), std::move(rstd)};
 }
 
@@ -176,24 +174,20 @@ osprey::Result<void> FastHandler::byFours(cudaStream_t stream, int multiprocesso
 // GELU's output is only the fc projection's input, its gradient only the fc layer's dout: their
 // floats are written when something reads them (twinOnly).
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer& x) {
-  auto y = OSPREY_TRY(allocate(x.size()));
   const int multiprocessors = m_device->multiprocessors();
-  OSPREY_CHECK(twinOnly(y, [x, multiprocessors](cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
+  return twinOnly(x.size(), [x, multiprocessors](cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
     return byFours(stream, multiprocessors, "fast gelu launch", fast_kernels::GeluForwardBody{floats, x.data(), twin},
                    x.size());
-  }));
-  return y;
+  });
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffer& dout, const Buffer& x) {
   OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
-  auto dx = OSPREY_TRY(allocate(x.size()));
   const int multiprocessors = m_device->multiprocessors();
-  OSPREY_CHECK(twinOnly(dx, [dout, x, multiprocessors](cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
+  return twinOnly(x.size(), [dout, x, multiprocessors](cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
     return byFours(stream, multiprocessors, "fast gelu backward launch",
                    fast_kernels::GeluBackwardBody{floats, dout.data(), x.data(), twin}, x.size());
-  }));
-  return dx;
+  });
 }
 
 }  // namespace gpt2

@@ -33,31 +33,39 @@ class GpuBuffer {
         m_memory(data, [device](T* p) { device->release(p); }),
         m_n(n) {}
 
-  // Both hand out the elements, so both compute them first where they are deferred (defer).
-  ViewOf<T> view() const {
-    settle();
-    return ViewOf<T>{m_memory.get(), m_n};
+  // A buffer of n elements that takes no memory until they are first read: the first view() or
+  // data() (of this buffer, a copy or a part) calls make(), which allocates the block and fills it
+  // with the values the buffer holds, and returns it (released with the last copy, as any
+  // buffer's block). The fast handler makes the floats of outputs that its own layers read only as
+  // bf16 copies this way (examples/gpt2/fast/bf16_twins.hpp), so a training step neither stores
+  // nor writes the floats of its LayerNorm and GELU outputs unless something else reads them.
+  // make() returns null where it could not allocate (having said why): the reads then see no
+  // memory, and the device's copy or kernel reports the null address.
+  static GpuBuffer later(std::shared_ptr<D> device, Index n, std::function<T*()> make) {
+    auto pending = std::make_shared<Later>(device, std::move(make));
+    GpuBuffer b;
+    b.m_device = std::move(device);
+    // Until the block exists, the buffer is told apart from others by an address no other live
+    // buffer has: its pending state's own.
+    b.m_memory = std::shared_ptr<T>(pending, reinterpret_cast<T*>(pending.get()));
+    b.m_n = n;
+    b.m_later = std::move(pending);
+    return b;
   }
+
+  // Both hand out the elements: a buffer made later() gets them first.
+  ViewOf<T> view() const { return ViewOf<T>{data(), m_n}; }
   T* data() const {
-    settle();
-    return m_memory.get();
+    if (!m_later) return m_memory.get();
+    T* block = m_later->made();
+    return block ? block + m_offset : nullptr;
   }
-  // Where the elements live, without computing deferred ones: for telling buffers apart, never
-  // for reading them.
+  // Where the elements live, or (made later() and not yet read) where the buffer is told apart
+  // by: for telling buffers apart, never for reading them.
   const T* address() const { return m_memory.get(); }
   Index size() const { return m_n; }
-
-  // Elements computed only when they are first read: `write` fills this buffer's memory (the
-  // same values it would have written at once) the first time view() or data() is asked for, of
-  // this buffer, a copy or a part. The fast handler defers the floats of outputs that its own
-  // layers read only as bf16 copies (examples/gpt2/fast/bf16_twins.hpp), so the floats of a
-  // training step's LayerNorm and GELU outputs are never written unless something else reads
-  // them. Set once, on a buffer not yet handed out (copies made before it do not share it); a
-  // write's launch failure stays on the device and is reported by the next checked launch.
-  void defer(std::function<void()> write) {
-    m_pending = std::make_shared<std::function<void()>>(std::move(write));
-  }
-  bool deferred() const { return m_pending && *m_pending; }
+  // Made later() and not yet read.
+  bool deferred() const { return m_later && !m_later->made(false); }
   const std::shared_ptr<D>& device() const { return m_device; }
   // The shared handle of its memory: whether a buffer still is the one something was made from
   // (the same block, not a later one at the same address) is a question of this handle's owner,
@@ -73,18 +81,36 @@ class GpuBuffer {
     const Index from = offset < 0 ? 0 : offset < m_n ? offset : m_n;
     b.m_memory = std::shared_ptr<T>(m_memory, m_memory.get() + from);
     b.m_n = n < m_n - from ? (n < 0 ? 0 : n) : m_n - from;
+    b.m_offset = m_offset + from;
     return b;
   }
 
  private:
-  void settle() const {
-    if (m_pending && *m_pending) std::exchange(*m_pending, nullptr)();
-  }
+  // A later() block: made on the first read, by the first copy that reads it.
+  class Later {
+   public:
+    Later(std::shared_ptr<D> device, std::function<T*()> make) : m_device(std::move(device)), m_make(std::move(make)) {}
+    ~Later() {
+      if (m_block) m_device->release(m_block);
+    }
+    Later(const Later&) = delete;
+    Later& operator=(const Later&) = delete;
+    T* made(bool make = true) {
+      if (make && m_make) m_block = std::exchange(m_make, nullptr)();
+      return m_block;
+    }
+
+   private:
+    std::shared_ptr<D> m_device;
+    std::function<T*()> m_make;
+    T* m_block = nullptr;
+  };
 
   std::shared_ptr<D> m_device;
   std::shared_ptr<T> m_memory;
   Index m_n = 0;
-  std::shared_ptr<std::function<void()>> m_pending;  // shared by copies and parts
+  std::shared_ptr<Later> m_later;  // later() buffers: shared by copies and parts
+  Index m_offset = 0;              // where a part of a later() block starts in it
 };
 
 // out[i] = kernel(i), rounded once to the storage type: what build launches on every device.
