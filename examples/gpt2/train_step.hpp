@@ -9,6 +9,7 @@
 //
 //   x0     = wte[tokens] + wpe[t]                                          (N, C)
 //   block l:  a = ln_1(x);  qkv = a·c_attn + b;  y = attention(qkv)        (N, C), (N, 3C), (N, C)
+//             (the last two as one derived pair, layers/projected_attention.hpp)
 //             r = x + (y·c_proj + b);  f = ln_2(r)·c_fc + b;  g = gelu(f)  (N, C), (N, 4C), (N, 4C)
 //             x' = r + (g·c_proj + b)                                      (N, C)
 //   z      = ln_f(x_L);  logits = z·wteᵀ;  losses = cross-entropy          (N, C), (N, V), (N)
@@ -144,11 +145,11 @@ osprey::Result<ForwardPass<H>> forwardForTraining(H& h, const Params<H>& w, cons
     a.ln1 = OSPREY_TRY(layernormForward(h, x, w.block(l, BlockSlot::Ln1Weight),
                                         w.block(l, BlockSlot::Ln1Bias), N, C));       // (N, C)
     lap("forward layernorm");
-    a.qkv = OSPREY_TRY(matmulForward(h, a.ln1.out, w.block(l, BlockSlot::AttnWeight),
-                                     w.block(l, BlockSlot::AttnBias), N, C, 3 * C));  // (N, 3C)
-    lap("forward matmul qkv");
-    a.attn = OSPREY_TRY(attentionForward(h, a.qkv, B, T, C, c.NH));                  // (N, C)
-    lap("forward attention");
+    auto projected = OSPREY_TRY(matmulAttentionForward(h, a.ln1.out, w.block(l, BlockSlot::AttnWeight),
+                                                       w.block(l, BlockSlot::AttnBias), B, T, C, c.NH));
+    a.qkv = std::move(projected.qkv);                                                 // (N, 3C)
+    a.attn = std::move(projected.attn);                                               // (N, C)
+    lap("forward matmul qkv + attention");
     a.residual = OSPREY_TRY(residualMatmulForward(h, x, a.attn.out, w.block(l, BlockSlot::AttnProjWeight),
                                                   w.block(l, BlockSlot::AttnProjBias), N, C, C));  // (N, C)
     lap("forward matmul attn proj + residual");

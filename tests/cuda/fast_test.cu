@@ -592,6 +592,37 @@ TEST(Fast, DeferredFloatsAreTheLayersOwn) {
   EXPECT_EQ(read(orphan), read(eager.dqkv));
 }
 
+// The linear layer in front of flash attention with bf16 products: qkv is stored as bf16 (the
+// product's own bf16 output, the bias rounded to bf16 as cuBLASLt adds it there), which is all
+// attention reads, and its floats, made when read, are those bf16 values. With TF32 products, the
+// two layers.
+TEST(Fast, ProjectedAttentionStoresQkvAsBf16) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  const Index B = 2, T = 130, NH = 2, C = NH * 64, N = B * T;
+  ASSERT_TRUE(fast_kernels::flashFits(B, C, NH));
+  auto x = ok(h.build(N * C, Mixed{50})), w = ok(h.build(C * 3 * C, Mixed{51})), bias = ok(h.build(3 * C, Mixed{52}));
+  const auto pair = ok(h.matmulAttentionForward(x, w, bias, B, T, C, NH));
+  EXPECT_TRUE(pair.qkv.deferred());
+  const osprey::Index before = h.deferredFloatsWritten();
+  const auto qkv = read(pair.qkv);
+  EXPECT_EQ(h.deferredFloatsWritten(), before + 1);
+  for (Scalar v : qkv) ASSERT_EQ(static_cast<Scalar>(__bfloat162float(__float2bfloat16_rn(static_cast<float>(v)))), v);
+  // |values| <= 1: the product's bound over C terms, the output's and the bias's bf16 roundings.
+  const double bound = 4.0 * productBound(C, 7) * C + (C + 1) * std::ldexp(1.0, -8);
+  const double gap = largestGap(qkv, read(ok(reference::matmulForward(h, x, w, bias, N, C, 3 * C))));
+  EXPECT_LT(gap, bound);
+  report("attention input qkv (bf16 storage) vs reference", gap, bound);
+  // Attention reads the same bf16 values whichever way qkv came.
+  EXPECT_EQ(read(pair.attn.out), read(ok(h.attentionForward(pair.qkv, B, T, C, NH)).out));
+  h.setProducts(FastHandler::Products::Tf32);
+  const auto tf32 = ok(h.matmulAttentionForward(x, w, bias, B, T, C, NH));
+  const auto tf32Qkv = ok(h.matmulForward(x, w, bias, N, C, 3 * C));
+  EXPECT_FALSE(tf32.qkv.deferred());
+  EXPECT_EQ(read(tf32.qkv), read(tf32Qkv));
+  EXPECT_EQ(read(tf32.attn.out), read(ok(h.attentionForward(tf32Qkv, B, T, C, NH)).out));
+}
+
 // A linear layer's bf16 twin is its buffer's own: a buffer made later at the same address (the
 // device reuses released blocks), or another part of the same block, is read afresh; and the
 // twin of a buffer read twice is made once.

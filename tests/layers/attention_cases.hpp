@@ -107,4 +107,22 @@ void rejectsHeadsThatDoNotDivide(H& h) {
               "5 channels do not split into 2 heads");
 }
 
+// The linear layer in front of attention and attention (layers/projected_attention.hpp) are
+// those two layers one after the other, bit for bit; a weight of the wrong shape is an error that
+// names it.
+template <class H>
+void projectedAttentionIsItsTwoLayers(H& h) {
+  const Index B = 2, T = 3, C = 4, NH = 2, N = B * T;
+  auto x = lift(h, randomValues(N * C, 162)), w = lift(h, randomValues(C * 3 * C, 163));
+  auto bias = lift(h, randomValues(3 * C, 164));
+  const auto pair = must(matmulAttentionForward(h, x, w, bias, B, T, C, NH));
+  const auto qkv = must(matmulForward(h, x, w, bias, N, C, 3 * C));
+  const auto attn = must(attentionForward(h, qkv, B, T, C, NH));
+  EXPECT_EQ(readAll(h, pair.qkv), readAll(h, qkv));
+  EXPECT_EQ(readAll(h, pair.attn.out), readAll(h, attn.out));
+  EXPECT_EQ(readAll(h, pair.attn.att), readAll(h, attn.att));
+  expectError(matmulAttentionForward(h, x, lift(h, randomValues(C * 3 * C - 1, 165)), bias, B, T, C, NH),
+              "weight has 47 elements, expected 48");
+}
+
 }  // namespace gpt2::testing::attention_cases

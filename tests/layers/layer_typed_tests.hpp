@@ -50,6 +50,7 @@ TYPED_TEST(LayerTest, AttentionBackwardMatchesFiniteDifferences) { attention_cas
 TYPED_TEST(LayerTest, AttentionDecodeEqualsForwardRows) { attention_cases::decodeEqualsForwardRows(this->handler); }
 TYPED_TEST(LayerTest, AttentionAppendRowAppends) { attention_cases::appendRowAppends(this->handler); }
 TYPED_TEST(LayerTest, AttentionRejectsHeadsThatDoNotDivide) { attention_cases::rejectsHeadsThatDoNotDivide(this->handler); }
+TYPED_TEST(LayerTest, ProjectedAttentionIsItsTwoLayers) { attention_cases::projectedAttentionIsItsTwoLayers(this->handler); }
 
 TYPED_TEST(LayerTest, GeluMatchesLoop) { pointwise_cases::geluMatchesLoop(this->handler); }
 TYPED_TEST(LayerTest, GeluBackwardMatchesFiniteDifferences) { pointwise_cases::geluBackwardMatchesFiniteDifferences(this->handler); }

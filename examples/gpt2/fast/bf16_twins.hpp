@@ -46,7 +46,23 @@ __global__ void __launch_bounds__(kTwinThreads) bf16Copy(__nv_bfloat16* out, con
   }
 }
 
+// out[i] = in[i] widened to float, for i < n: the floats of a buffer stored as bf16.
+__global__ void __launch_bounds__(kTwinThreads) floatsOfHalves(float* out, const __nv_bfloat16* in,
+                                                               osprey::Index n) {
+  const osprey::Index step = static_cast<osprey::Index>(gridDim.x) * blockDim.x;
+  for (osprey::Index i = static_cast<osprey::Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    out[i] = __bfloat162float(in[i]);
+}
+
 }  // namespace fast_kernels
+
+inline cudaError_t FastHandler::widen(cudaStream_t stream, float* out, const __nv_bfloat16* in, osprey::Index n) {
+  if (n == 0) return cudaSuccess;
+  const auto blocks = static_cast<unsigned>(
+      std::min<osprey::Index>((n + fast_kernels::kTwinThreads - 1) / fast_kernels::kTwinThreads, 8 * 1024));
+  fast_kernels::floatsOfHalves<<<blocks, fast_kernels::kTwinThreads, 0, stream>>>(out, in, n);
+  return cudaGetLastError();
+}
 
 inline void FastHandler::forgetDeadTwins() {
   std::erase_if(m_twins, [](const Twin& t) { return t.source.expired(); });

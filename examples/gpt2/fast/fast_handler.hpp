@@ -12,6 +12,8 @@
 //   matmulBackward           dx = dout · wᵀ, dw = xᵀ · dout, dbias = 1ᵀ · dout (float sums: of dout's
 //                            bf16 twin in dw's epilogue with bf16 products, else of the floats)
 //   residualMatmulForward    out = x + (in · w + bias)   the residual stream too in the epilogue
+//   matmulAttentionForward   qkv = x · w + bias, then attention: with bf16 products and flash
+//                            attention, qkv written by the product as bf16 (its only reader's form)
 //   matmulBackwardTransposed dx = dout · wt, dwt = doutᵀ · x
 //
 // Attention: at head size 64, flash attention (fast/flash_attention.hpp): tensor-core tiles of
@@ -95,6 +97,15 @@ class FastHandler : public osprey::Fast {
                                                              osprey::Index C, osprey::Index NH);
   osprey::Result<Buffer> attentionBackward(const Buffer& dout, const Buffer& qkv, const Buffer& att, osprey::Index B,
                                            osprey::Index T, osprey::Index C, osprey::Index NH);
+  // qkv = x · w + bias, then attention (layers/projected_attention.hpp). With bf16 products and
+  // flash attention, which reads qkv's bf16 twin alone, qkv is stored as bf16: the product writes
+  // the twin itself (the bias rounded to bf16 too, as cuBLASLt adds it to a bf16 output), and
+  // qkv's floats, made only when something reads them, are the twin's values. Otherwise the two
+  // layers.
+  osprey::Result<ProjectedAttentionOut<FastHandler>> matmulAttentionForward(const Buffer& x, const Buffer& w,
+                                                                            const Buffer& bias, osprey::Index B,
+                                                                            osprey::Index T, osprey::Index C,
+                                                                            osprey::Index NH);
 
   // Row-wise layers as fused float kernels (fast/row_kernels.hpp).
   osprey::Result<LayerNormOut<FastHandler>> layernormForward(const Buffer& x, const Buffer& w, const Buffer& b,
@@ -245,6 +256,8 @@ class FastHandler : public osprey::Fast {
     HalfBuffer copy;
   };
   osprey::Result<const __nv_bfloat16*> twinOf(const Buffer& b, osprey::Index length);
+  // out[i] = in[i] widened to float for i < n, on `stream`: the floats of a buffer stored as bf16.
+  static cudaError_t widen(cudaStream_t stream, float* out, const __nv_bfloat16* in, osprey::Index n);
   // The memory of b's twin of b's own length where one is made (else empty), shared: what a
   // deferred launch that reads the twin holds, in case it runs after this handler is gone.
   HalfBuffer keptTwin(const Buffer& b) const;

@@ -184,6 +184,14 @@ class Fast : public Gpu<CudaDevice, float> {
                                const float* bias, const float* addend = nullptr) {
     return epilogueProduct(out, a, b, rows, inner, cols, CUBLASLT_EPILOGUE_BIAS, const_cast<float*>(bias), addend);
   }
+  // The same with bf16 operands into a bf16 out: each element the float sum plus the bias (bf16,
+  // cuBLASLt's bias for a bf16 output being of the output's type), rounded to bf16 once. False
+  // when cuBLASLt has no algorithm for it.
+  Result<bool> productPlusBiasToHalves(__nv_bfloat16* out, HalfOperand a, HalfOperand b, Index rows, Index inner,
+                                       Index cols, const __nv_bfloat16* bias) {
+    return epilogueProduct(out, a, b, rows, inner, cols, CUBLASLT_EPILOGUE_BIAS, const_cast<__nv_bfloat16*>(bias),
+                           nullptr);
+  }
   // out (rows x cols) = op(a) · op(b), packed, and bSums (cols) the column sums of op(b), Σ_k
   // op(b)[k][j], taken by the product's epilogue from the operand it reads (CUBLASLT_EPILOGUE_BGRADA,
   // cuBLAS's A being op(b)ᵀ): a linear layer's weight gradient xᵀ · dout and its bias gradient in
@@ -248,11 +256,11 @@ class Fast : public Gpu<CudaDevice, float> {
 
  private:
   // One cuBLASLt product with an epilogue that reads or writes a vector of out's columns (the
-  // bias, or the bias gradient), and optionally an addend as C with beta 1. False when cuBLASLt has
-  // no algorithm for it.
-  template <class E>
-  Result<bool> epilogueProduct(float* out, OperandOf<E> a, OperandOf<E> b, Index rows, Index inner, Index cols,
-                               cublasLtEpilogue_t epilogue, float* vector, const float* addend) {
+  // bias, or the bias gradient), and optionally an addend as C with beta 1. Out, the vector and the
+  // addend are float, or (O bf16, bf16 operands) bf16. False when cuBLASLt has no algorithm for it.
+  template <class E, class O = float>
+  Result<bool> epilogueProduct(O* out, OperandOf<E> a, OperandOf<E> b, Index rows, Index inner, Index cols,
+                               cublasLtEpilogue_t epilogue, O* vector, const std::type_identity_t<O>* addend) {
     const auto label = [&] {
       return fmt::format("fast linear ({} x {}) * ({} x {}){}{}", rows, inner, inner, cols,
                          epilogue == CUBLASLT_EPILOGUE_BIAS ? " + bias" : " with column sums", addend ? " + addend" : "");
@@ -268,7 +276,7 @@ class Fast : public Gpu<CudaDevice, float> {
                                                                                 : CUBLAS_COMPUTE_32F,
                                                  CUDA_R_32F),
                         label());
-    const cudaDataType_t vectorType = CUDA_R_32F;
+    constexpr cudaDataType_t outType = cudaTypeOf<O>(), vectorType = outType;
     OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof(opB)), label());
     OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)), label());
     OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
@@ -284,7 +292,7 @@ class Fast : public Gpu<CudaDevice, float> {
                                                    static_cast<std::int64_t>(ldb)), label());
     OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutA.value, type, a.transposed ? n : k, a.transposed ? k : n,
                                                    static_cast<std::int64_t>(lda)), label());
-    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutOut.value, CUDA_R_32F, m, n, static_cast<std::int64_t>(cols)),
+    OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutOut.value, outType, m, n, static_cast<std::int64_t>(cols)),
                         label());
     float* workspace = OSPREY_TRY(ltWorkspace());
     LtOwned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
