@@ -4,13 +4,15 @@
 //
 // Dimension legend: config.hpp (maxT, V, L, NH, C) and layers/common.hpp (B, T, N = B·T).
 //
-// Forward (the same layer calls in the same order as model.hpp's forwardLogits, so the logits
-// and the loss are those of the inference path bit for bit):
+// Forward (the same layers in the same order as model.hpp's forwardLogits, so on the exact
+// handlers, whose derived pairs are their two layers in turn, the logits and the loss are those of
+// the inference path bit for bit):
 //
 //   x0     = wte[tokens] + wpe[t]                                          (N, C)
 //   block l:  a = ln_1(x);  qkv = a·c_attn + b;  y = attention(qkv)        (N, C), (N, 3C), (N, C)
-//             (the last two as one derived pair, layers/projected_attention.hpp)
+//             (the last two as one derived pair, layers/projected.hpp)
 //             r = x + (y·c_proj + b);  f = ln_2(r)·c_fc + b;  g = gelu(f)  (N, C), (N, 4C), (N, 4C)
+//             (f and g as one derived pair too)
 //             x' = r + (g·c_proj + b)                                      (N, C)
 //   z      = ln_f(x_L);  logits = z·wteᵀ;  losses = cross-entropy          (N, C), (N, V), (N)
 //            (the last two as one derived pair, layers/head_loss.hpp)
@@ -156,11 +158,11 @@ osprey::Result<ForwardPass<H>> forwardForTraining(H& h, const Params<H>& w, cons
     a.ln2 = OSPREY_TRY(layernormForward(h, a.residual, w.block(l, BlockSlot::Ln2Weight),
                                         w.block(l, BlockSlot::Ln2Bias), N, C));       // (N, C)
     lap("forward layernorm");
-    a.fc = OSPREY_TRY(matmulForward(h, a.ln2.out, w.block(l, BlockSlot::FcWeight),
-                                    w.block(l, BlockSlot::FcBias), N, C, 4 * C));     // (N, 4C)
-    lap("forward matmul fc");
-    a.fcGelu = OSPREY_TRY(geluForward(h, a.fc));                                     // (N, 4C)
-    lap("forward gelu");
+    auto mlp = OSPREY_TRY(matmulGeluForward(h, a.ln2.out, w.block(l, BlockSlot::FcWeight),
+                                            w.block(l, BlockSlot::FcBias), N, C, 4 * C));
+    a.fc = std::move(mlp.fc);                                                         // (N, 4C)
+    a.fcGelu = std::move(mlp.gelu);                                                   // (N, 4C)
+    lap("forward matmul fc + gelu");
     x = OSPREY_TRY(residualMatmulForward(h, a.residual, a.fcGelu, w.block(l, BlockSlot::FcProjWeight),
                                          w.block(l, BlockSlot::FcProjBias), N, 4 * C, C));  // (N, C)
     lap("forward matmul fc proj + residual");

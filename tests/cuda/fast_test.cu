@@ -623,6 +623,28 @@ TEST(Fast, ProjectedAttentionStoresQkvAsBf16) {
   EXPECT_EQ(read(tf32.attn.out), read(ok(h.attentionForward(tf32Qkv, B, T, C, NH)).out));
 }
 
+// The fc layer and GELU with bf16 products: fc is stored as bf16 as qkv is, and GELU, both ways,
+// reads those bf16 values: the same results, bit for bit, as from a float buffer holding them.
+TEST(Fast, ProjectedGeluReadsFcAsBf16) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  const Index N = 37, IC = 64, OC = 3 * 1024 + 4;
+  auto x = ok(h.build(N * IC, Mixed{53})), w = ok(h.build(IC * OC, Mixed{54})), bias = ok(h.build(OC, Mixed{55}));
+  auto dout = ok(h.build(N * OC, Mixed{56}));
+  const auto pair = ok(h.matmulGeluForward(x, w, bias, N, IC, OC));
+  EXPECT_TRUE(pair.fc.deferred());
+  EXPECT_TRUE(pair.gelu.deferred());
+  const auto dfc = ok(h.geluBackward(dout, pair.fc));
+  EXPECT_TRUE(pair.fc.deferred());  // GELU read the bf16 values, not the floats
+  const auto fc = read(pair.fc);
+  for (Scalar v : fc) ASSERT_EQ(static_cast<Scalar>(__bfloat162float(__float2bfloat16_rn(static_cast<float>(v)))), v);
+  const double bound = 4.0 * productBound(IC, 7) * IC + (IC + 1) * std::ldexp(1.0, -8);
+  EXPECT_LT(largestGap(fc, read(ok(reference::matmulForward(h, x, w, bias, N, IC, OC)))), bound);
+  auto floats = ok(h.fromList(std::span<const Scalar>(fc)));  // the same values as floats
+  EXPECT_EQ(read(pair.gelu), read(ok(h.geluForward(floats))));
+  EXPECT_EQ(read(dfc), read(ok(h.geluBackward(dout, floats))));
+}
+
 // A linear layer's bf16 twin is its buffer's own: a buffer made later at the same address (the
 // device reuses released blocks), or another part of the same block, is read afresh; and the
 // twin of a buffer read twice is made once.

@@ -107,7 +107,7 @@ void rejectsHeadsThatDoNotDivide(H& h) {
               "5 channels do not split into 2 heads");
 }
 
-// The linear layer in front of attention and attention (layers/projected_attention.hpp) are
+// The linear layer in front of attention and attention (layers/projected.hpp) are
 // those two layers one after the other, bit for bit; a weight of the wrong shape is an error that
 // names it.
 template <class H>

@@ -56,6 +56,7 @@ TYPED_TEST(LayerTest, GeluMatchesLoop) { pointwise_cases::geluMatchesLoop(this->
 TYPED_TEST(LayerTest, GeluBackwardMatchesFiniteDifferences) { pointwise_cases::geluBackwardMatchesFiniteDifferences(this->handler); }
 TYPED_TEST(LayerTest, ResidualAddsAndPassesGradientThrough) { pointwise_cases::residualAddsAndPassesGradientThrough(this->handler); }
 TYPED_TEST(LayerTest, ResidualPairsAreTheirTwoLayers) { pointwise_cases::residualPairsAreTheirTwoLayers(this->handler); }
+TYPED_TEST(LayerTest, ProjectedGeluIsItsTwoLayers) { pointwise_cases::projectedGeluIsItsTwoLayers(this->handler); }
 
 TYPED_TEST(LayerTest, CrossEntropyForwardMatchesLoop) { cross_entropy_cases::forwardMatchesLoop(this->handler); }
 TYPED_TEST(LayerTest, CrossEntropyUniformLogitsGiveLogV) { cross_entropy_cases::uniformLogitsGiveLogV(this->handler); }

@@ -71,4 +71,19 @@ void residualPairsAreTheirTwoLayers(H& h) {
               "dresid has 31 elements, expected 30");
 }
 
+// The linear layer in front of GELU and GELU (layers/projected.hpp) are those two layers one
+// after the other, bit for bit; a bias of the wrong shape is an error that names it.
+template <class H>
+void projectedGeluIsItsTwoLayers(H& h) {
+  const Index N = 5, IC = 7, OC = 12;
+  auto x = lift(h, randomValues(N * IC, 204)), w = lift(h, randomValues(IC * OC, 205));
+  auto bias = lift(h, randomValues(OC, 206));
+  const auto pair = must(matmulGeluForward(h, x, w, bias, N, IC, OC));
+  const auto fc = must(matmulForward(h, x, w, bias, N, IC, OC));
+  EXPECT_EQ(readAll(h, pair.fc), readAll(h, fc));
+  EXPECT_EQ(readAll(h, pair.gelu), readAll(h, must(geluForward(h, fc))));
+  expectError(matmulGeluForward(h, x, w, lift(h, randomValues(OC + 1, 207)), N, IC, OC),
+              "bias has 13 elements, expected 12");
+}
+
 }  // namespace gpt2::testing::pointwise_cases

@@ -168,37 +168,12 @@ inline osprey::Result<ProjectedAttentionOut<FastHandler>> FastHandler::matmulAtt
     o.attn = OSPREY_TRY(attentionForward(o.qkv, B, T, C, NH));
     return o;
   };
-  if (m_products != Products::Bf16 || !m_deferFloats || m_recording || N == 0 || !fast_kernels::flashFits(B, C, NH))
-    return twoLayers();
-  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, C, L, "x"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, w, C, OC, L, "weight"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
-  const auto xs = OSPREY_TRY(operandOf<__nv_bfloat16>(x)), ws = OSPREY_TRY(operandOf<__nv_bfloat16>(w));
-  const __nv_bfloat16* halfBias = OSPREY_TRY(twinOf(bias, bias.size()));
-  const osprey::Index n = N * OC;
-  // The floats, when something reads them: the twin's values, from the twin the buffer holds.
-  auto source = std::make_shared<HalfBuffer>();
-  auto qkv = Buffer::later(m_device, n, [source, n, device = m_device, written = m_deferredWritten]() -> float* {
-    auto block = device->allocate<float>(n);
-    if (!block.ok()) {
-      std::fprintf(stderr, "osprey fast: no device memory for qkv's %lld floats: %s\n", static_cast<long long>(n),
-                   block.error().message.c_str());
-      return nullptr;
-    }
-    ++*written;
-    (void)widen(device->stream(), *block, source->data(), n);  // a failed launch stays for the next check
-    return *block;
-  });
-  bool made = false;
-  (void)OSPREY_TRY(newTwin(qkv, n, [&](__nv_bfloat16* twin) -> osprey::Result<void> {
-    made = OSPREY_TRY(productPlusBiasToHalves(twin, {xs.data}, {ws.data}, N, C, OC, halfBias));
-    return {};
-  }));
-  if (!made) return twoLayers();  // cuBLASLt has no bf16-output algorithm for the shape
-  *source = keptTwin(qkv);
+  if (!storesHalves() || N == 0 || !fast_kernels::flashFits(B, C, NH)) return twoLayers();
+  auto qkv = OSPREY_TRY(halfProduct(x, w, bias, N, C, OC));
+  if (!qkv) return twoLayers();  // cuBLASLt has no bf16-output algorithm for the shape
   ProjectedAttentionOut<FastHandler> o;
-  o.attn = OSPREY_TRY(attentionForward(qkv, B, T, C, NH));  // its tiles from the twin
-  o.qkv = std::move(qkv);
+  o.attn = OSPREY_TRY(attentionForward(*qkv, B, T, C, NH));  // its tiles from the twin
+  o.qkv = std::move(*qkv);
   return o;
 }
 

@@ -82,6 +82,11 @@ inline const __nv_bfloat16* FastHandler::madeTwin(const Buffer& b, osprey::Index
   return t ? t->copy.data() : nullptr;
 }
 
+inline const __nv_bfloat16* FastHandler::storedHalves(const Buffer& b) const {
+  const Twin* t = foundTwin(b, b.size());
+  return t && t->stored ? t->copy.data() : nullptr;
+}
+
 inline FastHandler::HalfBuffer FastHandler::keptTwin(const Buffer& b) const {
   const Twin* t = foundTwin(b, b.size());
   return t ? t->copy : HalfBuffer{};
@@ -123,7 +128,7 @@ osprey::Result<void> FastHandler::withTwin(const Buffer& out, Write write) {
 
 template <class Launch>
 osprey::Result<FastHandler::Buffer> FastHandler::twinOnly(osprey::Index n, Launch launch) {
-  if (m_products != Products::Bf16 || !m_deferFloats || m_recording || n == 0) {
+  if (!storesHalves() || n == 0) {
     auto out = OSPREY_TRY(allocate(n));
     OSPREY_CHECK(withTwin(out, [&](__nv_bfloat16* twin) { return launch(stream(), out.data(), twin); }));
     return out;

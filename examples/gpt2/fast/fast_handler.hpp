@@ -97,7 +97,7 @@ class FastHandler : public osprey::Fast {
                                                              osprey::Index C, osprey::Index NH);
   osprey::Result<Buffer> attentionBackward(const Buffer& dout, const Buffer& qkv, const Buffer& att, osprey::Index B,
                                            osprey::Index T, osprey::Index C, osprey::Index NH);
-  // qkv = x · w + bias, then attention (layers/projected_attention.hpp). With bf16 products and
+  // qkv = x · w + bias, then attention (layers/projected.hpp). With bf16 products and
   // flash attention, which reads qkv's bf16 twin alone, qkv is stored as bf16: the product writes
   // the twin itself (the bias rounded to bf16 too, as cuBLASLt adds it to a bf16 output), and
   // qkv's floats, made only when something reads them, are the twin's values. Otherwise the two
@@ -106,6 +106,11 @@ class FastHandler : public osprey::Fast {
                                                                             const Buffer& bias, osprey::Index B,
                                                                             osprey::Index T, osprey::Index C,
                                                                             osprey::Index NH);
+  // fc = x · w + bias, then GELU (layers/projected.hpp): with bf16 products, fc stored as bf16 as
+  // qkv is above, which GELU (forward here, backward later) reads as bf16 values; otherwise the
+  // two layers.
+  osprey::Result<ProjectedGeluOut<FastHandler>> matmulGeluForward(const Buffer& x, const Buffer& w, const Buffer& bias,
+                                                                  osprey::Index N, osprey::Index IC, osprey::Index OC);
 
   // Row-wise layers as fused float kernels (fast/row_kernels.hpp).
   osprey::Result<LayerNormOut<FastHandler>> layernormForward(const Buffer& x, const Buffer& w, const Buffer& b,
@@ -254,7 +259,18 @@ class FastHandler : public osprey::Fast {
     const float* data;
     osprey::Index n, length;
     HalfBuffer copy;
+    bool stored = false;  // the buffer is stored as this twin: its floats are the twin's values
   };
+  // b's bf16 values where b is stored as bf16 (halfProduct; its floats are those values widened),
+  // else null: a kernel reading them reads what it would read from the floats, in half the bytes.
+  const __nv_bfloat16* storedHalves(const Buffer& b) const;
+  // out (N, OC) = x · w + bias stored as bf16: the bf16 product writes out's twin, the bias rounded
+  // to bf16 (cuBLASLt adds a bf16 output's bias in its own type), and out's floats, made when
+  // something reads them, are the twin's values. Nothing where cuBLASLt has no algorithm for it.
+  osprey::Result<std::optional<Buffer>> halfProduct(const Buffer& x, const Buffer& w, const Buffer& bias,
+                                                    osprey::Index N, osprey::Index IC, osprey::Index OC);
+  // Whether outputs may be stored as bf16 now: bf16 products, deferred floats on, not recording.
+  bool storesHalves() const { return m_products == Products::Bf16 && m_deferFloats && !m_recording; }
   osprey::Result<const __nv_bfloat16*> twinOf(const Buffer& b, osprey::Index length);
   // out[i] = in[i] widened to float for i < n, on `stream`: the floats of a buffer stored as bf16.
   static cudaError_t widen(cudaStream_t stream, float* out, const __nv_bfloat16* in, osprey::Index n);

@@ -38,6 +38,53 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::residualMatmulForward(co
   });
 }
 
+inline osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::halfProduct(const Buffer& x, const Buffer& w,
+                                                                                  const Buffer& bias, osprey::Index N,
+                                                                                  osprey::Index IC, osprey::Index OC) {
+  const char* L = "matmul";
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
+  const osprey::Index n = OSPREY_TRY(checkedProduct(L, {N, OC}));
+  if (n == 0 || IC == 0) return std::optional<Buffer>{};
+  const auto xs = OSPREY_TRY(operandOf<__nv_bfloat16>(x)), ws = OSPREY_TRY(operandOf<__nv_bfloat16>(w));
+  const __nv_bfloat16* halfBias = OSPREY_TRY(twinOf(bias, bias.size()));
+  // The floats, when something reads them: the twin's values, from the twin the buffer holds.
+  auto source = std::make_shared<HalfBuffer>();
+  auto out = Buffer::later(m_device, n, [source, n, device = m_device, written = m_deferredWritten]() -> float* {
+    auto block = device->allocate<float>(n);
+    if (!block.ok()) {
+      std::fprintf(stderr, "osprey fast: no device memory for a bf16-stored output's %lld floats: %s\n",
+                   static_cast<long long>(n), block.error().message.c_str());
+      return nullptr;
+    }
+    ++*written;
+    (void)widen(device->stream(), *block, source->data(), n);  // a failed launch stays for the next check
+    return *block;
+  });
+  bool made = false;
+  (void)OSPREY_TRY(newTwin(out, n, [&](__nv_bfloat16* twin) -> osprey::Result<void> {
+    made = OSPREY_TRY(productPlusBiasToHalves(twin, {xs.data}, {ws.data}, N, IC, OC, halfBias));
+    return {};
+  }));
+  if (!made) return std::optional<Buffer>{};
+  *source = keptTwin(out);
+  for (Twin& t : m_twins)
+    if (t.copy.address() == source->address()) t.stored = true;
+  return std::optional<Buffer>(std::move(out));
+}
+
+inline osprey::Result<ProjectedGeluOut<FastHandler>> FastHandler::matmulGeluForward(const Buffer& x, const Buffer& w,
+                                                                                    const Buffer& bias, osprey::Index N,
+                                                                                    osprey::Index IC, osprey::Index OC) {
+  ProjectedGeluOut<FastHandler> o;
+  std::optional<Buffer> fc;
+  if (storesHalves()) fc = OSPREY_TRY(halfProduct(x, w, bias, N, IC, OC));
+  o.fc = fc ? std::move(*fc) : OSPREY_TRY(matmulForward(x, w, bias, N, IC, OC));
+  o.gelu = OSPREY_TRY(geluForward(o.fc));  // from fc's bf16 values where it is stored so
+  return o;
+}
+
 template <class Kernel>
 cudaError_t FastHandler::residentBlocks(int* blocks, Kernel kernel, int threads, std::size_t shared) {
   const auto key = std::tuple{reinterpret_cast<const void*>(kernel), threads, shared};

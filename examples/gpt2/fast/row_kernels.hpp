@@ -443,44 +443,59 @@ __device__ __forceinline__ float geluSlope(float v) {
   const float du = kGeluScaleF * (1.0f + (3.0f * kGeluCubicF) * (v * v));
   return 0.5f * (1.0f + th) + ((0.5f * v) * (1.0f - th * th)) * du;
 }
+// GELU's input x as floats, or as bf16 values (a buffer stored as bf16: FastHandler::storedHalves),
+// read four at a time as 16 or 8 bytes.
+__device__ __forceinline__ float valueOf(float v) { return v; }
+__device__ __forceinline__ float valueOf(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float4 fourAt(const float* x, osprey::Index q) {
+  return reinterpret_cast<const float4*>(x)[q];
+}
+__device__ __forceinline__ float4 fourAt(const __nv_bfloat16* x, osprey::Index q) {
+  const uint2 r = reinterpret_cast<const uint2*>(x)[q];
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+template <class X = float>
 struct GeluForwardBody {
   float* y;
-  const float* x;
+  const X* x;
   __nv_bfloat16* twin = nullptr;
   __device__ __forceinline__ void operator()(osprey::Index i) const {
-    const float out = geluOf(x[i]);
+    const float out = geluOf(valueOf(x[i]));
     if (y) y[i] = out;
     if (twin) twin[i] = __float2bfloat16_rn(out);
   }
   __device__ __forceinline__ void four(osprey::Index q) const {
-    const float4 v = reinterpret_cast<const float4*>(x)[q];
+    const float4 v = fourAt(x, q);
     const float4 out = make_float4(geluOf(v.x), geluOf(v.y), geluOf(v.z), geluOf(v.w));
     if (y) reinterpret_cast<float4*>(y)[q] = out;
     if (twin) storeBf16Four(twin + 4 * q, out);
   }
   bool aligned() const {
-    return alignedTo(y, 16) && alignedTo(x, 16) && alignedTo(twin, 8);
+    return alignedTo(y, 16) && alignedTo(x, 4 * sizeof(X)) && alignedTo(twin, 8);
   }
 };
+template <class X = float>
 struct GeluBackwardBody {
   float* dx;
   const float* dout;
-  const float* x;
+  const X* x;
   __nv_bfloat16* twin = nullptr;
   __device__ __forceinline__ void operator()(osprey::Index i) const {
-    const float out = dout[i] * geluSlope(x[i]);
+    const float out = dout[i] * geluSlope(valueOf(x[i]));
     if (dx) dx[i] = out;
     if (twin) twin[i] = __float2bfloat16_rn(out);
   }
   __device__ __forceinline__ void four(osprey::Index q) const {
-    const float4 v = reinterpret_cast<const float4*>(x)[q], d = reinterpret_cast<const float4*>(dout)[q];
+    const float4 v = fourAt(x, q), d = reinterpret_cast<const float4*>(dout)[q];
     const float4 out = make_float4(d.x * geluSlope(v.x), d.y * geluSlope(v.y), d.z * geluSlope(v.z),
                                    d.w * geluSlope(v.w));
     if (dx) reinterpret_cast<float4*>(dx)[q] = out;
     if (twin) storeBf16Four(twin + 4 * q, out);
   }
   bool aligned() const {
-    return alignedTo(dx, 16) && alignedTo(dout, 16) && alignedTo(x, 16) && alignedTo(twin, 8);
+    return alignedTo(dx, 16) && alignedTo(dout, 16) && alignedTo(x, 4 * sizeof(X)) && alignedTo(twin, 8);
   }
 };
 

@@ -173,10 +173,18 @@ osprey::Result<void> FastHandler::byFours(cudaStream_t stream, int multiprocesso
 
 // GELU's output is only the fc projection's input, its gradient only the fc layer's dout: their
 // floats are written when something reads them (twinOnly).
+// Both read x as bf16 values where it is stored so (matmulGeluForward's fc): the values its
+// floats hold, in half the bytes (the launch holds the twin they are read from).
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer& x) {
   const int multiprocessors = m_device->multiprocessors();
+  if (const __nv_bfloat16* halves = storedHalves(x))
+    return twinOnly(x.size(), [halves, held = keptTwin(x), n = x.size(), multiprocessors](
+                                  cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
+      return byFours(stream, multiprocessors, "fast gelu launch",
+                     fast_kernels::GeluForwardBody<__nv_bfloat16>{floats, halves, twin}, n);
+    });
   return twinOnly(x.size(), [x, multiprocessors](cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
-    return byFours(stream, multiprocessors, "fast gelu launch", fast_kernels::GeluForwardBody{floats, x.data(), twin},
+    return byFours(stream, multiprocessors, "fast gelu launch", fast_kernels::GeluForwardBody<>{floats, x.data(), twin},
                    x.size());
   });
 }
@@ -184,9 +192,15 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffer& dout, const Buffer& x) {
   OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
   const int multiprocessors = m_device->multiprocessors();
+  if (const __nv_bfloat16* halves = storedHalves(x))
+    return twinOnly(x.size(), [dout, halves, held = keptTwin(x), n = x.size(), multiprocessors](
+                                  cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
+      return byFours(stream, multiprocessors, "fast gelu backward launch",
+                     fast_kernels::GeluBackwardBody<__nv_bfloat16>{floats, dout.data(), halves, twin}, n);
+    });
   return twinOnly(x.size(), [dout, x, multiprocessors](cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
     return byFours(stream, multiprocessors, "fast gelu backward launch",
-                   fast_kernels::GeluBackwardBody{floats, dout.data(), x.data(), twin}, x.size());
+                   fast_kernels::GeluBackwardBody<>{floats, dout.data(), x.data(), twin}, x.size());
   });
 }
 

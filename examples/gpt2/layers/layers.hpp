@@ -11,5 +11,5 @@
 #include "gpt2/layers/head_loss.hpp"
 #include "gpt2/layers/layernorm.hpp"
 #include "gpt2/layers/matmul.hpp"
-#include "gpt2/layers/projected_attention.hpp"
+#include "gpt2/layers/projected.hpp"
 #include "gpt2/layers/residual.hpp"

@@ -1,13 +1,14 @@
-// A block's attention with the linear layer in front of it: qkv = x · w + bias, then causal
-// attention over qkv. qkv is that layer's output and attention's only input (the backward reads it
-// again, as attention and as the layer's dout's partner), so the pair is a derived operation of its
-// own, defined as the two layers one after the other: a handler may choose how qkv is stored
-// between them (the fast handler with bf16 products keeps it as bf16, which is all its attention
-// reads).
+// A linear layer together with the one layer that reads its output: the block's attention after
+// qkv = x · w + bias, and GELU after fc = x · w + bias. Each output is its layer's only input
+// (the backward reads it again, as that layer's input and as the product's dout partner), so each
+// pair is a derived operation of its own, defined as the two layers one after the other: a handler
+// may choose how the product's output is stored between them (the fast handler with bf16 products
+// keeps qkv and fc as bf16, the form its attention and GELU read).
 #pragma once
 
 #include "gpt2/layers/attention.hpp"
 #include "gpt2/layers/common.hpp"
+#include "gpt2/layers/gelu.hpp"
 #include "gpt2/layers/matmul.hpp"
 
 namespace gpt2 {
@@ -16,6 +17,12 @@ template <class H>
 struct ProjectedAttentionOut {
   Buf<H> qkv;             // (N, 3C), N = B·T
   AttentionOut<H> attn;   // out (N, C) and what the backward reads
+};
+
+template <class H>
+struct ProjectedGeluOut {
+  Buf<H> fc;    // (N, OC), GELU's input
+  Buf<H> gelu;  // (N, OC)
 };
 
 namespace reference {
@@ -32,7 +39,24 @@ osprey::Result<ProjectedAttentionOut<H>> matmulAttentionForward(H& h, const Buf<
   return o;
 }
 
+// fc (N, OC) = x (N, IC) · w (IC, OC) + bias (OC), then geluForward(fc).
+template <osprey::Tensor H>
+osprey::Result<ProjectedGeluOut<H>> matmulGeluForward(H& h, const Buf<H>& x, const Buf<H>& w, const Buf<H>& bias,
+                                                      osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  ProjectedGeluOut<H> o;
+  o.fc = OSPREY_TRY(reference::matmulForward(h, x, w, bias, N, IC, OC));
+  o.gelu = OSPREY_TRY(reference::geluForward(h, o.fc));
+  return o;
+}
+
 }  // namespace reference
+
+template <osprey::Tensor H>
+osprey::Result<ProjectedGeluOut<H>> matmulGeluForward(H& h, const Buf<H>& x, const Buf<H>& w, const Buf<H>& bias,
+                                                      osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(matmulGeluForward, x, w, bias, N, IC, OC)
+  return reference::matmulGeluForward(h, x, w, bias, N, IC, OC);
+}
 
 template <osprey::Tensor H>
 osprey::Result<ProjectedAttentionOut<H>> matmulAttentionForward(H& h, const Buf<H>& x, const Buf<H>& w,
