@@ -201,12 +201,10 @@ osprey::Result<Params<H>> backward(H& h, const Params<H>& w, const ForwardPass<H
   for (Index l = c.L - 1; l >= 0; --l) {
     const BlockActivations<H>& a = f.blocks[static_cast<std::size_t>(l)];
     // MLP branch: x' = r + (gelu(ln_2(r)·c_fc + b)·c_proj + b)
-    auto proj = OSPREY_TRY(matmulBackward(h, dx, a.fcGelu, w.block(l, BlockSlot::FcProjWeight),
-                                          N, 4 * C, C));                             // dx (N, 4C)
-    lap("backward matmul fc proj");
-    auto dfc = OSPREY_TRY(geluBackward(h, proj.dx, a.fc));                           // (N, 4C)
-    lap("backward gelu");
-    auto fc = OSPREY_TRY(matmulBackward(h, dfc, a.ln2.out, w.block(l, BlockSlot::FcWeight),
+    auto proj = OSPREY_TRY(geluMatmulBackward(h, dx, a.fcGelu, w.block(l, BlockSlot::FcProjWeight), a.fc,
+                                              N, 4 * C, C));                         // df (N, 4C)
+    lap("backward matmul fc proj + gelu");
+    auto fc = OSPREY_TRY(matmulBackward(h, proj.df, a.ln2.out, w.block(l, BlockSlot::FcWeight),
                                         N, C, 4 * C));                               // dx (N, C)
     lap("backward matmul fc");
     // dr = dx + ln_2's dx: the residual path and the MLP branch                      (N, C)

@@ -72,7 +72,8 @@ void residualPairsAreTheirTwoLayers(H& h) {
 }
 
 // The linear layer in front of GELU and GELU (layers/projected.hpp) are those two layers one
-// after the other, bit for bit; a bias of the wrong shape is an error that names it.
+// after the other, bit for bit, and so is the backward pair of the projection after GELU and
+// GELU's backward; an operand of the wrong shape is an error that names it.
 template <class H>
 void projectedGeluIsItsTwoLayers(H& h) {
   const Index N = 5, IC = 7, OC = 12;
@@ -84,6 +85,16 @@ void projectedGeluIsItsTwoLayers(H& h) {
   EXPECT_EQ(readAll(h, pair.gelu), readAll(h, must(geluForward(h, fc))));
   expectError(matmulGeluForward(h, x, w, lift(h, randomValues(OC + 1, 207)), N, IC, OC),
               "bias has 13 elements, expected 12");
+
+  // The backward pair: the projection after GELU, then GELU's backward.
+  auto dout = lift(h, randomValues(N * IC, 208)), wp = lift(h, randomValues(OC * IC, 209));
+  const auto back = must(geluMatmulBackward(h, dout, pair.gelu, wp, pair.fc, N, OC, IC));
+  const auto m = must(matmulBackward(h, dout, pair.gelu, wp, N, OC, IC));
+  EXPECT_EQ(readAll(h, back.df), readAll(h, must(geluBackward(h, m.dx, pair.fc))));
+  EXPECT_EQ(readAll(h, back.dw), readAll(h, m.dw));
+  EXPECT_EQ(readAll(h, back.dbias), readAll(h, m.dbias));
+  expectError(geluMatmulBackward(h, dout, pair.gelu, wp, lift(h, randomValues(N * OC - 1, 210)), N, OC, IC),
+              "dout has 60 elements, expected 59");
 }
 
 }  // namespace gpt2::testing::pointwise_cases

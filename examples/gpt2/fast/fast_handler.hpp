@@ -73,6 +73,11 @@ class FastHandler : public osprey::Fast {
                                                osprey::Index N, osprey::Index IC, osprey::Index OC);
   osprey::Result<MatmulGrads<FastHandler>> matmulBackward(const Buffer& dout, const Buffer& x, const Buffer& w,
                                                           osprey::Index N, osprey::Index IC, osprey::Index OC);
+  // The fc projection's backward, then GELU's (layers/projected.hpp): with bf16 products, the
+  // projection's dx stored as bf16, which GELU's backward reads as bf16 values.
+  osprey::Result<GeluMatmulGrads<FastHandler>> geluMatmulBackward(const Buffer& dout, const Buffer& g, const Buffer& w,
+                                                                  const Buffer& f, osprey::Index N, osprey::Index IC,
+                                                                  osprey::Index OC);
   osprey::Result<MatmulTransposedGrads<FastHandler>> matmulBackwardTransposed(const Buffer& dout, const Buffer& x,
                                                                               const Buffer& wt, osprey::Index N,
                                                                               osprey::Index IC, osprey::Index OC);
@@ -269,6 +274,14 @@ class FastHandler : public osprey::Fast {
   // something reads them, are the twin's values. Nothing where cuBLASLt has no algorithm for it.
   osprey::Result<std::optional<Buffer>> halfProduct(const Buffer& x, const Buffer& w, const Buffer& bias,
                                                     osprey::Index N, osprey::Index IC, osprey::Index OC);
+  // n floats stored as bf16: write(twin) launches the bf16-output product into the twin (false:
+  // cuBLASLt has no algorithm for it, and nothing is made).
+  template <class Write>
+  osprey::Result<std::optional<Buffer>> storedProduct(osprey::Index n, Write write);
+  // matmulBackward, with dx stored as bf16 (storedProduct) where dxStored and bf16 products.
+  osprey::Result<MatmulGrads<FastHandler>> matmulGradients(const Buffer& dout, const Buffer& x, const Buffer& w,
+                                                           osprey::Index N, osprey::Index IC, osprey::Index OC,
+                                                           bool dxStored);
   // Whether outputs may be stored as bf16 now: bf16 products, deferred floats on, not recording.
   bool storesHalves() const { return m_products == Products::Bf16 && m_deferFloats && !m_recording; }
   osprey::Result<const __nv_bfloat16*> twinOf(const Buffer& b, osprey::Index length);

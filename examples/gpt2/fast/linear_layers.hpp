@@ -38,17 +38,8 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::residualMatmulForward(co
   });
 }
 
-inline osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::halfProduct(const Buffer& x, const Buffer& w,
-                                                                                  const Buffer& bias, osprey::Index N,
-                                                                                  osprey::Index IC, osprey::Index OC) {
-  const char* L = "matmul";
-  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
-  const osprey::Index n = OSPREY_TRY(checkedProduct(L, {N, OC}));
-  if (n == 0 || IC == 0) return std::optional<Buffer>{};
-  const auto xs = OSPREY_TRY(operandOf<__nv_bfloat16>(x)), ws = OSPREY_TRY(operandOf<__nv_bfloat16>(w));
-  const __nv_bfloat16* halfBias = OSPREY_TRY(twinOf(bias, bias.size()));
+template <class Write>
+osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::storedProduct(osprey::Index n, Write write) {
   // The floats, when something reads them: the twin's values, from the twin the buffer holds.
   auto source = std::make_shared<HalfBuffer>();
   auto out = Buffer::later(m_device, n, [source, n, device = m_device, written = m_deferredWritten]() -> float* {
@@ -64,7 +55,7 @@ inline osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::halfProdu
   });
   bool made = false;
   (void)OSPREY_TRY(newTwin(out, n, [&](__nv_bfloat16* twin) -> osprey::Result<void> {
-    made = OSPREY_TRY(productPlusBiasToHalves(twin, {xs.data}, {ws.data}, N, IC, OC, halfBias));
+    made = OSPREY_TRY(write(twin));
     return {};
   }));
   if (!made) return std::optional<Buffer>{};
@@ -72,6 +63,22 @@ inline osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::halfProdu
   for (Twin& t : m_twins)
     if (t.copy.address() == source->address()) t.stored = true;
   return std::optional<Buffer>(std::move(out));
+}
+
+inline osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::halfProduct(const Buffer& x, const Buffer& w,
+                                                                                  const Buffer& bias, osprey::Index N,
+                                                                                  osprey::Index IC, osprey::Index OC) {
+  const char* L = "matmul";
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
+  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
+  const osprey::Index n = OSPREY_TRY(checkedProduct(L, {N, OC}));
+  if (n == 0 || IC == 0) return std::optional<Buffer>{};
+  const auto xs = OSPREY_TRY(operandOf<__nv_bfloat16>(x)), ws = OSPREY_TRY(operandOf<__nv_bfloat16>(w));
+  const __nv_bfloat16* halfBias = OSPREY_TRY(twinOf(bias, bias.size()));
+  return storedProduct(n, [&](__nv_bfloat16* twin) {
+    return productPlusBiasToHalves(twin, {xs.data}, {ws.data}, N, IC, OC, halfBias);
+  });
 }
 
 inline osprey::Result<ProjectedGeluOut<FastHandler>> FastHandler::matmulGeluForward(const Buffer& x, const Buffer& w,
@@ -166,16 +173,46 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::paddedTransposedProduct(
 inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulBackward(const Buffer& dout, const Buffer& x,
                                                                             const Buffer& w, osprey::Index N,
                                                                             osprey::Index IC, osprey::Index OC) {
+  return matmulGradients(dout, x, w, N, IC, OC, false);
+}
+
+inline osprey::Result<GeluMatmulGrads<FastHandler>> FastHandler::geluMatmulBackward(const Buffer& dout,
+                                                                                    const Buffer& g, const Buffer& w,
+                                                                                    const Buffer& f, osprey::Index N,
+                                                                                    osprey::Index IC,
+                                                                                    osprey::Index OC) {
+  auto grads = OSPREY_TRY(matmulGradients(dout, g, w, N, IC, OC, storesHalves()));
+  // From dx's bf16 values where it is stored so, and f's where it is.
+  auto dfc = OSPREY_TRY(geluBackward(grads.dx, f));
+  return GeluMatmulGrads<FastHandler>{std::move(dfc), std::move(grads.dw), std::move(grads.dbias)};
+}
+
+inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulGradients(const Buffer& dout, const Buffer& x,
+                                                                             const Buffer& w, osprey::Index N,
+                                                                             osprey::Index IC, osprey::Index OC,
+                                                                             bool dxStored) {
   const char* L = "matmul backward";
   OSPREY_CHECK(fast_detail::checkShape(*this, dout, N, OC, L, "dout"));
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
-  auto dx = OSPREY_TRY(allocate(N * IC)), dw = OSPREY_TRY(allocate(IC * OC)), dbias = OSPREY_TRY(allocate(OC));
+  Buffer dx;
+  auto dw = OSPREY_TRY(allocate(IC * OC)), dbias = OSPREY_TRY(allocate(OC));
   bool summed = false;  // dbias taken by dw's product
   OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
     using Op = osprey::OperandOf<E>;
     const auto d = OSPREY_TRY(operandOf<E>(dout)), xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
-    OSPREY_CHECK(product(dx.data(), Op{d.data}, Op{ws.data, true}, N, OC, IC));   // (N, OC) · wᵀ
+    std::optional<Buffer> stored;  // dx as bf16 (bf16 products only)
+    if constexpr (std::is_same_v<E, __nv_bfloat16>)
+      if (dxStored && N > 0 && IC > 0 && OC > 0)
+        stored = OSPREY_TRY(storedProduct(N * IC, [&](__nv_bfloat16* twin) {
+          return productToHalves(twin, Op{d.data}, Op{ws.data, true}, N, OC, IC);
+        }));
+    if (stored) {
+      dx = std::move(*stored);
+    } else {
+      dx = OSPREY_TRY(allocate(N * IC));
+      OSPREY_CHECK(product(dx.data(), Op{d.data}, Op{ws.data, true}, N, OC, IC));  // (N, OC) · wᵀ
+    }
     // With bf16 operands, dbias = 1ᵀ · dout is summed in dw's product's epilogue from the dout
     // that product reads (float sums of dout's bf16 values): no pass over dout of its own.
     if constexpr (std::is_same_v<E, __nv_bfloat16>)

@@ -443,8 +443,8 @@ __device__ __forceinline__ float geluSlope(float v) {
   const float du = kGeluScaleF * (1.0f + (3.0f * kGeluCubicF) * (v * v));
   return 0.5f * (1.0f + th) + ((0.5f * v) * (1.0f - th * th)) * du;
 }
-// GELU's input x as floats, or as bf16 values (a buffer stored as bf16: FastHandler::storedHalves),
-// read four at a time as 16 or 8 bytes.
+// GELU's input x (and the backward's dout) as floats, or as bf16 values (a buffer stored as bf16:
+// FastHandler::storedHalves), read four at a time as 16 or 8 bytes.
 __device__ __forceinline__ float valueOf(float v) { return v; }
 __device__ __forceinline__ float valueOf(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float4 fourAt(const float* x, osprey::Index q) {
@@ -476,26 +476,26 @@ struct GeluForwardBody {
     return alignedTo(y, 16) && alignedTo(x, 4 * sizeof(X)) && alignedTo(twin, 8);
   }
 };
-template <class X = float>
+template <class X = float, class D = float>
 struct GeluBackwardBody {
   float* dx;
-  const float* dout;
+  const D* dout;
   const X* x;
   __nv_bfloat16* twin = nullptr;
   __device__ __forceinline__ void operator()(osprey::Index i) const {
-    const float out = dout[i] * geluSlope(valueOf(x[i]));
+    const float out = valueOf(dout[i]) * geluSlope(valueOf(x[i]));
     if (dx) dx[i] = out;
     if (twin) twin[i] = __float2bfloat16_rn(out);
   }
   __device__ __forceinline__ void four(osprey::Index q) const {
-    const float4 v = fourAt(x, q), d = reinterpret_cast<const float4*>(dout)[q];
+    const float4 v = fourAt(x, q), d = fourAt(dout, q);
     const float4 out = make_float4(d.x * geluSlope(v.x), d.y * geluSlope(v.y), d.z * geluSlope(v.z),
                                    d.w * geluSlope(v.w));
     if (dx) reinterpret_cast<float4*>(dx)[q] = out;
     if (twin) storeBf16Four(twin + 4 * q, out);
   }
   bool aligned() const {
-    return alignedTo(dx, 16) && alignedTo(dout, 16) && alignedTo(x, 4 * sizeof(X)) && alignedTo(twin, 8);
+    return alignedTo(dx, 16) && alignedTo(dout, 4 * sizeof(D)) && alignedTo(x, 4 * sizeof(X)) && alignedTo(twin, 8);
   }
 };
 

@@ -192,16 +192,25 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffer& dout, const Buffer& x) {
   OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
   const int multiprocessors = m_device->multiprocessors();
-  if (const __nv_bfloat16* halves = storedHalves(x))
-    return twinOnly(x.size(), [dout, halves, held = keptTwin(x), n = x.size(), multiprocessors](
-                                  cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
+  // Each operand as its bf16 values where it is stored so (held by the launch), else its floats.
+  const auto launchFrom = [&](auto douts, auto xs) {
+    return twinOnly(x.size(), [douts, xs, n = x.size(), multiprocessors](cudaStream_t stream, float* floats,
+                                                                          __nv_bfloat16* twin) {
       return byFours(stream, multiprocessors, "fast gelu backward launch",
-                     fast_kernels::GeluBackwardBody<__nv_bfloat16>{floats, dout.data(), halves, twin}, n);
+                     fast_kernels::GeluBackwardBody<std::remove_const_t<std::remove_pointer_t<decltype(xs.first)>>,
+                                                    std::remove_const_t<std::remove_pointer_t<decltype(douts.first)>>>{
+                         floats, douts.first, xs.first, twin},
+                     n);
     });
-  return twinOnly(x.size(), [dout, x, multiprocessors](cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
-    return byFours(stream, multiprocessors, "fast gelu backward launch",
-                   fast_kernels::GeluBackwardBody<>{floats, dout.data(), x.data(), twin}, x.size());
-  });
+  };
+  const auto halvesOf = [&](const Buffer& b, const __nv_bfloat16* halves) { return std::pair{halves, keptTwin(b)}; };
+  const auto floatsOf = [](const Buffer& b) { return std::pair{static_cast<const float*>(b.data()), b}; };
+  const __nv_bfloat16* doutHalves = storedHalves(dout);
+  const __nv_bfloat16* xHalves = storedHalves(x);
+  if (doutHalves && xHalves) return launchFrom(halvesOf(dout, doutHalves), halvesOf(x, xHalves));
+  if (doutHalves) return launchFrom(halvesOf(dout, doutHalves), floatsOf(x));
+  if (xHalves) return launchFrom(floatsOf(dout), halvesOf(x, xHalves));
+  return launchFrom(floatsOf(dout), floatsOf(x));
 }
 
 }  // namespace gpt2

@@ -192,6 +192,12 @@ class Fast : public Gpu<CudaDevice, float> {
     return epilogueProduct(out, a, b, rows, inner, cols, CUBLASLT_EPILOGUE_BIAS, const_cast<__nv_bfloat16*>(bias),
                            nullptr);
   }
+  // out (rows x cols) = op(a) · op(b) from bf16 operands into a bf16 out, each element's float
+  // sum rounded to bf16 once. False when cuBLASLt has no algorithm for it.
+  Result<bool> productToHalves(__nv_bfloat16* out, HalfOperand a, HalfOperand b, Index rows, Index inner, Index cols) {
+    return epilogueProduct(out, a, b, rows, inner, cols, CUBLASLT_EPILOGUE_DEFAULT,
+                           static_cast<__nv_bfloat16*>(nullptr), nullptr);
+  }
   // out (rows x cols) = op(a) · op(b), packed, and bSums (cols) the column sums of op(b), Σ_k
   // op(b)[k][j], taken by the product's epilogue from the operand it reads (CUBLASLT_EPILOGUE_BGRADA,
   // cuBLAS's A being op(b)ᵀ): a linear layer's weight gradient xᵀ · dout and its bias gradient in
@@ -256,14 +262,15 @@ class Fast : public Gpu<CudaDevice, float> {
 
  private:
   // One cuBLASLt product with an epilogue that reads or writes a vector of out's columns (the
-  // bias, or the bias gradient), and optionally an addend as C with beta 1. Out, the vector and the
-  // addend are float, or (O bf16, bf16 operands) bf16. False when cuBLASLt has no algorithm for it.
+  // bias, or the bias gradient; null: the plain product), and optionally an addend as C with beta
+  // 1. Out, the vector and the addend are float, or (O bf16, bf16 operands) bf16. False when
+  // cuBLASLt has no algorithm for it.
   template <class E, class O = float>
   Result<bool> epilogueProduct(O* out, OperandOf<E> a, OperandOf<E> b, Index rows, Index inner, Index cols,
                                cublasLtEpilogue_t epilogue, O* vector, const std::type_identity_t<O>* addend) {
     const auto label = [&] {
       return fmt::format("fast linear ({} x {}) * ({} x {}){}{}", rows, inner, inner, cols,
-                         epilogue == CUBLASLT_EPILOGUE_BIAS ? " + bias" : " with column sums", addend ? " + addend" : "");
+                         epilogue == CUBLASLT_EPILOGUE_BIAS ? " + bias" : vector ? " with column sums" : "", addend ? " + addend" : "");
     };
     for (Index d : {rows, inner, cols})
       if (d < 1 || d > INT_MAX) return Error{label() + ": a dimension is outside [1, 2^31)"};
@@ -281,11 +288,13 @@ class Fast : public Gpu<CudaDevice, float> {
     OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)), label());
     OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
                         label());
-    OSPREY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof(vector)),
-                        label());
-    OSPREY_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vectorType, sizeof(vectorType)),
-        label());
+    if (vector) {
+      OSPREY_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof(vector)), label());
+      OSPREY_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vectorType, sizeof(vectorType)),
+          label());
+    }
     // Column-major, as product(): outᵀ (cols x rows) = op(b)ᵀ · op(a)ᵀ.
     LtOwned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> layoutB, layoutA, layoutOut;
     OSPREY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layoutB.value, type, b.transposed ? k : m, b.transposed ? m : k,
