@@ -126,6 +126,21 @@ osprey::Result<void> FastHandler::withTwin(const Buffer& out, Write write) {
   return {};
 }
 
+template <class Fill>
+FastHandler::Buffer FastHandler::floatsLater(osprey::Index n, Fill fill) {
+  return Buffer::later(m_device, n, [fill, n, device = m_device, written = m_deferredWritten]() mutable -> float* {
+    auto block = device->allocate<float>(n);
+    if (!block.ok()) {
+      std::fprintf(stderr, "osprey fast: no device memory for the %lld floats of an output stored as bf16: %s\n",
+                   static_cast<long long>(n), block.error().message.c_str());
+      return nullptr;
+    }
+    ++*written;
+    fill(device->stream(), *block);
+    return *block;
+  });
+}
+
 template <class Launch>
 osprey::Result<FastHandler::Buffer> FastHandler::twinOnly(osprey::Index n, Launch launch) {
   if (!storesHalves() || n == 0) {
@@ -137,18 +152,10 @@ osprey::Result<FastHandler::Buffer> FastHandler::twinOnly(osprey::Index n, Launc
   // operands (and so the launch the same floats), and the buffer holds `launch`, the one the twin
   // is written by below (a launch may note what its first run wrote, as the LayerNorm's does).
   auto held = std::make_shared<Launch>(std::move(launch));
-  auto later = Buffer::later(m_device, n, [held, n, device = m_device, written = m_deferredWritten]() -> float* {
-    auto block = device->allocate<float>(n);
-    if (!block.ok()) {
-      std::fprintf(stderr, "osprey fast: no device memory for a deferred output's %lld floats: %s\n",
-                   static_cast<long long>(n), block.error().message.c_str());
-      return nullptr;
-    }
-    ++*written;
+  auto later = floatsLater(n, [held](cudaStream_t stream, float* floats) {
     // The launch ran once already with this grid (for the twin), so it cannot be refused now; a
     // fault of the device stays sticky and the next checked call reports it.
-    (void)(*held)(device->stream(), *block, nullptr);
-    return *block;
+    (void)(*held)(stream, floats, nullptr);
   });
   (void)OSPREY_TRY(newTwin(later, n, [&](__nv_bfloat16* twin) { return (*held)(stream(), nullptr, twin); }));
   return later;

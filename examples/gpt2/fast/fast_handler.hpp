@@ -310,6 +310,13 @@ class FastHandler : public osprey::Fast {
   // deferred floats off or while a decoding step records, both at once.
   template <class Launch>
   osprey::Result<Buffer> twinOnly(osprey::Index n, Launch launch);
+  // A buffer of n floats made later (osprey::GpuBuffer::later): when first read, its block is
+  // allocated and fill(stream, block) writes it (counted in deferredFloatsWritten).
+  template <class Fill>
+  Buffer floatsLater(osprey::Index n, Fill fill);
+  // x (N, IC), w (IC, OC) and bias (OC), as matmulForward reads them.
+  osprey::Result<void> checkMatmul(const Buffer& x, const Buffer& w, const Buffer& bias, osprey::Index N,
+                                   osprey::Index IC, osprey::Index OC);
   bool m_deferFloats = true;
   std::shared_ptr<osprey::Index> m_deferredWritten = std::make_shared<osprey::Index>(0);
   // Room for `length` elements as b's twin, filled by write(room), then kept as b's.

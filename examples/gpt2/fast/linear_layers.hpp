@@ -10,13 +10,18 @@
 
 namespace gpt2 {
 
-inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForward(const Buffer& x, const Buffer& w,
-                                                                      const Buffer& bias, osprey::Index N,
-                                                                      osprey::Index IC, osprey::Index OC) {
+inline osprey::Result<void> FastHandler::checkMatmul(const Buffer& x, const Buffer& w, const Buffer& bias,
+                                                     osprey::Index N, osprey::Index IC, osprey::Index OC) {
   const char* L = "matmul";
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
+  return fast_detail::checkShape(*this, bias, 1, OC, L, "bias");
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForward(const Buffer& x, const Buffer& w,
+                                                                      const Buffer& bias, osprey::Index N,
+                                                                      osprey::Index IC, osprey::Index OC) {
+  OSPREY_CHECK(checkMatmul(x, w, bias, N, IC, OC));
   return byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
     const auto xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
     return linearProduct<E>({xs.data}, {ws.data}, bias, N, IC, OC);
@@ -42,16 +47,8 @@ template <class Write>
 osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::storedProduct(osprey::Index n, Write write) {
   // The floats, when something reads them: the twin's values, from the twin the buffer holds.
   auto source = std::make_shared<HalfBuffer>();
-  auto out = Buffer::later(m_device, n, [source, n, device = m_device, written = m_deferredWritten]() -> float* {
-    auto block = device->allocate<float>(n);
-    if (!block.ok()) {
-      std::fprintf(stderr, "osprey fast: no device memory for a bf16-stored output's %lld floats: %s\n",
-                   static_cast<long long>(n), block.error().message.c_str());
-      return nullptr;
-    }
-    ++*written;
-    (void)widen(device->stream(), *block, source->data(), n);  // a failed launch stays for the next check
-    return *block;
+  auto out = floatsLater(n, [source, n](cudaStream_t stream, float* floats) {
+    (void)widen(stream, floats, source->data(), n);  // a failed launch stays for the next check
   });
   bool made = false;
   (void)OSPREY_TRY(newTwin(out, n, [&](__nv_bfloat16* twin) -> osprey::Result<void> {
@@ -68,11 +65,8 @@ osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::storedProduct(os
 inline osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::halfProduct(const Buffer& x, const Buffer& w,
                                                                                   const Buffer& bias, osprey::Index N,
                                                                                   osprey::Index IC, osprey::Index OC) {
-  const char* L = "matmul";
-  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
-  OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
-  const osprey::Index n = OSPREY_TRY(checkedProduct(L, {N, OC}));
+  OSPREY_CHECK(checkMatmul(x, w, bias, N, IC, OC));
+  const osprey::Index n = OSPREY_TRY(checkedProduct("matmul", {N, OC}));
   if (n == 0 || IC == 0) return std::optional<Buffer>{};
   const auto xs = OSPREY_TRY(operandOf<__nv_bfloat16>(x)), ws = OSPREY_TRY(operandOf<__nv_bfloat16>(w));
   const __nv_bfloat16* halfBias = OSPREY_TRY(twinOf(bias, bias.size()));
