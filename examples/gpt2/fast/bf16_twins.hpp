@@ -82,9 +82,11 @@ inline const __nv_bfloat16* FastHandler::madeTwin(const Buffer& b, osprey::Index
   return t ? t->copy.data() : nullptr;
 }
 
-inline const __nv_bfloat16* FastHandler::storedHalves(const Buffer& b) const {
-  const Twin* t = foundTwin(b, b.size());
-  return t && t->stored ? t->copy.data() : nullptr;
+template <class Body>
+osprey::Result<FastHandler::Buffer> FastHandler::withElements(const Buffer& b, Body body) {
+  if (const Twin* t = foundTwin(b, b.size()); t && t->stored)
+    return body(Elements<__nv_bfloat16>{t->copy.data(), t->copy.memory()});
+  return body(Elements<float>{b.data(), b.memory()});
 }
 
 inline FastHandler::HalfBuffer FastHandler::keptTwin(const Buffer& b) const {
@@ -93,13 +95,14 @@ inline FastHandler::HalfBuffer FastHandler::keptTwin(const Buffer& b) const {
 }
 
 template <class Write>
-osprey::Result<const __nv_bfloat16*> FastHandler::newTwin(const Buffer& b, osprey::Index length, Write write) {
+osprey::Result<const __nv_bfloat16*> FastHandler::newTwin(const Buffer& b, osprey::Index length, Write write,
+                                                          bool stored) {
   forgetDeadTwins();
   auto device = m_device;
   __nv_bfloat16* room = OSPREY_TRY(device->allocate<__nv_bfloat16>(length));
   HalfBuffer held(device, room, length);
   OSPREY_CHECK(write(room));
-  m_twins.push_back(Twin{b.memory(), b.address(), b.size(), length, std::move(held)});
+  m_twins.push_back(Twin{b.memory(), b.address(), b.size(), length, std::move(held), stored});
   return room;
 }
 

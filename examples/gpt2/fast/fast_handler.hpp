@@ -266,9 +266,19 @@ class FastHandler : public osprey::Fast {
     HalfBuffer copy;
     bool stored = false;  // the buffer is stored as this twin: its floats are the twin's values
   };
-  // b's bf16 values where b is stored as bf16 (halfProduct; its floats are those values widened),
-  // else null: a kernel reading them reads what it would read from the floats, in half the bytes.
-  const __nv_bfloat16* storedHalves(const Buffer& b) const;
+  // A buffer's elements as a kernel reads them (GELU): T bf16 where the buffer is stored as bf16
+  // (halfProduct; its floats are those values widened, so a kernel reads what it would read from
+  // the floats, in half the bytes), else float; `held` keeps their memory for as long as a launch,
+  // a deferred one too, may read them.
+  template <class T>
+  struct Elements {
+    const T* data;
+    std::shared_ptr<const void> held;
+  };
+  // body(Elements<__nv_bfloat16>) where b is stored as bf16, else body(Elements<float>): the
+  // output a layer makes from b's elements.
+  template <class Body>
+  osprey::Result<Buffer> withElements(const Buffer& b, Body body);
   // out (N, OC) = x · w + bias stored as bf16: the bf16 product writes out's twin, the bias rounded
   // to bf16 (cuBLASLt adds a bf16 output's bias in its own type), and out's floats, made when
   // something reads them, are the twin's values. Nothing where cuBLASLt has no algorithm for it.
@@ -292,7 +302,7 @@ class FastHandler : public osprey::Fast {
   HalfBuffer keptTwin(const Buffer& b) const;
   // The twin twinOf(b, length) would return if it has been made, else null.
   const Twin* foundTwin(const Buffer& b, osprey::Index length) const;
-  // The twin twinOf(b, length) would return if it has been made, else null.
+  // That twin's bf16 values, else null.
   const __nv_bfloat16* madeTwin(const Buffer& b, osprey::Index length) const;
   // b as the flash kernels read it for products of element type E (attention_layers.hpp).
   template <class E>
@@ -319,9 +329,11 @@ class FastHandler : public osprey::Fast {
                                    osprey::Index IC, osprey::Index OC);
   bool m_deferFloats = true;
   std::shared_ptr<osprey::Index> m_deferredWritten = std::make_shared<osprey::Index>(0);
-  // Room for `length` elements as b's twin, filled by write(room), then kept as b's.
+  // Room for `length` elements as b's twin, filled by write(room), then kept as b's (`stored`: b
+  // is stored as it, Twin::stored).
   template <class Write>
-  osprey::Result<const __nv_bfloat16*> newTwin(const Buffer& b, osprey::Index length, Write write);
+  osprey::Result<const __nv_bfloat16*> newTwin(const Buffer& b, osprey::Index length, Write write,
+                                              bool stored = false);
   // Releases the twins whose buffers are gone (before each new one).
   void forgetDeadTwins();
   std::vector<Twin> m_twins;

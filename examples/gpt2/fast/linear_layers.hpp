@@ -51,14 +51,15 @@ osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::storedProduct(os
     (void)widen(stream, floats, source->data(), n);  // a failed launch stays for the next check
   });
   bool made = false;
-  (void)OSPREY_TRY(newTwin(out, n, [&](__nv_bfloat16* twin) -> osprey::Result<void> {
-    made = OSPREY_TRY(write(twin));
-    return {};
-  }));
+  (void)OSPREY_TRY(newTwin(
+      out, n,
+      [&](__nv_bfloat16* twin) -> osprey::Result<void> {
+        made = OSPREY_TRY(write(twin));
+        return {};
+      },
+      true));
   if (!made) return std::optional<Buffer>{};
   *source = keptTwin(out);
-  for (Twin& t : m_twins)
-    if (t.copy.address() == source->address()) t.stored = true;
   return std::optional<Buffer>(std::move(out));
 }
 

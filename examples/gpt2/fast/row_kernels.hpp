@@ -444,7 +444,7 @@ __device__ __forceinline__ float geluSlope(float v) {
   return 0.5f * (1.0f + th) + ((0.5f * v) * (1.0f - th * th)) * du;
 }
 // GELU's input x (and the backward's dout) as floats, or as bf16 values (a buffer stored as bf16:
-// FastHandler::storedHalves), read four at a time as 16 or 8 bytes.
+// FastHandler::withElements), read four at a time as 16 or 8 bytes.
 __device__ __forceinline__ float valueOf(float v) { return v; }
 __device__ __forceinline__ float valueOf(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float4 fourAt(const float* x, osprey::Index q) {

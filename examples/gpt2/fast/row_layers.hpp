@@ -173,44 +173,31 @@ osprey::Result<void> FastHandler::byFours(cudaStream_t stream, int multiprocesso
 
 // GELU's output is only the fc projection's input, its gradient only the fc layer's dout: their
 // floats are written when something reads them (twinOnly).
-// Both read x as bf16 values where it is stored so (matmulGeluForward's fc): the values its
-// floats hold, in half the bytes (the launch holds the twin they are read from).
+// Both read x (and the backward dout) as bf16 values where it is stored so (matmulGeluForward's
+// fc, geluMatmulBackward's dx): the values its floats hold, in half the bytes (withElements).
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer& x) {
   const int multiprocessors = m_device->multiprocessors();
-  if (const __nv_bfloat16* halves = storedHalves(x))
-    return twinOnly(x.size(), [halves, held = keptTwin(x), n = x.size(), multiprocessors](
-                                  cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
+  return withElements(x, [&]<class X>(Elements<X> xs) {
+    return twinOnly(x.size(), [xs, n = x.size(), multiprocessors](cudaStream_t stream, float* floats,
+                                                                   __nv_bfloat16* twin) {
       return byFours(stream, multiprocessors, "fast gelu launch",
-                     fast_kernels::GeluForwardBody<__nv_bfloat16>{floats, halves, twin}, n);
+                     fast_kernels::GeluForwardBody<X>{floats, xs.data, twin}, n);
     });
-  return twinOnly(x.size(), [x, multiprocessors](cudaStream_t stream, float* floats, __nv_bfloat16* twin) {
-    return byFours(stream, multiprocessors, "fast gelu launch", fast_kernels::GeluForwardBody<>{floats, x.data(), twin},
-                   x.size());
   });
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffer& dout, const Buffer& x) {
   OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
   const int multiprocessors = m_device->multiprocessors();
-  // Each operand as its bf16 values where it is stored so (held by the launch), else its floats.
-  const auto launchFrom = [&](auto douts, auto xs) {
-    return twinOnly(x.size(), [douts, xs, n = x.size(), multiprocessors](cudaStream_t stream, float* floats,
-                                                                          __nv_bfloat16* twin) {
-      return byFours(stream, multiprocessors, "fast gelu backward launch",
-                     fast_kernels::GeluBackwardBody<std::remove_const_t<std::remove_pointer_t<decltype(xs.first)>>,
-                                                    std::remove_const_t<std::remove_pointer_t<decltype(douts.first)>>>{
-                         floats, douts.first, xs.first, twin},
-                     n);
+  return withElements(dout, [&]<class D>(Elements<D> douts) {
+    return withElements(x, [&]<class X>(Elements<X> xs) {
+      return twinOnly(x.size(), [douts, xs, n = x.size(), multiprocessors](cudaStream_t stream, float* floats,
+                                                                            __nv_bfloat16* twin) {
+        return byFours(stream, multiprocessors, "fast gelu backward launch",
+                       fast_kernels::GeluBackwardBody<X, D>{floats, douts.data, xs.data, twin}, n);
+      });
     });
-  };
-  const auto halvesOf = [&](const Buffer& b, const __nv_bfloat16* halves) { return std::pair{halves, keptTwin(b)}; };
-  const auto floatsOf = [](const Buffer& b) { return std::pair{static_cast<const float*>(b.data()), b}; };
-  const __nv_bfloat16* doutHalves = storedHalves(dout);
-  const __nv_bfloat16* xHalves = storedHalves(x);
-  if (doutHalves && xHalves) return launchFrom(halvesOf(dout, doutHalves), halvesOf(x, xHalves));
-  if (doutHalves) return launchFrom(halvesOf(dout, doutHalves), floatsOf(x));
-  if (xHalves) return launchFrom(floatsOf(dout), halvesOf(x, xHalves));
-  return launchFrom(floatsOf(dout), floatsOf(x));
+  });
 }
 
 }  // namespace gpt2

@@ -65,7 +65,7 @@ class GpuBuffer {
   const T* address() const { return m_memory.get(); }
   Index size() const { return m_n; }
   // Made later() and not yet read.
-  bool deferred() const { return m_later && !m_later->made(false); }
+  bool deferred() const { return m_later && !m_later->block(); }
   const std::shared_ptr<D>& device() const { return m_device; }
   // The shared handle of its memory: whether a buffer still is the one something was made from
   // (the same block, not a later one at the same address) is a question of this handle's owner,
@@ -95,10 +95,13 @@ class GpuBuffer {
     }
     Later(const Later&) = delete;
     Later& operator=(const Later&) = delete;
-    T* made(bool make = true) {
-      if (make && m_make) m_block = std::exchange(m_make, nullptr)();
+    // The block, made now if it is not yet.
+    T* made() {
+      if (m_make) m_block = std::exchange(m_make, nullptr)();
       return m_block;
     }
+    // The block if it is made, else null.
+    T* block() const { return m_block; }
 
    private:
     std::shared_ptr<D> m_device;
