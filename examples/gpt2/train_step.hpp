@@ -250,6 +250,20 @@ osprey::Result<Params<H>> backward(H& h, const Params<H>& w, const ForwardPass<H
   return g;
 }
 
+// The sum of a micro-batch's token losses, row order from 0.0, as a one-element buffer: left on
+// the device, so that reading it can wait until the backward is queued behind it (a device that
+// queues launches without waiting then runs the backward's first kernels while the host is still
+// queueing the rest, where a read straight after the forward left it idle meanwhile). A row fold:
+// the exact handlers' is the in-order fold sum() takes, bit for bit (one term table, the same
+// additions); the fast handler's a tree over one block.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> lossSumOf(H& h, const Buf<H>& losses) {
+  const auto v = losses.view();
+  return sumRows(
+      h, 1, h.length(losses), [=] OSPREY_FN(osprey::Index, osprey::Index c) -> Scalar { return v[c]; },
+      [] OSPREY_FN(osprey::Index, Scalar total) -> Scalar { return total; });
+}
+
 // One micro-batch of a global batch of `globalRows` rows: its loss sum and its share of the
 // gradient of the global mean loss.
 template <osprey::Tensor H>
@@ -261,8 +275,9 @@ osprey::Result<MicroBatchGradients<H>> microBatchGradients(H& h, const Params<H>
   auto f = OSPREY_TRY(forwardForTraining(h, w, micro, clock));
   const Scalar tokens = static_cast<Scalar>(globalRows) * static_cast<Scalar>(micro.T);
   MicroBatchGradients<H> out;
-  out.lossSum = OSPREY_TRY(sum(h, f.ce.losses));
+  const auto lossSum = OSPREY_TRY(lossSumOf(h, f.ce.losses));
   out.grads = OSPREY_TRY(backward(h, w, f, 1.0 / tokens, clock));
+  out.lossSum = h.get(lossSum, 0);  // read once the backward is queued behind it
   return out;
 }
 
@@ -331,7 +346,7 @@ void waitForDevice(H& h, const Buf<H>& b) {
 template <osprey::Tensor H>
 osprey::Result<Scalar> batchLoss(H& h, const Params<H>& w, const data::Batch& batch) {
   auto f = OSPREY_TRY(forwardForTraining(h, w, batch));
-  const Scalar lossSum = OSPREY_TRY(sum(h, f.ce.losses));
+  const Scalar lossSum = h.get(OSPREY_TRY(lossSumOf(h, f.ce.losses)), 0);
   return lossSum / (static_cast<Scalar>(batch.B) * static_cast<Scalar>(batch.T));
 }
 

@@ -254,6 +254,76 @@ TEST(Fast, Bf16ProductsWithinTheFloatSumBound) {
               worstHalf, std::ldexp(1.0, -8));
 }
 
+// Products whose cuBLASLt algorithm is chosen by timing (osprey/gpu/lt_choices.hpp) give the bits
+// of the heuristic's first candidate: each kind of product the layers run, at sizes where the
+// heuristic offers several candidates (and where the weight gradient's product splits k). A shape
+// is chosen once; later products of it reuse the choice.
+TEST(Fast, TunedProductsKeepTheFirstCandidatesBits) {
+  auto h = makeFast();
+  using Halves = osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>;
+  const auto halves = [&](const FastHandler::Buffer& b) {
+    Halves held(h.runtime(), ok(h.runtime()->allocate<__nv_bfloat16>(b.size())), b.size());
+    fast_kernels::bf16Copy<<<64, fast_kernels::kTwinThreads, 0, h.stream()>>>(held.data(), b.data(), b.size(),
+                                                                              b.size());
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    return held;
+  };
+  const auto bitsOf = [&](const void* p, Index bytes) {
+    std::vector<unsigned char> bits(static_cast<std::size_t>(bytes));
+    EXPECT_EQ(cudaMemcpy(bits.data(), p, bits.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return bits;
+  };
+  struct Shape {
+    Index rows, inner, cols;
+    bool aT, bT;
+  };
+  for (Shape s : {Shape{2048, 768, 2304, false, false}, Shape{2048, 3072, 768, false, false},
+                  Shape{2048, 768, 3072, false, true}, Shape{768, 8192, 768, true, false},
+                  Shape{1024, 768, 8192, false, true}}) {
+    SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.inner << "x" << s.cols << " aT " << s.aT << " bT " << s.bT);
+    ASSERT_GE(static_cast<double>(s.rows * s.inner * s.cols), osprey::LtChoices::kTimedWork);  // large enough to time
+    const auto a16 = halves(ok(h.build(s.rows * s.inner, Mixed{5})));
+    const auto b16 = halves(ok(h.build(s.inner * s.cols, Mixed{6})));
+    auto bias = ok(h.build(s.cols, Mixed{7})), addend = ok(h.build(s.rows * s.cols, Mixed{8}));
+    const osprey::HalfOperand a{a16.data(), s.aT}, b{b16.data(), s.bT};
+    // The bits of each kind of product: plain, plus bias and addend, into bf16, with B's column sums.
+    const auto products = [&] {
+      std::vector<std::vector<unsigned char>> all;
+      const Index n = s.rows * s.cols;
+      auto out = ok(h.allocate(n)), sums = ok(h.allocate(s.cols));
+      Halves out16(h.runtime(), ok(h.runtime()->allocate<__nv_bfloat16>(n)), n);
+      EXPECT_TRUE(h.product(out.data(), a, b, s.rows, s.inner, s.cols).ok());
+      all.push_back(bitsOf(out.data(), n * 4));
+      EXPECT_TRUE(ok(h.productPlusBias(out.data(), a, b, s.rows, s.inner, s.cols, bias.data(), addend.data())));
+      all.push_back(bitsOf(out.data(), n * 4));
+      EXPECT_TRUE(ok(h.productToHalves(out16.data(), a, b, s.rows, s.inner, s.cols)));
+      all.push_back(bitsOf(out16.data(), n * 2));
+      if (s.bT) return all;  // (column sums of a transposed B: cuBLASLt has none, and no layer asks)
+      EXPECT_TRUE(ok(h.productSummingB(out.data(), a, b, s.rows, s.inner, s.cols, sums.data())));
+      all.push_back(bitsOf(out.data(), n * 4));
+      all.push_back(bitsOf(sums.data(), s.cols * 4));
+      return all;
+    };
+    h.setProductTuning(false);
+    const std::size_t chosenBefore = h.productShapesChosen();
+    const auto first = products();
+    EXPECT_EQ(h.productShapesChosen(), chosenBefore);  // nothing kept with tuning off
+    h.setProductTuning(true);
+    const auto tuned = products();
+    const std::size_t chosen = h.productShapesChosen();
+    EXPECT_EQ(chosen, chosenBefore + (s.bT ? 3 : 4));  // one shape for each kind of product
+    const auto again = products();
+    EXPECT_EQ(h.productShapesChosen(), chosen);  // chosen once
+    for (std::size_t k = 0; k < first.size(); ++k) {
+      EXPECT_TRUE(tuned[k] == first[k]) << "product kind " << k << " differs from the first candidate's";
+      EXPECT_TRUE(again[k] == first[k]) << "product kind " << k << " differs on its second tuned run";
+    }
+  }
+  EXPECT_GT(h.productShapesTimed(), 0u);  // at these sizes the heuristic offers candidates to time
+  std::printf("[ measured ] product shapes chosen %zu, by timing %zu\n", h.productShapesChosen(),
+              h.productShapesTimed());
+}
+
 TEST(Fast, MatMulAndBatchedProductsAgree) {
   auto h = makeFast();
   const Index batch = 12, rows = 33, inner = 64, cols = 40;
@@ -798,9 +868,10 @@ TEST(Fast, HeadLossKeepsPaddedRows) {
   }
 }
 
-// The embedding backward: each token's rows found by a sort, then summed in the reference's
-// order in float. Tokens repeat (some ids many times, some never), positions start past 0, and a
-// base (the lm head's share) is added or not; a token outside [0, V) is refused.
+// The embedding backward: each token's rows found by a sort, then summed in float in segments of
+// rows. Tokens repeat (some ids many times, some never; at B = 70 one id fills three segments of
+// fast_kernels::kTokenSegment rows), positions start past 0, and a base (the lm head's share) is
+// added or not; a token outside [0, V) is refused.
 struct RepeatingTokens {
   Index V;
   OSPREY_FN Scalar operator()(Index n) const { return static_cast<Scalar>((n * n * 7 + 3) % 11 == 0 ? V - 1 : (n * 13) % (V / 2)); }
@@ -810,23 +881,26 @@ TEST(Fast, EncoderBackwardMatchesItsReference) {
   auto h = makeFast();
   auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
   const Index V = 37, maxT = 9;
+  // V - 1 holds the rows where (7n² + 3) mod 11 = 0, 2 of every 11: 76 of B = 70's 420, past two segments.
+  static_assert(2 * fast_kernels::kTokenSegment < 420 * 2 / 11);
   for (Index C : {1, 31, 64}) {
-    for (Index posOffset : {0, 2}) {
-      SCOPED_TRACE(::testing::Message() << "C " << C << " posOffset " << posOffset);
-      const Index B = 3, T = 6, N = B * T;
-      auto tokens = ok(h.build(N, RepeatingTokens{V})), dout = ok(h.build(N * C, Mixed{31}));
-      auto base = ok(h.build(V * C, Mixed{32}));
-      const auto alone = ok(h.encoderBackward(dout, tokens, N, T, C, V, maxT, posOffset));
-      const auto aloneRef = ok(reference::encoderBackward(h, dout, tokens, nullptr, N, T, C, V, maxT, posOffset));
-      EXPECT_LT(relativeGap(read(alone.dwte), read(aloneRef.dwte)), kFusedFloatGap);
-      EXPECT_LT(relativeGap(read(alone.dwpe), read(aloneRef.dwpe)), kFusedFloatGap);
-      const auto onto = ok(h.encoderBackwardOnto(base, dout, tokens, N, T, C, V, maxT, posOffset));
-      const auto ontoRef = ok(reference::encoderBackward(h, dout, tokens, &base, N, T, C, V, maxT, posOffset));
-      EXPECT_LT(relativeGap(read(onto.dwte), read(ontoRef.dwte)), kFusedFloatGap);
-      EXPECT_EQ(read(onto.dwpe), read(alone.dwpe));
-      report("encoder backward dwte fused vs reference", relativeGap(read(onto.dwte), read(ontoRef.dwte)),
-             kFusedFloatGap);
-    }
+    for (Index B : {3, 70})
+      for (Index posOffset : {0, 2}) {
+        SCOPED_TRACE(::testing::Message() << "C " << C << " B " << B << " posOffset " << posOffset);
+        const Index T = 6, N = B * T;
+        auto tokens = ok(h.build(N, RepeatingTokens{V})), dout = ok(h.build(N * C, Mixed{31}));
+        auto base = ok(h.build(V * C, Mixed{32}));
+        const auto alone = ok(h.encoderBackward(dout, tokens, N, T, C, V, maxT, posOffset));
+        const auto aloneRef = ok(reference::encoderBackward(h, dout, tokens, nullptr, N, T, C, V, maxT, posOffset));
+        EXPECT_LT(relativeGap(read(alone.dwte), read(aloneRef.dwte)), kFusedFloatGap);
+        EXPECT_LT(relativeGap(read(alone.dwpe), read(aloneRef.dwpe)), kFusedFloatGap);
+        const auto onto = ok(h.encoderBackwardOnto(base, dout, tokens, N, T, C, V, maxT, posOffset));
+        const auto ontoRef = ok(reference::encoderBackward(h, dout, tokens, &base, N, T, C, V, maxT, posOffset));
+        EXPECT_LT(relativeGap(read(onto.dwte), read(ontoRef.dwte)), kFusedFloatGap);
+        EXPECT_EQ(read(onto.dwpe), read(alone.dwpe));
+        report("encoder backward dwte fused vs reference", relativeGap(read(onto.dwte), read(ontoRef.dwte)),
+               kFusedFloatGap);
+      }
   }
   const Index N = 4, T = 2, C = 3;
   auto bad = ok(h.build(N, RepeatingTokens{V + 5}));  // ids up to V + 4

@@ -210,11 +210,17 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
       const auto doutTiles = OSPREY_TRY(tilesOf<E>(dout)), qkvTiles = OSPREY_TRY(tilesOf<E>(qkv));
       const std::array<Buffer, 4> held{dout, qkv, att, rowDot};
       const std::array<HalfBuffer, 2> twins{keptTwin(dout), keptTwin(qkv)};
-      return twinOnly(n3, [doutTiles, qkvTiles, held, twins, B, T, C, NH](cudaStream_t stream, float* floats,
-                                                                         __nv_bfloat16* twin) {
+      // With bf16 tiles, ds goes from the keys kernel to dq's through a scratch of the launch's own.
+      return twinOnly(n3, [doutTiles, qkvTiles, held, twins, B, T, C, NH, device = m_device](
+                              cudaStream_t stream, float* floats, __nv_bfloat16* twin) -> osprey::Result<void> {
+        osprey::GpuBuffer<osprey::CudaDevice, std::uint32_t> dsT;
+        if constexpr (std::is_same_v<E, __nv_bfloat16>) {
+          const osprey::Index words = fast_kernels::flashDsWords(B, T, NH);
+          dsT = {device, OSPREY_TRY(device->template allocate<std::uint32_t>(words)), words};
+        }
         return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream, doutTiles, qkvTiles, held[2].data(),
                                                                    held[3].data(), {floats, nullptr, twin}, B, T, C,
-                                                                   NH);
+                                                                   NH, dsT.data());
       });
     });
   }

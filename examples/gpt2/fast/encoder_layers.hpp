@@ -1,5 +1,5 @@
 // The fast handler's embedding backward (fast/token_sums.hpp): each token's rows found by a stable
-// sort, then the reference's gathers in float.
+// sort, then summed in float in segments of rows.
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -10,7 +10,7 @@
 namespace gpt2 {
 
 inline osprey::Result<FastHandler::TokenRows> FastHandler::tokenRows(const Buffer& ids, osprey::Index N,
-                                                                     osprey::Index V) {
+                                                                     osprey::Index V, osprey::Index C) {
   if (N > INT_MAX || V > INT_MAX)
     return osprey::Error{fmt::format("sorting rows by token: {} rows of ids below {} are more than int indices hold",
                                      N, V)};
@@ -21,6 +21,8 @@ inline osprey::Result<FastHandler::TokenRows> FastHandler::tokenRows(const Buffe
   const osprey::Index ints = fast_kernels::tokenWorkspaceInts(N, V), bytes = static_cast<osprey::Index>(scratchBytes) + 1;
   held.ints = {m_device, OSPREY_TRY(m_device->allocate<int>(ints)), ints};
   held.scratch = {m_device, OSPREY_TRY(m_device->allocate<unsigned char>(bytes)), bytes};
+  const osprey::Index partials = fast_kernels::tokenSumsFloats(N, C) + 1;  // (never empty)
+  held.partials = {m_device, OSPREY_TRY(m_device->allocate<float>(partials)), partials};
   OSPREY_CUDA_CHECK(fast_kernels::sortTokenRows(stream(), held.runs, ids.data(), held.ints.data(), held.scratch.data(),
                                                 scratchBytes, Ni, Vi),
                     "sorting rows by token");
@@ -36,12 +38,12 @@ inline osprey::Result<EncoderGrads<FastHandler>> FastHandler::encoderGradients(
     if (n > INT_MAX) return osprey::Error{fmt::format("{}: {} is more than the kernels' int indices hold", L, n)};
   // Every token an index in [0, V): a bad one is the reference's "index out of range" fault.
   auto ids = OSPREY_TRY(build(N, fast_detail::TargetIndex{tokens.view(), V}));
-  const auto rows = OSPREY_TRY(tokenRows(ids, N, V));
+  const auto rows = OSPREY_TRY(tokenRows(ids, N, V, C));
   auto dwte = OSPREY_TRY(allocate(V * C));
   auto dwpe = OSPREY_TRY(allocate(maxT * C));
   const int Ci = static_cast<int>(C);
   OSPREY_CUDA_CHECK(fast_kernels::tokenSums(stream(), dwte.data(), dwteBase ? dwteBase->data() : nullptr, 1.0f, 1.0f,
-                                            dout.data(), rows.runs, static_cast<int>(V), Ci),
+                                            dout.data(), rows.runs, rows.partials.data(), static_cast<int>(V), Ci),
                     "encoder backward: token sums");
   OSPREY_CUDA_CHECK(fast_kernels::positionSums(stream(), dwpe.data(), dout.data(), static_cast<int>(N),
                                                static_cast<int>(T), Ci, static_cast<int>(maxT),

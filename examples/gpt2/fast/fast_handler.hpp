@@ -387,9 +387,10 @@ class FastHandler : public osprey::Fast {
   struct TokenRows {
     osprey::GpuBuffer<osprey::CudaDevice, int> ints;
     osprey::GpuBuffer<osprey::CudaDevice, unsigned char> scratch;
+    osprey::GpuBuffer<osprey::CudaDevice, float> partials;  // the token sums' segments (C wide)
     fast_kernels::TokenRuns runs;
   };
-  osprey::Result<TokenRows> tokenRows(const Buffer& ids, osprey::Index N, osprey::Index V);
+  osprey::Result<TokenRows> tokenRows(const Buffer& ids, osprey::Index N, osprey::Index V, osprey::Index C);
   // Both embedding backwards: dwteBase (or nothing) plus the gathered sums.
   osprey::Result<EncoderGrads<FastHandler>> encoderGradients(const Buffer* dwteBase, const Buffer& dout,
                                                              const Buffer& tokens, osprey::Index N, osprey::Index T,

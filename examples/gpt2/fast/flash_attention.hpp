@@ -555,13 +555,45 @@ __device__ __forceinline__ void fetchRowStats(float* sLse, float* sDot, const fl
   });
 }
 
+// dsᵀ handed from flashBackwardKeys to flashBackwardQueriesFromDs (bf16 tiles): for each head and
+// each tile pair (query tile qt, key tile kt ≤ qt), the 64 keys × 64 queries of dsᵀ rounded to
+// bf16 (the rounding the keys kernel's own dk product reads), as 64 blocks of 8 × 8, each block 8
+// rows of 16 bytes. Block (key block kb, query block qb) is block ((kb / 2)·8 + qb)·2 + kb mod 2:
+// a warp of the keys kernel holds keys 16w .. 16w + 15 of its accumulator, and stores each block
+// as 32 lanes' consecutive words (128 bytes, one store). In uint32 words (two bf16 each):
+constexpr int kDsTileWords = kTileElements / 2;
+__device__ __forceinline__ std::size_t dsTileAt(int tiles, int qt, int kt) {
+  const std::size_t pairs = static_cast<std::size_t>(tiles) * (tiles + 1) / 2;
+  return (static_cast<std::size_t>(blockIdx.y) * pairs + static_cast<std::size_t>(qt) * (qt + 1) / 2 + kt) *
+         kDsTileWords;
+}
+// A keys-kernel warp's dsᵀ accumulator (its 16 keys × the tile's 64 queries) into its blocks.
+__device__ __forceinline__ void storeDsBlocks(std::uint32_t* tile, const float (&ds)[8][4], int warp, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const __nv_bfloat162 pair = __floats2bfloat162_rn(ds[nt][2 * half], ds[nt][2 * half + 1]);
+      tile[((warp * 8 + nt) * 2 + half) * 32 + lane] = *reinterpret_cast<const std::uint32_t*>(&pair);
+    }
+}
+// The A fragment of ds (queries 16w .. 16w + 15 × keys 16ks .. 16ks + 15) at k-step ks from a
+// stored dsᵀ tile in shared memory: ldmatrix .trans gives a block stored key-major as its
+// query-major fragment; lanes 8i .. 8i + 7 give the rows of key block 2ks + (i >> 1), query block
+// 2w + (i & 1), which are a's registers 0–3 in order.
+__device__ __forceinline__ Bf16Tiles::Fragment dsFragment(const __nv_bfloat16* tile, int warp, int ks, int lane) {
+  const int i = lane >> 3, j = lane & 7;
+  const uint4 r = Bf16Tiles::blocksTransposed(tile + ((ks * 8 + 2 * warp + (i & 1)) * 2 + (i >> 1)) * 64 + 8 * j);
+  return {{r.x, r.y, r.z, r.w}};
+}
+
 // dk and dv into sections 1 and 2 of dqkv (B, T, 3C). Grid (key tiles, B·NH); block j visits the
 // query tiles j, j + 1, ...; its warps own 16 keys each, so they compute the transposed products
 // (sᵀ = k·qᵀ, dpᵀ = v·doutᵀ) and their own rows of dk and dv.
 template <class K>
 __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
     flashBackwardKeys(TileSource qkv, TileSource dout, const float* lse, const float* rowDot, OutputPlaces dqkv,
-                      int T, int C, int NH, float scaleLog2, float scale) {
+                      int T, int C, int NH, float scaleLog2, float scale, std::uint32_t* dsT = nullptr) {
   using E = typename K::Element;
   constexpr int S = K::kStages;
   extern __shared__ __align__(16) unsigned char shared[];
@@ -625,6 +657,8 @@ __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - sDot[nt * 8 + 2 * c + (e & 1)]);
+    if constexpr (K::kHeldA)
+      if (dsT) storeDsBlocks(dsT + dsTileAt(tiles, qt, tile), dp, warp, lane);  // for flashBackwardQueriesFromDs
     productOfHeld<K, TileRead::ByColumns>(dk, dp, pRows, sQ, place);  // dk += dsᵀ·q
     if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
@@ -697,6 +731,50 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
   storeOutputRows(dqkv.at(head.wide), head.ld, dq, rowA, T, {scale, scale}, c);
 }
 
+// dq into section 0 of dqkv from the dsᵀ tiles flashBackwardKeys stored (bf16 tiles): dq = Σ ds·k
+// / sqrt(hs), one product a tile pair where flashBackwardQueries recomputes s and dp (two more).
+// Grid (query tiles, B·NH), the longest first; block i visits the key tiles 0 .. i, their k and
+// dsᵀ tiles copied in two stages.
+__global__ void __launch_bounds__(kFlashThreads)
+    flashBackwardQueriesFromDs(TileSource qkv, const std::uint32_t* dsT, OutputPlaces dqkv, int T, int C, int NH,
+                               float scale) {
+  using K = Bf16Tiles;
+  using E = __nv_bfloat16;
+  extern __shared__ __align__(16) unsigned char shared[];
+  E* sK = reinterpret_cast<E*>(shared);  // 2 stages of k, then of dsᵀ (as stored)
+  E* sDs = sK + 2 * kTileElements;
+  const int tiles = static_cast<int>(gridDim.x), tile = tiles - 1 - static_cast<int>(blockIdx.x), q0 = tile * kFlashTile;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const K::Lane place(lane);
+  const HeadPlace head = headPlace(T, C, NH);
+  const TileSource k = qkv.at(head.wide + C);
+  const std::uint32_t* ds = dsT + dsTileAt(tiles, tile, 0);  // pair (tile, kt) at kt·kDsTileWords
+  const auto fetch = [&](int kt, int stage) {
+    fetchTile<K>(sK + stage * kTileElements, k, head.ld, kt * kFlashTile, T);
+    eachPiece<kFlashHead / 8>([&](int r, int chunk) {  // 16 bytes of the tile a piece, as stored
+      const int at = 8 * (r * (kFlashHead / 8) + chunk);
+      copy16(sDs + stage * kTileElements + at, ds + static_cast<std::size_t>(kt) * kDsTileWords + at / 2, true);
+    });
+  };
+  fetch(0, 0);
+  commitCopies();
+  float dq[8][4] = {};
+  for (int kt = 0; kt <= tile; ++kt) {
+    const int stage = kt & 1;
+    if (kt < tile) fetch(kt + 1, stage ^ 1);  // into the stage every warp finished at kt - 1
+    commitCopies();
+    awaitCopies<1>();
+    __syncthreads();
+    const E* kTile = sK + stage * kTileElements;
+    const E* dsTile = sDs + stage * kTileElements;
+#pragma unroll
+    for (int ks = 0; ks < K::kSteps; ++ks)
+      productStep<K, TileRead::ByColumns>(dq, dsFragment(dsTile, warp, ks, lane), kTile, ks, place);  // dq += ds·k
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+  storeOutputRows(dqkv.at(head.wide), head.ld, dq, q0 + warp * 16 + place.g, T, {scale, scale}, place.c);
+}
+
 // Shared memory: the fixed tiles, S stages of the visited ones, and the p rows where kHeldA is false.
 template <class K>
 constexpr std::size_t kFlashForwardShared = (1 + 2 * K::kStages) * kTileElements * sizeof(typename K::Element);
@@ -707,6 +785,7 @@ constexpr std::size_t kFlashKeysShared = (2 + 2 * K::kStages + (K::kHeldA ? 0 : 
 template <class K>
 constexpr std::size_t kFlashQueriesShared =
     (2 + 2 * K::kStages + (K::kHeldA ? 0 : 1)) * kTileElements * sizeof(typename K::Element);
+constexpr std::size_t kFlashQueriesFromDsShared = 4 * kTileElements * sizeof(__nv_bfloat16);
 
 // Opting in to more than 48 KiB of dynamic shared memory (a kernel's attribute on the current
 // device; set before each launch, a host call of no device work).
@@ -757,19 +836,35 @@ inline osprey::Result<void> flashRowDotsOf(cudaStream_t stream, const float* dou
   return {};
 }
 
+// The uint32 words of the dsᵀ tiles the bf16 backward hands from its keys kernel to its queries
+// kernel: B·NH heads × tiles·(tiles + 1)/2 tile pairs × 2048 (for GPT-2 124M at B16 T1024, 214 MB,
+// held only while the backward runs).
+inline osprey::Index flashDsWords(osprey::Index B, osprey::Index T, osprey::Index NH) {
+  const osprey::Index tiles = flash_detail::tiles(T);
+  return B * NH * (tiles * (tiles + 1) / 2) * kDsTileWords;
+}
+
 // dqkv (B, T, 3C; with its twin where dqkv names one) from dout, qkv, the forward's lse and rowDot
-// (flashRowDotsOf's).
+// (flashRowDotsOf's). With bf16 tiles, `dsT` (flashDsWords) carries ds from the keys kernel to
+// dq's; without it (TF32 tiles) dq's kernel computes ds again.
 template <class K>
 osprey::Result<void> flashAttentionBackward(cudaStream_t stream, TileSource dout, TileSource qkv, const float* lse,
                                             const float* rowDot, OutputPlaces dqkv, osprey::Index B, osprey::Index T,
-                                            osprey::Index C, osprey::Index NH) {
+                                            osprey::Index C, osprey::Index NH, std::uint32_t* dsT = nullptr) {
   if (B == 0 || T == 0) return {};
   const int Ti = static_cast<int>(T), Ci = static_cast<int>(C), NHi = static_cast<int>(NH);
   const dim3 grid(flash_detail::tiles(T), static_cast<unsigned>(B * NH));
   OSPREY_CUDA_CHECK(allowShared(flashBackwardKeys<K>, kFlashKeysShared<K>), "flash attention backward: shared memory");
   flashBackwardKeys<K><<<grid, kFlashThreads, kFlashKeysShared<K>, stream>>>(
-      qkv, dout, lse, rowDot, dqkv, Ti, Ci, NHi, flash_detail::scaleLog2(), flash_detail::scale());
+      qkv, dout, lse, rowDot, dqkv, Ti, Ci, NHi, flash_detail::scaleLog2(), flash_detail::scale(),
+      K::kHeldA ? dsT : nullptr);
   OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: keys launch");
+  if (K::kHeldA && dsT) {
+    flashBackwardQueriesFromDs<<<grid, kFlashThreads, kFlashQueriesFromDsShared, stream>>>(qkv, dsT, dqkv, Ti, Ci, NHi,
+                                                                                         flash_detail::scale());
+    OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention backward: queries launch");
+    return {};
+  }
   OSPREY_CUDA_CHECK(allowShared(flashBackwardQueries<K>, kFlashQueriesShared<K>),
                     "flash attention backward: shared memory");
   flashBackwardQueries<K><<<grid, kFlashThreads, kFlashQueriesShared<K>, stream>>>(

@@ -48,6 +48,7 @@
 #include "osprey/gpu/cublas_check.hpp"
 #include "osprey/gpu/cuda.hpp"
 #include "osprey/gpu/handler.hpp"
+#include "osprey/gpu/lt_choices.hpp"
 #include "osprey/gpu/surface.hpp"
 #include "osprey/shape_check.hpp"
 
@@ -134,7 +135,7 @@ class Fast : public Gpu<CudaDevice, float> {
     return Fast(device, OSPREY_TRY(CublasHandle::create()));
   }
   Fast(std::shared_ptr<CudaDevice> device, std::shared_ptr<CublasHandle> blas)
-      : Gpu(std::move(device)), m_blas(std::move(blas)) {}
+      : Gpu(std::move(device)), m_blas(std::move(blas)), m_choices(std::make_shared<LtChoices>()) {}
 
   // build, get, length, zipWith, reduce, indexOf, fromList and load: Gpu's own, on float storage.
 
@@ -166,9 +167,16 @@ class Fast : public Gpu<CudaDevice, float> {
   // The same on bf16 operands (8 significant bits, rounded so by the caller): the tensor cores'
   // bf16 products, summed in float (CUBLAS_COMPUTE_32F). A product of two bf16 values is exact in
   // float, so both precisions are the same here; the parameter keeps one signature for both kinds.
+  // A single product into a fresh packed output goes to cuBLASLt, whose algorithm is chosen by
+  // timing (osprey/gpu/lt_choices.hpp); the rest to cuBLAS.
   Result<void> product(float* out, HalfOperand a, HalfOperand b, Index rows, Index inner, Index cols,
                        float beta = 0.0f, Index batch = 1, Precision precision = Precision::TensorCores,
                        Index ldOut = 0, Index strideOut = 0) {
+    const bool single = batch == 1 && beta == 0.0f && (ldOut == 0 || ldOut == cols) && rows > 0 && inner > 0 &&
+                        cols > 0 && rows <= INT_MAX && inner <= INT_MAX && cols <= INT_MAX;
+    if (single && OSPREY_TRY(epilogueProduct(out, a, b, rows, inner, cols, CUBLASLT_EPILOGUE_DEFAULT,
+                                             static_cast<float*>(nullptr), nullptr)))
+      return {};
     return productOf(out, a, b, rows, inner, cols, beta, batch, precision, ldOut, strideOut);
   }
 
@@ -248,6 +256,13 @@ class Fast : public Gpu<CudaDevice, float> {
 
   std::string device() const { return deviceWith("TF32"); }
 
+  // Whether cuBLASLt products time the heuristic's candidates for each new shape (the default) or
+  // run its first candidate; both give the same bits (osprey/gpu/lt_choices.hpp). Shared by copies.
+  void setProductTuning(bool on) { m_choices->setTuning(on); }
+  // The product shapes chosen so far, and how many of them by timing.
+  std::size_t productShapesChosen() const { return m_choices->chosen(); }
+  std::size_t productShapesTimed() const { return m_choices->timed(); }
+
   // n floats, uninitialised: the output of a product or a fused kernel.
   Result<Buffer> allocate(Index n) { return gpuAllocate<float>(m_device, n); }
 
@@ -310,18 +325,20 @@ class Fast : public Gpu<CudaDevice, float> {
     OSPREY_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                              &workspaceBytes, sizeof(workspaceBytes)),
                         label());
-    cublasLtMatmulHeuristicResult_t chosen{};
-    int found = 0;
-    const cublasStatus_t asked = cublasLtMatmulAlgoGetHeuristic(m_blas->lt(), desc.value, layoutB.value, layoutA.value,
-                                                                layoutOut.value, layoutOut.value, preference.value, 1,
-                                                                &chosen, &found);
-    if (asked == CUBLAS_STATUS_NOT_SUPPORTED || (asked == CUBLAS_STATUS_SUCCESS && found < 1)) return false;
-    OSPREY_CUBLAS_CHECK(asked, label());
     const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
-    OSPREY_CUBLAS_CHECK(cublasLtMatmul(m_blas->lt(), desc.value, &alpha, b.data, layoutB.value, a.data, layoutA.value,
-                                       &beta, addend ? addend : out, layoutOut.value, out, layoutOut.value, &chosen.algo,
-                                       workspace, workspaceBytes, stream()),
-                        label());
+    const auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+      return cublasLtMatmul(m_blas->lt(), desc.value, &alpha, b.data, layoutB.value, a.data, layoutA.value, &beta,
+                            addend ? addend : out, layoutOut.value, out, layoutOut.value, &algo, workspace,
+                            workspaceBytes, stream());
+    };
+    const LtChoices::Key key{static_cast<std::int64_t>(m), static_cast<std::int64_t>(n), static_cast<std::int64_t>(k),
+                             lda, ldb, opA, opB, type, outType, epilogue, addend != nullptr, vector != nullptr};
+    const LtChoices::Product asked{m_blas->lt(), desc.value, layoutB.value, layoutA.value, layoutOut.value,
+                                   layoutOut.value, preference.value, stream(), addend != out,
+                                   static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k)};
+    const auto algo = OSPREY_TRY(m_choices->choose(key, asked, run));
+    if (!algo) return false;
+    OSPREY_CUBLAS_CHECK(run(*algo), label());
     if (m_device->checksEachLaunch()) OSPREY_CHECK(m_device->flush());
     return true;
   }
@@ -385,6 +402,7 @@ class Fast : public Gpu<CudaDevice, float> {
   }
 
   std::shared_ptr<CublasHandle> m_blas;
+  std::shared_ptr<LtChoices> m_choices;  // each product shape's algorithm, shared by copies
   std::shared_ptr<float> m_ltWorkspace;
 };
 
