@@ -83,10 +83,11 @@ osprey::Result<Updated<H>> adamwStep(H& h, const Params<H>& w, const OptimizerSt
   Updated<H> out;
   out.weights.config = out.state.m.config = out.state.v.config = w.config;
   out.state.step = s.step + 1;
-  for (std::size_t i = 0; i < n; ++i) {
-    auto u = OSPREY_TRY(adamwUpdate(h, w.tensors[i], g.tensors[i], s.m.tensors[i], s.v.tensors[i],
-                                    out.state.step, settings,
-                                    decaysTensor(w.config, static_cast<Index>(i))));
+  std::vector<bool> decay(n);
+  for (std::size_t i = 0; i < n; ++i) decay[i] = decaysTensor(w.config, static_cast<Index>(i));
+  auto updates = OSPREY_TRY(adamwUpdates(h, w.tensors, g.tensors, s.m.tensors, s.v.tensors, out.state.step,
+                                         settings, decay));
+  for (auto& u : updates) {
     out.weights.tensors.push_back(std::move(u.param));
     out.state.m.tensors.push_back(std::move(u.m));
     out.state.v.tensors.push_back(std::move(u.v));

@@ -868,6 +868,45 @@ TEST(Fast, HeadLossKeepsPaddedRows) {
   }
 }
 
+// adamwUpdates answers a list of tensors in a few launches (fast_kernels::adamwTensors, 24 tensors
+// a launch): each tensor's update and twin are those of adamwUpdate on it alone, bit for bit, over
+// more tensors than one launch takes, of sizes that fill many blocks, one, or less than a group.
+TEST(Fast, AdamWOverTensorsIsEachTensorsUpdate) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  std::vector<FastHandler::Buffer> ps, gs, ms, vs;
+  std::vector<bool> decay;
+  const Index count = 2 * fast_kernels::kAdamWTensors + 5;
+  for (Index k = 0; k < count; ++k) {
+    const Index n = k % 5 == 0 ? 70001 + k : k % 5 == 1 ? 1 + k % 3 : 768 * (1 + k % 4);
+    ps.push_back(ok(h.build(n, Mixed{100 + k})));
+    gs.push_back(ok(h.build(n, Mixed{200 + k})));
+    ms.push_back(ok(h.build(n, Mixed{300 + k})));
+    auto v = ok(h.build(n, Wave{}));
+    vs.push_back(ok(h.zipWith(v, v, ProductPlusOne{})));  // second moments are >= 0
+    decay.push_back(k % 2 == 0);
+  }
+  const auto all = ok(h.adamwUpdates(ps, gs, ms, vs, 4, 1e-3, 0.9, 0.95, 1e-8, 0.1, decay));
+  ASSERT_EQ(all.size(), ps.size());
+  for (Index k = 0; k < count; ++k) {
+    SCOPED_TRACE(::testing::Message() << "tensor " << k << " of " << ps[k].size());
+    const auto one = ok(h.adamwUpdate(ps[k], gs[k], ms[k], vs[k], 4, 1e-3, 0.9, 0.95, 1e-8, 0.1, decay[k]));
+    EXPECT_EQ(read(all[k].param), read(one.param));
+    EXPECT_EQ(read(all[k].m), read(one.m));
+    EXPECT_EQ(read(all[k].v), read(one.v));
+    // The twins the next step's products read: one row's product over every element of each.
+    const Index n = ps[k].size();
+    auto x = ok(h.build(n, Mixed{36})), bias = ok(h.build(1, Mixed{37}));
+    EXPECT_EQ(read(ok(h.matmulForward(x, all[k].param, bias, 1, n, 1))),
+              read(ok(h.matmulForward(x, one.param, bias, 1, n, 1))));
+  }
+  EXPECT_FALSE(h.adamwUpdates(ps, gs, ms, vs, 0, 1e-3, 0.9, 0.95, 1e-8, 0.1, decay).ok());  // step 0
+  ms.pop_back();
+  const auto refused = h.adamwUpdates(ps, gs, ms, vs, 4, 1e-3, 0.9, 0.95, 1e-8, 0.1, decay);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("first and"), std::string::npos) << refused.error().message;
+}
+
 // The embedding backward: each token's rows found by a sort, then summed in float in segments of
 // rows. Tokens repeat (some ids many times, some never; at B = 70 one id fills three segments of
 // fast_kernels::kTokenSegment rows), positions start past 0, and a base (the lm head's share) is

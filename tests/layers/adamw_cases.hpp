@@ -55,6 +55,34 @@ void firstStepMovesByLearningRate(H& h) {
   EXPECT_NEAR(p[2], 0.5 - 1e-3, 1e-8);
 }
 
+// adamwUpdates over a list is adamwUpdate on each tensor, bit for bit, each with its own decay;
+// lists of different lengths are refused.
+template <class H>
+void listIsEachTensorsUpdate(H& h) {
+  const AdamWSettings a{1e-2, 0.9, 0.95, 1e-8, 0.1};
+  std::vector<Buf<H>> ps, gs, ms, vs;
+  const std::vector<bool> decay = {true, false, true};
+  for (std::size_t k = 0; k < decay.size(); ++k) {
+    const std::size_t n = 5 + 7 * k;
+    ps.push_back(lift(h, randomValues(n, 260 + k)));
+    gs.push_back(lift(h, randomValues(n, 270 + k)));
+    ms.push_back(lift(h, randomValues(n, 280 + k)));
+    auto v = randomValues(n, 290 + k);
+    for (Scalar& x : v) x = x * x;  // second moments are >= 0
+    vs.push_back(lift(h, v));
+  }
+  const auto all = must(adamwUpdates(h, ps, gs, ms, vs, 2, a, decay));
+  ASSERT_EQ(all.size(), ps.size());
+  for (std::size_t k = 0; k < ps.size(); ++k) {
+    const auto one = must(adamwUpdate(h, ps[k], gs[k], ms[k], vs[k], 2, a, decay[k]));
+    EXPECT_EQ(readAll(h, all[k].param), readAll(h, one.param)) << "tensor " << k;
+    EXPECT_EQ(readAll(h, all[k].m), readAll(h, one.m)) << "tensor " << k;
+    EXPECT_EQ(readAll(h, all[k].v), readAll(h, one.v)) << "tensor " << k;
+  }
+  expectError(adamwUpdates(h, ps, gs, ms, vs, 2, a, std::vector<bool>{true}),
+              "adamw: 3 parameters but 3 gradients, 3 first and 3 second moments and 1 decay flags");
+}
+
 template <class H>
 void rejectsBadStepAndShapes(H& h) {
   auto x = lift(h, randomValues(4, 251)), y = lift(h, randomValues(3, 252));

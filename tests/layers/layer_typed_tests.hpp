@@ -73,5 +73,6 @@ TYPED_TEST(LayerTest, RowFoldFaultIsItsError) { sum_cases::rowFoldFaultIsItsErro
 TYPED_TEST(LayerTest, AdamwThreeStepsMatchTorchFormula) { adamw_cases::threeStepsMatchTorchFormula(this->handler); }
 TYPED_TEST(LayerTest, AdamwFirstStepMovesByLearningRate) { adamw_cases::firstStepMovesByLearningRate(this->handler); }
 TYPED_TEST(LayerTest, AdamwRejectsBadStepAndShapes) { adamw_cases::rejectsBadStepAndShapes(this->handler); }
+TYPED_TEST(LayerTest, AdamwListIsEachTensorsUpdate) { adamw_cases::listIsEachTensorsUpdate(this->handler); }
 
 }  // namespace gpt2::testing

@@ -147,6 +147,11 @@ class FastHandler : public osprey::Fast {
                                                     const Buffer& v, osprey::Index t, osprey::Scalar lr,
                                                     osprey::Scalar beta1, osprey::Scalar beta2, osprey::Scalar eps,
                                                     osprey::Scalar weightDecay, bool decay);
+  // Every tensor's update in a few launches (fast_kernels::adamwTensors).
+  osprey::Result<std::vector<AdamWOut<FastHandler>>> adamwUpdates(
+      const std::vector<Buffer>& params, const std::vector<Buffer>& grads, const std::vector<Buffer>& ms,
+      const std::vector<Buffer>& vs, osprey::Index t, osprey::Scalar lr, osprey::Scalar beta1, osprey::Scalar beta2,
+      osprey::Scalar eps, osprey::Scalar weightDecay, const std::vector<bool>& decay);
   // The embedding backward (layers/encoder.hpp; fast/token_sums.hpp), alone and onto the lm
   // head's share of dwte.
   osprey::Result<EncoderGrads<FastHandler>> encoderBackward(const Buffer& dout, const Buffer& tokens, osprey::Index N,

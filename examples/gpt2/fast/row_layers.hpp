@@ -139,24 +139,43 @@ inline osprey::Result<AdamWOut<FastHandler>> FastHandler::adamwUpdate(const Buff
                                                                       osprey::Scalar beta1, osprey::Scalar beta2,
                                                                       osprey::Scalar eps, osprey::Scalar weightDecay,
                                                                       bool decay) {
+  auto one = OSPREY_TRY(adamwUpdates({param}, {grad}, {m}, {v}, t, lr, beta1, beta2, eps, weightDecay, {decay}));
+  return std::move(one.front());
+}
+
+inline osprey::Result<std::vector<AdamWOut<FastHandler>>> FastHandler::adamwUpdates(
+    const std::vector<Buffer>& params, const std::vector<Buffer>& grads, const std::vector<Buffer>& ms,
+    const std::vector<Buffer>& vs, osprey::Index t, osprey::Scalar lr, osprey::Scalar beta1, osprey::Scalar beta2,
+    osprey::Scalar eps, osprey::Scalar weightDecay, const std::vector<bool>& decay) {
   const char* L = "adamw";
-  const osprey::Index n = param.size();
-  OSPREY_CHECK(checkLength(*this, grad, n, L, "grad"));
-  OSPREY_CHECK(checkLength(*this, m, n, L, "first moment"));
-  OSPREY_CHECK(checkLength(*this, v, n, L, "second moment"));
+  OSPREY_CHECK(detail::checkAdamWLists(params, grads, ms, vs, decay));
   if (t < 1) return osprey::Error{fmt::format("{}: step must be 1 or more, got {}", L, t)};
   const osprey::Scalar bc1 = 1.0 - osprey::math::powi(beta1, t), bc2 = 1.0 - osprey::math::powi(beta2, t);
-  auto p2 = OSPREY_TRY(allocate(n)), m2 = OSPREY_TRY(allocate(n)), v2 = OSPREY_TRY(allocate(n));
-  fast_kernels::AdamWBody body{p2.data(), m2.data(), v2.data(), param.data(), grad.data(), m.data(), v.data(),
-                                     static_cast<float>(beta1), static_cast<float>(beta2),
-                                     static_cast<float>(decay ? 1.0 - lr * weightDecay : 1.0),
-                                     static_cast<float>(-(lr / bc1)), static_cast<float>(osprey::math::sqrt(bc2)),
-                                     static_cast<float>(eps)};
-  OSPREY_CHECK(withTwin(p2, [&](__nv_bfloat16* twin) {  // the weights are the next step's product operands
-    body.twin = twin;
-    return byFours(stream(), m_device->multiprocessors(), "fast adamw launch", body, n);
-  }));
-  return AdamWOut<FastHandler>{std::move(p2), std::move(m2), std::move(v2)};
+  std::vector<AdamWOut<FastHandler>> out;
+  std::vector<fast_kernels::AdamWBody> bodies;
+  std::vector<osprey::Index> sizes;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const osprey::Index n = params[i].size();
+    OSPREY_CHECK(checkLength(*this, grads[i], n, L, "grad"));
+    OSPREY_CHECK(checkLength(*this, ms[i], n, L, "first moment"));
+    OSPREY_CHECK(checkLength(*this, vs[i], n, L, "second moment"));
+    auto p2 = OSPREY_TRY(allocate(n)), m2 = OSPREY_TRY(allocate(n)), v2 = OSPREY_TRY(allocate(n));
+    fast_kernels::AdamWBody body{p2.data(), m2.data(), v2.data(), params[i].data(), grads[i].data(), ms[i].data(),
+                                 vs[i].data(), static_cast<float>(beta1), static_cast<float>(beta2),
+                                 static_cast<float>(decay[i] ? 1.0 - lr * weightDecay : 1.0),
+                                 static_cast<float>(-(lr / bc1)), static_cast<float>(osprey::math::sqrt(bc2)),
+                                 static_cast<float>(eps)};
+    // The weights are the next step's product operands: their twins are written by the launch below.
+    OSPREY_CHECK(withTwin(p2, [&](__nv_bfloat16* twin) -> osprey::Result<void> {
+      body.twin = twin;
+      return {};
+    }));
+    bodies.push_back(body);
+    sizes.push_back(n);
+    out.push_back(AdamWOut<FastHandler>{std::move(p2), std::move(m2), std::move(v2)});
+  }
+  OSPREY_CUDA_CHECK(fast_kernels::adamwTensors(stream(), bodies, sizes), "fast adamw launch");
+  return out;
 }
 
 template <class Body>

@@ -8,7 +8,14 @@
 //
 // GPT-2 training decays the 2-D tensors (matrices, embeddings) and not the 1-D ones (biases,
 // LayerNorm gains); the caller says which with `decay`.
+//
+// adamwUpdates is the same step for several tensors at once, each with its own decay: defined as
+// adamwUpdate on each in turn, so that a handler may answer the whole list together (the fast
+// handler: a few launches for a GPT-2 step's 148 tensors, where one a tensor left the device
+// waiting on each small one's launch).
 #pragma once
+
+#include <vector>
 
 #include "gpt2/layers/common.hpp"
 
@@ -92,6 +99,60 @@ osprey::Result<AdamWOut<H>> adamwUpdate(H& h, const Buf<H>& param, const Buf<H>&
                                         const Buf<H>& m, const Buf<H>& v, osprey::Index t,
                                         const AdamWSettings& s, bool decay) {
   return adamwUpdate(h, param, grad, m, v, t, s.lr, s.beta1, s.beta2, s.eps, s.weightDecay, decay);
+}
+
+namespace detail {
+// The four lists and the decay flags hold one entry a tensor.
+template <class List>
+osprey::Result<void> checkAdamWLists(const List& params, const List& grads, const List& ms, const List& vs,
+                                     const std::vector<bool>& decay) {
+  const std::size_t n = params.size();
+  if (grads.size() != n || ms.size() != n || vs.size() != n || decay.size() != n)
+    return osprey::Error{fmt::format("adamw: {} parameters but {} gradients, {} first and {} second moments and {} "
+                                     "decay flags",
+                                     n, grads.size(), ms.size(), vs.size(), decay.size())};
+  return {};
+}
+}  // namespace detail
+
+namespace reference {
+
+// out[i] = adamwUpdate(params[i], grads[i], ms[i], vs[i], t, ..., decay[i]), in list order.
+template <osprey::Tensor H>
+osprey::Result<std::vector<AdamWOut<H>>> adamwUpdates(H& h, const std::vector<Buf<H>>& params,
+                                                      const std::vector<Buf<H>>& grads, const std::vector<Buf<H>>& ms,
+                                                      const std::vector<Buf<H>>& vs, osprey::Index t,
+                                                      osprey::Scalar lr, osprey::Scalar beta1, osprey::Scalar beta2,
+                                                      osprey::Scalar eps, osprey::Scalar weightDecay,
+                                                      const std::vector<bool>& decay) {
+  OSPREY_CHECK(detail::checkAdamWLists(params, grads, ms, vs, decay));
+  std::vector<AdamWOut<H>> out;
+  out.reserve(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i)
+    out.push_back(OSPREY_TRY(gpt2::adamwUpdate(h, params[i], grads[i], ms[i], vs[i], t, lr, beta1, beta2, eps,
+                                               weightDecay, static_cast<bool>(decay[i]))));
+  return out;
+}
+
+}  // namespace reference
+
+template <osprey::Tensor H>
+osprey::Result<std::vector<AdamWOut<H>>> adamwUpdates(H& h, const std::vector<Buf<H>>& params,
+                                                      const std::vector<Buf<H>>& grads, const std::vector<Buf<H>>& ms,
+                                                      const std::vector<Buf<H>>& vs, osprey::Index t,
+                                                      osprey::Scalar lr, osprey::Scalar beta1, osprey::Scalar beta2,
+                                                      osprey::Scalar eps, osprey::Scalar weightDecay,
+                                                      const std::vector<bool>& decay) {
+  OSPREY_GPT2_DERIVED(adamwUpdates, params, grads, ms, vs, t, lr, beta1, beta2, eps, weightDecay, decay)
+  return reference::adamwUpdates(h, params, grads, ms, vs, t, lr, beta1, beta2, eps, weightDecay, decay);
+}
+
+template <osprey::Tensor H>
+osprey::Result<std::vector<AdamWOut<H>>> adamwUpdates(H& h, const std::vector<Buf<H>>& params,
+                                                      const std::vector<Buf<H>>& grads, const std::vector<Buf<H>>& ms,
+                                                      const std::vector<Buf<H>>& vs, osprey::Index t,
+                                                      const AdamWSettings& s, const std::vector<bool>& decay) {
+  return adamwUpdates(h, params, grads, ms, vs, t, s.lr, s.beta1, s.beta2, s.eps, s.weightDecay, decay);
 }
 
 }  // namespace gpt2
