@@ -60,6 +60,8 @@ struct Tf32Tiles {
   static constexpr bool kHeldA = false;  // an accumulator is not an A fragment: through shared rows
   static constexpr int kKeysBlocks = 1;  // flashBackwardKeys' blocks a multiprocessor (fewer spill)
   static constexpr int kStages = 1;  // tiles loaded from the floats and rounded, one at a time
+  static constexpr int kForwardRows = 1;    // flashForward's 16-row blocks of queries a warp
+  static constexpr int kForwardBlocks = 4;  // flashForward's blocks a multiprocessor
   struct Fragment {
     std::uint32_t r[4];
   };
@@ -131,6 +133,11 @@ struct Bf16Tiles {
   static constexpr int kSteps = 4;  // k-steps of 16 over the 64 columns
   static constexpr bool kHeldA = true;  // an accumulator's blocks 2ks, 2ks + 1 are k-step ks's A
   static constexpr int kKeysBlocks = 3;  // flashBackwardKeys' blocks a multiprocessor (170 registers)
+  // flashForward: each warp takes two 16-row blocks of queries, so that each B fragment of k and v
+  // it loads from shared memory serves two products (the loads had been as many as the products
+  // could take); 2 blocks of 128 queries a multiprocessor.
+  static constexpr int kForwardRows = 2;
+  static constexpr int kForwardBlocks = 2;
   // Tiles copied from the operands' bf16 twins (cp.async, 16 bytes a copy), the next one arriving
   // while this one is used.
   static constexpr int kStages = 2;
@@ -245,6 +252,21 @@ __device__ __forceinline__ void productStep(float (&acc)[8][4], const typename K
     const uint4 b = K::template bTwo<read>(tile, nt, ks, lane);
     K::mma(acc[nt], a, uint2{b.x, b.y});
     K::mma(acc[nt + 1], a, uint2{b.z, b.w});
+  }
+}
+
+// The same for R 16-row blocks of A at once, each B fragment loaded once for all of them.
+template <class K, TileRead read, int R>
+__device__ __forceinline__ void productStepRows(float (&acc)[R][8][4], const typename K::Fragment (&a)[R],
+                                                const typename K::Element* tile, int ks, const typename K::Lane& lane) {
+#pragma unroll
+  for (int nt = 0; nt < 8; nt += 2) {
+    const uint4 b = K::template bTwo<read>(tile, nt, ks, lane);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      K::mma(acc[r][nt], a[r], uint2{b.x, b.y});
+      K::mma(acc[r][nt + 1], a[r], uint2{b.z, b.w});
+    }
   }
 }
 
@@ -438,42 +460,55 @@ __device__ __forceinline__ HeadPlace headPlace(int T, int C, int NH) {
 }
 
 // out (B, T, C) and lse (B, NH, T), the log-sum-exp of each softmax row in base 2 (of s·log2 e).
-// Grid (query tiles, B·NH), the longest tiles first.
+// Grid (query tiles of 64·R rows, B·NH), the longest tiles first; warp w owns rows 16R·w ..
+// 16R·w + 16R - 1 of its block's tile (R = K::kForwardRows) and visits the key tiles up to its
+// last row's, so each row sees the same tiles, in the same order, whatever R is.
 template <class K>
-__global__ void __launch_bounds__(kFlashThreads, 4)
+__global__ void __launch_bounds__(kFlashThreads, K::kForwardBlocks)
     flashForward(TileSource qkv, OutputPlaces out, float* lse, int T, int C, int NH, float scaleLog2) {
   using E = typename K::Element;
-  constexpr int S = K::kStages;
+  constexpr int S = K::kStages, R = K::kForwardRows;
+  static_assert(R == 1 || K::kHeldA, "more than one row block a warp needs p held in registers");
   extern __shared__ __align__(16) unsigned char shared[];
-  E* sQ = reinterpret_cast<E*>(shared);  // then each warp's p rows
-  E* sK = sQ + kTileElements;            // S stages of k, then of v
+  E* sQ = reinterpret_cast<E*>(shared);  // R tiles of q, one tile of 64R rows; then each warp's p rows
+  E* sK = sQ + R * kTileElements;        // S stages of k, then of v
   E* sV = sK + S * kTileElements;
-  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
+  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile * R;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const typename K::Lane place(lane);  // its fragments' places, worked out once
   const HeadPlace head = headPlace(T, C, NH);
   const TileSource q = qkv.at(head.wide);
-  E* rows = sQ + warp * 16 * kFlashHead;  // the warp's q rows, then its p rows
+  E* rows = sQ + warp * 16 * R * kFlashHead;  // the warp's q rows, then its p rows
   const auto fetchKeys = [&](int kt, int stage) {
     fetchTile<K>(sK + stage * kTileElements, q.at(C), head.ld, kt * kFlashTile, T);
     fetchTile<K>(sV + stage * kTileElements, q.at(2 * C), head.ld, kt * kFlashTile, T);
   };
-  fetchTile<K>(sQ, q, head.ld, q0, T);
+#pragma unroll
+  for (int r = 0; r < R; ++r) fetchTile<K>(sQ + r * kTileElements, q, head.ld, q0 + r * kFlashTile, T);
   if constexpr (S == 2) fetchKeys(0, 0);
   commitCopies();
   awaitCopies<0>();
   __syncthreads();
-  typename K::Fragment qa[K::kSteps];
+  typename K::Fragment qa[K::kSteps][R];
 #pragma unroll
-  for (int ks = 0; ks < K::kSteps; ++ks) K::loadA(qa[ks], rows, ks, g, c);
+  for (int ks = 0; ks < K::kSteps; ++ks)
+#pragma unroll
+    for (int r = 0; r < R; ++r) K::loadA(qa[ks][r], rows + r * 16 * kFlashHead, ks, g, c);
   __syncwarp();
-  const int rowA = q0 + warp * 16 + g, rowB = rowA + 8;
-  float o[8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  for (int kt = 0; kt <= tile; ++kt) {
+  const int first = q0 + warp * 16 * R;  // the warp's first row; row block r's lanes hold rowA[r], + 8
+  int rowA[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rowA[r] = first + 16 * r + g;
+  const int lastKeys = (q0 + kFlashTile * R - 1) / kFlashTile;      // the block's last key tile
+  const int ownLast = (first + 16 * R - 1) / kFlashTile;             // the warp's
+  float o[R][8][4] = {}, m[R][2], l[R][2];
+#pragma unroll
+  for (int r = 0; r < R; ++r) m[r][0] = m[r][1] = -INFINITY, l[r][0] = l[r][1] = 0.f;
+  for (int kt = 0; kt <= lastKeys; ++kt) {
     const int stage = S == 2 ? kt & 1 : 0;
     if constexpr (S == 2) {
-      if (kt < tile) fetchKeys(kt + 1, stage ^ 1);  // into the stage every warp finished at kt - 1
+      if (kt < lastKeys) fetchKeys(kt + 1, stage ^ 1);  // into the stage every warp finished at kt - 1
       commitCopies();
       awaitCopies<1>();  // this stage's copies are in
     } else {
@@ -481,45 +516,63 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
       fetchKeys(kt, 0);
     }
     __syncthreads();
-    const E* k = sK + stage * kTileElements;
-    const E* v = sV + stage * kTileElements;
-    float s[8][4] = {};
+    if (kt <= ownLast) {  // (a tile wholly after the warp's rows adds nothing to them)
+      const E* k = sK + stage * kTileElements;
+      const E* v = sV + stage * kTileElements;
+      float s[R][8][4] = {};
 #pragma unroll
-    for (int ks = 0; ks < K::kSteps; ++ks) productStep<K, TileRead::ByRows>(s, qa[ks], k, ks, place);
-    if (kt == tile) maskFuture<true>(s, kt * kFlashTile, rowA, rowB, c, -INFINITY);
-    // The rows' maxima of the scores before scaling (the scale is positive, and rounding a product
-    // keeps order, so the scaled maximum is the maximum scaled), then in the units of m.
-    float top[2] = {-INFINITY, -INFINITY};
+      for (int ks = 0; ks < K::kSteps; ++ks) productStepRows<K, TileRead::ByRows, R>(s, qa[ks], k, ks, place);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+      for (int r = 0; r < R; ++r) {
+        if (kt == (first + 16 * r) / kFlashTile) maskFuture<true>(s[r], kt * kFlashTile, rowA[r], rowA[r] + 8, c, -INFINITY);
+        // The rows' maxima of the scores before scaling (the scale is positive, and rounding a
+        // product keeps order, so the scaled maximum is the maximum scaled), then in m's units.
+        float top[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) top[e >> 1] = fmaxf(top[e >> 1], s[nt][e]);
-    // Key 0 is in every row's prefix, so top is finite from the first tile on.
-    top[0] = fmaxf(m[0], quadMax(top[0]) * scaleLog2);
-    top[1] = fmaxf(m[1], quadMax(top[1]) * scaleLog2);
-    const float alpha[2] = {fastExp2(m[0] - top[0]), fastExp2(m[1] - top[1])};
-    l[0] *= alpha[0];
-    l[1] *= alpha[1];
+        for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+          for (int e = 0; e < 4; ++e) top[e >> 1] = fmaxf(top[e >> 1], s[r][nt][e]);
+        // Key 0 is in every row's prefix, so top is finite from the first tile on.
+        top[0] = fmaxf(m[r][0], quadMax(top[0]) * scaleLog2);
+        top[1] = fmaxf(m[r][1], quadMax(top[1]) * scaleLog2);
+        const float alpha[2] = {fastExp2(m[r][0] - top[0]), fastExp2(m[r][1] - top[1])};
+        l[r][0] *= alpha[0];
+        l[r][1] *= alpha[1];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[nt][e] = fastExp2(__fmaf_rn(s[nt][e], scaleLog2, -top[e >> 1]));
-        l[e >> 1] += s[nt][e];  // this lane's share of the row; the group adds them at the end
-        o[nt][e] *= alpha[e >> 1];
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            s[r][nt][e] = fastExp2(__fmaf_rn(s[r][nt][e], scaleLog2, -top[e >> 1]));
+            l[r][e >> 1] += s[r][nt][e];  // this lane's share of the row; the group adds them at the end
+            o[r][nt][e] *= alpha[e >> 1];
+          }
+        m[r][0] = top[0];
+        m[r][1] = top[1];
       }
-    m[0] = top[0];
-    m[1] = top[1];
-    productOfHeld<K, TileRead::ByColumns>(o, s, rows, v, place);
+      if constexpr (K::kHeldA) {  // o += p·v, p's A fragments from the registers
+#pragma unroll
+        for (int ks = 0; ks < K::kSteps; ++ks) {
+          typename K::Fragment a[R];
+#pragma unroll
+          for (int r = 0; r < R; ++r) K::heldA(a[r], s[r], ks);
+          productStepRows<K, TileRead::ByColumns, R>(o, a, v, ks, place);
+        }
+      } else {
+        productOfHeld<K, TileRead::ByColumns>(o[0], s[0], rows, v, place);
+      }
+    }
     if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
-  l[0] = quadSum(l[0]);
-  l[1] = quadSum(l[1]);
-  const float inverse[2] = {1.0f / l[0], 1.0f / l[1]};
-  storeOutputRows(out.at(head.row), static_cast<std::size_t>(C), o, rowA, T, inverse, c);
-  if (c == 0) {
-    if (rowA < T) lse[head.stats + rowA] = m[0] + log2f(l[0]);
-    if (rowB < T) lse[head.stats + rowB] = m[1] + log2f(l[1]);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    l[r][0] = quadSum(l[r][0]);
+    l[r][1] = quadSum(l[r][1]);
+    const float inverse[2] = {1.0f / l[r][0], 1.0f / l[r][1]};
+    storeOutputRows(out.at(head.row), static_cast<std::size_t>(C), o[r], rowA[r], T, inverse, c);
+    if (c == 0) {
+      if (rowA[r] < T) lse[head.stats + rowA[r]] = m[r][0] + log2f(l[r][0]);
+      if (rowA[r] + 8 < T) lse[head.stats + rowA[r] + 8] = m[r][1] + log2f(l[r][1]);
+    }
   }
 }
 
@@ -777,7 +830,8 @@ __global__ void __launch_bounds__(kFlashThreads)
 
 // Shared memory: the fixed tiles, S stages of the visited ones, and the p rows where kHeldA is false.
 template <class K>
-constexpr std::size_t kFlashForwardShared = (1 + 2 * K::kStages) * kTileElements * sizeof(typename K::Element);
+constexpr std::size_t kFlashForwardShared =
+    (K::kForwardRows + 2 * K::kStages) * kTileElements * sizeof(typename K::Element);
 template <class K>
 constexpr std::size_t kFlashKeysShared = (2 + 2 * K::kStages + (K::kHeldA ? 0 : 1)) * kTileElements *
                                              sizeof(typename K::Element) +
@@ -816,7 +870,8 @@ osprey::Result<void> flashAttentionForward(cudaStream_t stream, TileSource qkv, 
                                            osprey::Index B, osprey::Index T, osprey::Index C, osprey::Index NH) {
   if (B == 0 || T == 0) return {};
   OSPREY_CUDA_CHECK(allowShared(flashForward<K>, kFlashForwardShared<K>), "flash attention: shared memory");
-  flashForward<K><<<dim3(flash_detail::tiles(T), static_cast<unsigned>(B * NH)), kFlashThreads,
+  const auto tiles = static_cast<unsigned>((T + kFlashTile * K::kForwardRows - 1) / (kFlashTile * K::kForwardRows));
+  flashForward<K><<<dim3(tiles, static_cast<unsigned>(B * NH)), kFlashThreads,
                     kFlashForwardShared<K>, stream>>>(qkv, out, lse, static_cast<int>(T), static_cast<int>(C),
                                                       static_cast<int>(NH), flash_detail::scaleLog2());
   OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention launch");
