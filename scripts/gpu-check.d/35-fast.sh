@@ -38,8 +38,9 @@ train() {  # $1: bf16 or tf32
     return
   fi
   # Each step line's tokens/s is that step's own time (data, forward, backward, AdamW, the wait for
-  # the device); the median over the steps after the first two (warm-up: cuBLAS heuristics, cold
-  # allocator). (The s/step column is the running average since the start.)
+  # the device); the median over the steps after the first two (warm-up: each product shape's
+  # cuBLASLt algorithm chosen by timing, cold allocator). (The s/step column is the running
+  # average since the start.)
   tps=$(sed -n 's/^step \([0-9]*\)\/[0-9]*:.* | \([0-9.]*\) tokens\/s |.*/\1 \2/p' "$out" |
         awk '$1 > 2 {print $2}' | sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}')
   if [[ -z $tps ]]; then

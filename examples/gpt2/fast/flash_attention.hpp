@@ -5,13 +5,16 @@
 //   s = q·kᵀ / sqrt(hs)                       TF32 tensor-core products, float sums
 //   m, l: the running max and Σ exp(s - m)    (online softmax: o and l rescale when m grows)
 //   o += exp(s - m) · v;  at the end o /= l, and the row's log-sum-exp (m + log l) is kept.
+//   (With bf16 tiles a warp holds two 16-row blocks of queries, a block 128 queries.)
 // Backward, from q, k, v, o, dout and that log-sum-exp (p = exp(s - lse) recomputed per tile):
 //   Drow = Σ dout ∘ o                         (= Σ_t2 att·datt of the reference)
 //   ds   = p ∘ (dout·vᵀ - Drow)
 //   dv = Σ pᵀ·dout,  dk = Σ dsᵀ·q / sqrt(hs)  one block per key tile, over the query tiles after it
 //   dq = Σ ds·k / sqrt(hs)                    one block per query tile, over the key tiles before it
 // Two kernels instead of one with atomic dq updates, so every sum has one fixed order and a step
-// gives the same bits each time it runs.
+// gives the same bits each time it runs. With bf16 tiles the keys kernel hands ds (rounded to
+// bf16, as its own dk product reads it) to dq's kernel through a scratch, so dq's kernel does one
+// product a tile pair; with TF32 tiles it computes s, dp and ds again.
 //
 // The definitions are attention.hpp's reference; only the arithmetic differs: tensor-core products
 // on TF32 or bf16 operands (the handler's kind of product), float softmax with exp2, a different
@@ -524,7 +527,8 @@ __global__ void __launch_bounds__(kFlashThreads, K::kForwardBlocks)
       for (int ks = 0; ks < K::kSteps; ++ks) productStepRows<K, TileRead::ByRows, R>(s, qa[ks], k, ks, place);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        if (kt == (first + 16 * r) / kFlashTile) maskFuture<true>(s[r], kt * kFlashTile, rowA[r], rowA[r] + 8, c, -INFINITY);
+        if (kt == (first + 16 * r) / kFlashTile)  // the row block's diagonal tile
+          maskFuture<true>(s[r], kt * kFlashTile, rowA[r], rowA[r] + 8, c, -INFINITY);
         // The rows' maxima of the scores before scaling (the scale is positive, and rounding a
         // product keeps order, so the scaled maximum is the maximum scaled), then in m's units.
         float top[2] = {-INFINITY, -INFINITY};
@@ -796,7 +800,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   extern __shared__ __align__(16) unsigned char shared[];
   E* sK = reinterpret_cast<E*>(shared);  // 2 stages of k, then of dsᵀ (as stored)
   E* sDs = sK + 2 * kTileElements;
-  const int tiles = static_cast<int>(gridDim.x), tile = tiles - 1 - static_cast<int>(blockIdx.x), q0 = tile * kFlashTile;
+  const int tiles = static_cast<int>(gridDim.x), tile = tiles - 1 - static_cast<int>(blockIdx.x);
+  const int q0 = tile * kFlashTile;
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const K::Lane place(lane);
   const HeadPlace head = headPlace(T, C, NH);

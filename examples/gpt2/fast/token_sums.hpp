@@ -112,7 +112,8 @@ __global__ void __launch_bounds__(kTokenThreads)
     tokenSumsKernel(float* out, const float* base, float baseScale, float sumScale, const float* partials,
                     TokenRuns runs, int Vn, int Cw) {
   using V = Channels<W>;
-  const int l = static_cast<int>(blockIdx.y * kTokenThreads + threadIdx.x), v0 = static_cast<int>(blockIdx.x) * kTokenRowsEach;
+  const int l = static_cast<int>(blockIdx.y * kTokenThreads + threadIdx.x);
+  const int v0 = static_cast<int>(blockIdx.x) * kTokenRowsEach;
   if (l >= Cw) return;
   const V* sums = reinterpret_cast<const V*>(partials) + l;
   V* to = reinterpret_cast<V*>(out) + l;

@@ -14,9 +14,10 @@
 // Each candidate runs once to warm up, then kRuns times between two events, on the product's own
 // operands: a product whose output is also its addend (beta 1, C = D) cannot be run again, and
 // keeps the first candidate; so does a product of fewer than kTimedWork multiply-adds (a decoded
-// token's, a short prompt's), where timing would cost more than any candidate could save. Nothing is timed while the stream is being captured into a graph
-// (the events would be graph nodes); the first candidate runs there, and the shape is left to be
-// chosen at its first run outside a capture.
+// token's, a short prompt's), where timing would cost more than any candidate could save. Nothing
+// is timed while the stream is being captured into a graph (the events would be graph nodes); the
+// first candidate runs there, and the shape is left to be chosen at its first run outside one.
+// Every candidate meets the preference's default alignment (256 bytes), as the first one did.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -113,7 +114,8 @@ class LtChoices {
   static std::pair<int, int> splitOf(const cublasLtMatmulAlgo_t& algo) {
     std::uint32_t splits = 1, scheme = 0;
     std::size_t written = 0;
-    (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written);
+    (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
+                                               &written);
     (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme),
                                                &written);
     return {static_cast<int>(splits), static_cast<int>(scheme)};
