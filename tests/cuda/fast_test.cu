@@ -187,6 +187,15 @@ TEST(Fast, ProductsWithinTheTf32Bound) {
   report("product |Δ| / Σ|a·b|", worst, productBound(3072));
 }
 
+// b's elements rounded to bf16, in a buffer of their own: a product's bf16 operand.
+osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> halvesOf(FastHandler& h, const FastHandler::Buffer& b) {
+  osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> held(h.runtime(),
+                                                            ok(h.runtime()->allocate<__nv_bfloat16>(b.size())), b.size());
+  fast_kernels::bf16Copy<<<64, fast_kernels::kTwinThreads, 0, h.stream()>>>(held.data(), b.data(), b.size(), b.size());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  return held;
+}
+
 // bf16 operands (osprey::HalfOperand): the inputs are bf16 values already, their products exact in
 // float, so only the float sums round: (inner + 1)·2^-24 of Σ|a·b| against the same bf16 values
 // multiplied in double.
@@ -194,13 +203,6 @@ TEST(Fast, Bf16ProductsWithinTheFloatSumBound) {
   auto h = makeFast();
   struct Shape {
     Index rows, inner, cols;
-  };
-  const auto halves = [&](const FastHandler::Buffer& b) {
-    __nv_bfloat16* p = ok(h.runtime()->allocate<__nv_bfloat16>(b.size()));
-    osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16> held(h.runtime(), p, b.size());
-    fast_kernels::bf16Copy<<<64, fast_kernels::kTwinThreads, 0, h.stream()>>>(p, b.data(), b.size(), b.size());
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-    return held;
   };
   const auto rounded = [](std::vector<Scalar> v) {
     for (Scalar& x : v) x = static_cast<Scalar>(__bfloat162float(__float2bfloat16_rn(static_cast<float>(x))));
@@ -213,7 +215,7 @@ TEST(Fast, Bf16ProductsWithinTheFloatSumBound) {
         SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.inner << "x" << s.cols << " aT " << aT << " bT " << bT);
         auto a = ok(h.build(s.rows * s.inner, Mixed{3}));
         auto b = ok(h.build(s.inner * s.cols, Mixed{4}));
-        const auto a16 = halves(a), b16 = halves(b);
+        const auto a16 = halvesOf(h, a), b16 = halvesOf(h, b);
         auto out = ok(h.allocate(s.rows * s.cols));
         ASSERT_TRUE(h.product(out.data(), osprey::HalfOperand{a16.data(), aT}, osprey::HalfOperand{b16.data(), bT},
                               s.rows, s.inner, s.cols)
@@ -261,13 +263,6 @@ TEST(Fast, Bf16ProductsWithinTheFloatSumBound) {
 TEST(Fast, TunedProductsKeepTheFirstCandidatesBits) {
   auto h = makeFast();
   using Halves = osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>;
-  const auto halves = [&](const FastHandler::Buffer& b) {
-    Halves held(h.runtime(), ok(h.runtime()->allocate<__nv_bfloat16>(b.size())), b.size());
-    fast_kernels::bf16Copy<<<64, fast_kernels::kTwinThreads, 0, h.stream()>>>(held.data(), b.data(), b.size(),
-                                                                              b.size());
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-    return held;
-  };
   const auto bitsOf = [&](const void* p, Index bytes) {
     std::vector<unsigned char> bits(static_cast<std::size_t>(bytes));
     EXPECT_EQ(cudaMemcpy(bits.data(), p, bits.size(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -282,8 +277,8 @@ TEST(Fast, TunedProductsKeepTheFirstCandidatesBits) {
                   Shape{1024, 768, 8192, false, true}}) {
     SCOPED_TRACE(::testing::Message() << s.rows << "x" << s.inner << "x" << s.cols << " aT " << s.aT << " bT " << s.bT);
     ASSERT_GE(static_cast<double>(s.rows * s.inner * s.cols), osprey::LtChoices::kTimedWork);  // large enough to time
-    const auto a16 = halves(ok(h.build(s.rows * s.inner, Mixed{5})));
-    const auto b16 = halves(ok(h.build(s.inner * s.cols, Mixed{6})));
+    const auto a16 = halvesOf(h, ok(h.build(s.rows * s.inner, Mixed{5})));
+    const auto b16 = halvesOf(h, ok(h.build(s.inner * s.cols, Mixed{6})));
     auto bias = ok(h.build(s.cols, Mixed{7})), addend = ok(h.build(s.rows * s.cols, Mixed{8}));
     const osprey::HalfOperand a{a16.data(), s.aT}, b{b16.data(), s.bT};
     // The bits of each kind of product: plain, plus bias and addend, into bf16, with B's column sums.

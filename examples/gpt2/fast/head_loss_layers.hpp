@@ -73,8 +73,8 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::headLossB
   OSPREY_CHECK(fast_detail::launched("lm head backward: the targets' rows"));
   const auto rows = OSPREY_TRY(tokenRows(checked.ids, N, V, C));
   OSPREY_CUDA_CHECK(fast_kernels::tokenSums(stream(), g.dwt.data(), g.dwt.data(), static_cast<float>(dloss),
-                                            static_cast<float>(-dloss), z.data(), rows.runs, rows.partials.data(), checked.V,
-                                            static_cast<int>(C)),
+                                            static_cast<float>(-dloss), z.data(), rows.runs, rows.partials.data(),
+                                            checked.V, static_cast<int>(C)),
                     "lm head backward: the targets' sums");
   return g;
 }

@@ -594,8 +594,9 @@ inline cudaError_t adamwTensors(cudaStream_t stream, const std::vector<AdamWBody
     unsigned blocks = 0;
     for (int j = 0; j < list.count; ++j) {
       const AdamWBody& body = bodies[start + j];
-      const osprey::Index n = sizes[start + j], units = body.aligned() ? (n + 3) / 4 : n;
-      list.body[j] = body, list.n[j] = n, list.fours[j] = body.aligned(), list.firstBlock[j] = blocks;
+      const bool fours = body.aligned();
+      const osprey::Index n = sizes[start + j], units = fours ? (n + 3) / 4 : n;
+      list.body[j] = body, list.n[j] = n, list.fours[j] = fours, list.firstBlock[j] = blocks;
       blocks += static_cast<unsigned>(
           std::clamp<osprey::Index>((units + kThreads * kAdamWGroups - 1) / (kThreads * kAdamWGroups), 1, kMostBlocks));
     }

@@ -147,18 +147,15 @@ inline osprey::Result<std::vector<AdamWOut<FastHandler>>> FastHandler::adamwUpda
     const std::vector<Buffer>& params, const std::vector<Buffer>& grads, const std::vector<Buffer>& ms,
     const std::vector<Buffer>& vs, osprey::Index t, osprey::Scalar lr, osprey::Scalar beta1, osprey::Scalar beta2,
     osprey::Scalar eps, osprey::Scalar weightDecay, const std::vector<bool>& decay) {
-  const char* L = "adamw";
   OSPREY_CHECK(detail::checkAdamWLists(params, grads, ms, vs, decay));
-  if (t < 1) return osprey::Error{fmt::format("{}: step must be 1 or more, got {}", L, t)};
+  for (std::size_t i = 0; i < params.size(); ++i)  // every tensor checked before any is allocated
+    OSPREY_CHECK(detail::checkAdamW(*this, params[i], grads[i], ms[i], vs[i], t));
   const osprey::Scalar bc1 = 1.0 - osprey::math::powi(beta1, t), bc2 = 1.0 - osprey::math::powi(beta2, t);
   std::vector<AdamWOut<FastHandler>> out;
   std::vector<fast_kernels::AdamWBody> bodies;
   std::vector<osprey::Index> sizes;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const osprey::Index n = params[i].size();
-    OSPREY_CHECK(checkLength(*this, grads[i], n, L, "grad"));
-    OSPREY_CHECK(checkLength(*this, ms[i], n, L, "first moment"));
-    OSPREY_CHECK(checkLength(*this, vs[i], n, L, "second moment"));
     auto p2 = OSPREY_TRY(allocate(n)), m2 = OSPREY_TRY(allocate(n)), v2 = OSPREY_TRY(allocate(n));
     fast_kernels::AdamWBody body{p2.data(), m2.data(), v2.data(), params[i].data(), grads[i].data(), ms[i].data(),
                                  vs[i].data(), static_cast<float>(beta1), static_cast<float>(beta2),

@@ -44,6 +44,21 @@ OSPREY_INLINE osprey::Scalar adamwSecondMoment(osprey::Scalar v, osprey::Scalar 
   return v * beta2 + ((1.0 - beta2) * g) * g;
 }
 
+namespace detail {
+// grad and the moments have param's length, and the step is 1 or more (every adamw answer checks).
+template <osprey::Tensor H>
+osprey::Result<void> checkAdamW(H& h, const Buf<H>& param, const Buf<H>& grad, const Buf<H>& m, const Buf<H>& v,
+                                osprey::Index t) {
+  const char* L = "adamw";
+  const osprey::Index n = h.length(param);
+  OSPREY_CHECK(checkLength(h, grad, n, L, "grad"));
+  OSPREY_CHECK(checkLength(h, m, n, L, "first moment"));
+  OSPREY_CHECK(checkLength(h, v, n, L, "second moment"));
+  if (t < 1) return osprey::Error{fmt::format("{}: step must be 1 or more, got {}", L, t)};
+  return {};
+}
+}  // namespace detail
+
 namespace reference {
 
 // param, m, v (all the parameter's shape) after step t (1-based) with gradient grad.
@@ -53,12 +68,8 @@ osprey::Result<AdamWOut<H>> adamwUpdate(H& h, const Buf<H>& param, const Buf<H>&
                                         osprey::Scalar lr, osprey::Scalar beta1,
                                         osprey::Scalar beta2, osprey::Scalar eps,
                                         osprey::Scalar weightDecay, bool decay) {
-  const char* L = "adamw";
+  OSPREY_CHECK(detail::checkAdamW(h, param, grad, m, v, t));
   const osprey::Index n = h.length(param);
-  OSPREY_CHECK(checkLength(h, grad, n, L, "grad"));
-  OSPREY_CHECK(checkLength(h, m, n, L, "first moment"));
-  OSPREY_CHECK(checkLength(h, v, n, L, "second moment"));
-  if (t < 1) return osprey::Error{fmt::format("{}: step must be 1 or more, got {}", L, t)};
   const auto pv = param.view(), gv = grad.view(), mv = m.view(), vv = v.view();
   const osprey::Scalar keep = decay ? 1.0 - lr * weightDecay : 1.0;
   const osprey::Scalar bc1 = 1.0 - osprey::math::powi(beta1, t);
