@@ -484,13 +484,18 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
     EXPECT_LT(relativeGap(read(rg.db), read(rgr.db)), kFusedFloatGap);
     EXPECT_GT(relativeGap(read(rg.dx), read(g.dx)), 0.1);  // dresid was added
   }
-  {
-    auto x = ok(h.build(3 * 3072 + 5, Mixed{15})), dout = ok(h.build(3 * 3072 + 5, Mixed{16}));
-    EXPECT_LT(relativeGap(read(ok(h.geluForward(x))), read(ok(reference::geluForward(h, x)))), kFusedFloatGap);
-    EXPECT_LT(relativeGap(read(ok(h.geluBackward(dout, x))), read(ok(reference::geluBackward(h, dout, x)))),
-              kFusedFloatGap);
+  // GELU on [-1, 1], and on [-12, 12], where its gate 1 / (1 + exp(-2u)) reaches 0 (exp(-2u) = inf
+  // below about x = -9) and 1: no NaN where tanh u = ±1.
+  for (Scalar scale : {1.0, 12.0}) {
+    SCOPED_TRACE(::testing::Message() << "gelu on [-" << scale << ", " << scale << "]");
+    auto x = ok(h.build(3 * 3072 + 5, ScaledMixed{15, scale})), dout = ok(h.build(3 * 3072 + 5, Mixed{16}));
+    const auto y = read(ok(h.geluForward(x))), dx = read(ok(h.geluBackward(dout, x)));
+    EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](Scalar v) { return std::isfinite(v); }));
+    EXPECT_TRUE(std::all_of(dx.begin(), dx.end(), [](Scalar v) { return std::isfinite(v); }));
+    EXPECT_LT(relativeGap(y, read(ok(reference::geluForward(h, x)))), kFusedFloatGap);
+    EXPECT_LT(relativeGap(dx, read(ok(reference::geluBackward(h, dout, x)))), kFusedFloatGap);
   }
-  for (Index V : {1, 5, 50257}) {
+  for (Index V : {1, 5, 50257, 70000}) {  // 70,000: more than shared memory holds of a row
     SCOPED_TRACE(::testing::Message() << "V " << V);
     const Index N = 9;
     auto logits = ok(h.build(N * V, Mixed{17}));
@@ -860,6 +865,39 @@ TEST(Fast, HeadLossKeepsPaddedRows) {
       }
     }
     report(fmt::format("lm head and loss backward vs exact ({} products)", c.name).c_str(), worst, bound);
+  }
+}
+
+// The cross-entropy keeps each row's first groups of four in shared memory for its second pass
+// (fast_kernels::crossEntropyCache): the probabilities and losses are the bits of the same kernel
+// reading every logit from memory twice, for rows the cache holds whole (the lm head's padded
+// 50,304), rows it holds in part (70,000: 280 KB), and more rows than blocks (each block refills
+// its cache).
+TEST(Fast, CrossEntropyCacheChangesNoBit) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  int optIn = 0, multiprocessors = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&optIn, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  for (Index V : {50304, 70000}) {
+    const Index N = 300;
+    const int cached = fast_kernels::crossEntropyCache(static_cast<int>(V), static_cast<std::size_t>(optIn));
+    SCOPED_TRACE(::testing::Message() << "V " << V << ", " << cached << " groups cached");
+    if (V == 50304) EXPECT_EQ(cached, V / 4);  // an H100's or H200's 227 KB hold the lm head's row
+    if (V == 70000) {
+      EXPECT_GT(cached, 0);
+      EXPECT_LT(cached, V / 4);
+    }
+    auto logits = ok(h.build(N * V, ScaledMixed{18, 12.0}));
+    auto targets = ok(h.build(N, TargetIds{V}));
+    const auto withCache = ok(h.crossEntropyForward(logits, targets, N, V));
+    auto probs = ok(h.allocate(N * V)), losses = ok(h.allocate(N));
+    fast_kernels::crossEntropyForward<<<fast_kernels::crossEntropyBlocks(N, multiprocessors), fast_kernels::kLossThreads, 0,
+                                        h.stream()>>>(probs.data(), losses.data(), logits.data(), targets.data(), N,
+                                                      static_cast<int>(V), static_cast<int>(V), nullptr, 0);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(read(withCache.losses), read(losses));
+    EXPECT_EQ(read(withCache.probs), read(probs));
   }
 }
 

@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "gpt2/fast/causal_softmax.hpp"  // groupSum, warpSum, warpMax
-#include "gpt2/fast/row_kernels.hpp"     // kGeluScaleF, kGeluCubicF, rowStatistics
+#include "gpt2/fast/row_kernels.hpp"     // geluOf, rowStatistics
 #include "osprey/config.hpp"
 
 namespace gpt2::fast_kernels {
@@ -35,9 +35,7 @@ struct Biased {
 };
 struct GeluOf {
   __device__ float operand(int) const { return 0.0f; }
-  __device__ float operator()(int, float y, float) const {
-    return (0.5f * y) * (1.0f + tanhf(kGeluScaleF * (y + kGeluCubicF * (y * y) * y)));
-  }
+  __device__ float operator()(int, float y, float) const { return geluOf(y); }
 };
 struct PlusResidual {
   const float* residual;

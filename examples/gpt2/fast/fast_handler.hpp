@@ -416,6 +416,10 @@ class FastHandler : public osprey::Fast {
   // [0, V) (a bad one is the reference's "index out of range" fault); V as the kernels take it.
   osprey::Result<int> checkCrossEntropy(const char* layer, const Buffer& table, const char* name,
                                         const Buffer& targets, osprey::Index N, osprey::Index V);
+  // fast_kernels::crossEntropyForward over N rows ld apart, each row's first groups kept in
+  // shared memory for the second pass (as many as a block's opt-in shared memory holds).
+  osprey::Result<void> crossEntropyRows(float* probs, float* losses, const float* logits, const float* targets,
+                                        osprey::Index N, int V, int ld, __nv_bfloat16* halves);
   // body over n elements by fast_kernels::byFoursKernel (AdamW, GELU): four at a time where
   // body.aligned().
   template <class Body>

@@ -36,6 +36,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "gpt2/fast/async_copies.hpp"
 #include "osprey/config.hpp"
 #include "osprey/gpu/cuda_check.hpp"
 #include "osprey/result.hpp"
@@ -371,22 +372,6 @@ __device__ __forceinline__ void loadTile(typename K::Element* tile, const float*
     if (row0 + r < T) v = *reinterpret_cast<const float4*>(src + static_cast<std::size_t>(row0 + r) * ld + 4 * q);
     K::storeFour(tile, r, 4 * q, v);
   });
-}
-
-// Asynchronous copies into shared memory (cp.async): 16 bytes (zeros where `in` is false) or 4.
-__device__ __forceinline__ void copy16(void* dst, const void* src, bool in) {
-  const auto to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src), "r"(in ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void copy4(void* dst, const void* src) {
-  const auto to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(to), "l"(src) : "memory");
-}
-__device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most `pending` of this thread's committed groups are still arriving.
-template <int pending>
-__device__ __forceinline__ void awaitCopies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
 }
 
 // A tensor the kernels read tiles of: its floats, and (with bf16 tiles) its bf16 twin.

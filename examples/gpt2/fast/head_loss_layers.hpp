@@ -40,11 +40,9 @@ inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::headLoss(const 
   auto losses = OSPREY_TRY(allocate(N));
   const bool halves = m_products == Products::Bf16;
   auto probs = halves ? OSPREY_TRY(allocate(probsLength(halves, N, checked.Vp))) : wide;
-  fast_kernels::crossEntropyForward<<<fast_kernels::crossEntropyBlocks(N, m_device->multiprocessors()),
-                                      fast_kernels::kLossThreads, 0, stream()>>>(
-      halves ? nullptr : probs.data(), losses.data(), wide.data(), targets.data(), N, checked.V, checked.Vp,
-      halves ? reinterpret_cast<__nv_bfloat16*>(probs.data()) : nullptr);
-  OSPREY_CHECK(fast_detail::launched("fast cross-entropy launch"));
+  auto* halfProbs = halves ? reinterpret_cast<__nv_bfloat16*>(probs.data()) : nullptr;
+  OSPREY_CHECK(crossEntropyRows(halves ? nullptr : probs.data(), losses.data(), wide.data(), targets.data(), N,
+                                checked.V, checked.Vp, halfProbs));
   return CrossEntropyOut<FastHandler>{std::move(losses), std::move(probs)};
 }
 

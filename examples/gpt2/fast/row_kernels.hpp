@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gpt2/fast/async_copies.hpp"   // copy16 (the cross-entropy's row cache)
 #include "gpt2/fast/causal_softmax.hpp"  // warpSum, warpMax
 #include "osprey/config.hpp"
 
@@ -313,17 +314,31 @@ __device__ __forceinline__ int targetOf(float id, int V) {
 // `halves` rounded to bf16, the lm head backward's bf16 operand.
 //
 // A block takes rows blockIdx, blockIdx + gridDim, ...: the grid is one block a multiprocessor
-// (crossEntropyBlocks; two of 512 threads measured slower), so the rows being read at once are few
-// enough for the L2 cache to hold much of each, and the second pass walks the row backwards, from the part the first pass read
-// last, which is the likeliest still there. Rows on 16 bytes with ld a multiple of 4 (the lm
-// head's padded rows) are read 16 bytes at a time.
+// (crossEntropyBlocks; two of 512 threads measured slower). Each row's first `cachedGroups` groups
+// of four are copied into shared memory first (the lm head's 50,304 floats fit a block's 227 KB on
+// an H100 or H200), every copy in flight at once: the first pass, loading a group and waiting on
+// it before the next, kept too few bytes in flight to fill the memory's bandwidth (2.2 ms for the
+// lm head's 3.3 GB, at 45% of it). Both passes then read the cache, so each logit is read from
+// memory once. Groups beyond the cache are loaded as before, and the second pass walks them
+// backwards, from the part the first pass read last, the likeliest still in the L2 cache. Either
+// way every thread takes the same values in the same order, so the probabilities and losses are
+// the same bits whatever `cachedGroups` is. Rows on 16 bytes with ld a multiple of 4 (the lm
+// head's padded rows) are read 16 bytes at a time; other rows cache nothing.
 constexpr int kLossThreads = 1024, kLossBlocksPerSM = 1;
 __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
     crossEntropyForward(float* probs, float* losses, const float* logits, const float* targets, osprey::Index N,
-                        int V, int ld, __nv_bfloat16* halves = nullptr) {
+                        int V, int ld, __nv_bfloat16* halves, int cachedGroups) {
   __shared__ float scratch[kLossThreads / 32];
+  extern __shared__ float4 rowCache[];  // cachedGroups groups (crossEntropyCache)
   const int tid = static_cast<int>(threadIdx.x);
   const bool byFours = ld % 4 == 0 && alignedTo(logits, 16) && alignedTo(probs, 16) && alignedTo(halves, 8);
+  if (!byFours) cachedGroups = 0;
+  // Thread t copies, takes and writes groups t, t + kLossThreads, ... of every row: it waits for
+  // its own copies alone, and refills a group of the cache with the next row's as soon as it has
+  // written that group's probabilities, so the next row arrives while this one is finished.
+  for (int q = tid; q < cachedGroups && blockIdx.x < N; q += kLossThreads)
+    copy16(rowCache + q, reinterpret_cast<const float4*>(logits + blockIdx.x * ld) + q, true);
+  commitCopies();
   for (osprey::Index n = blockIdx.x; n < N; n += gridDim.x) {
     const float* row = logits + n * ld;
     // One pass for both statistics: each thread keeps its running max and the sum of exp(x - max),
@@ -340,10 +355,13 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
     // Whole groups of four below V (thread t: groups t, t + kLossThreads, ...), then V's last
     // partial group element by element: the same sums whether a group is one load or four.
     const int full = V / 4;
+    const float targetLogit = tid == 0 ? row[targetOf(targets[n], V)] : 0.0f;  // used after the folds
     if (byFours) {
+      const float4* groups = reinterpret_cast<const float4*>(row);
+      awaitCopies<0>();
 #pragma unroll 4
       for (int q = tid; q < full; q += kLossThreads) {
-        const float4 x = reinterpret_cast<const float4*>(row)[q];
+        const float4 x = q < cachedGroups ? rowCache[q] : groups[q];
         take(x.x), take(x.y), take(x.z), take(x.w);
       }
     } else {
@@ -355,14 +373,14 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
     s = blockFold<false, kLossThreads>(m == -INFINITY ? 0.0f : s * __expf(m - rowMax), scratch);
     m = rowMax;
     const float inverse = 1.0f / s;
-    if (tid == 0) losses[n] = logf(s) - (row[targetOf(targets[n], V)] - m);
-    __syncthreads();  // probs may be the logits themselves: the target's logit is read first
+    if (tid == 0) losses[n] = logf(s) - (targetLogit - m);
+    __syncthreads();  // probs may be the logits themselves, whose target logit is read above
     const auto prob = [&](int v, float x) { return v < V ? __expf(x - m) * inverse : 0.0f; };
     if (byFours) {
       const int groups = ld / 4;
-      // Backwards, a thread's groups in the reverse of the first pass's order.
-      for (int q = groups - 1 - tid; q >= 0; q -= kLossThreads) {
-        const float4 x = __ldcs(reinterpret_cast<const float4*>(row) + q);
+      const bool more = n + gridDim.x < N;
+      const float4* next = more ? reinterpret_cast<const float4*>(logits + (n + gridDim.x) * ld) : nullptr;
+      const auto write = [&](int q, float4 x) {
         const int v = 4 * q;
         const float4 p = make_float4(prob(v, x.x), prob(v + 1, x.y), prob(v + 2, x.z), prob(v + 3, x.w));
         if (probs) {
@@ -370,7 +388,18 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
         } else {
           storeBf16Four(halves + n * ld + v, p);
         }
+      };
+      // The cached groups, each refilled after its store (which waits for the value read).
+      int q = tid;
+      for (; q < cachedGroups; q += kLossThreads) {
+        write(q, rowCache[q]);
+        if (more) copy16(rowCache + q, next + q, true);
       }
+      commitCopies();
+      // The rest backwards, from the part the first pass read last.
+      const int last = q + ((groups - 1 - q) / kLossThreads) * kLossThreads;
+      for (int r = last; r >= q; r -= kLossThreads)
+        if (r < groups) write(r, __ldcs(reinterpret_cast<const float4*>(row) + r));
     } else if (probs) {
       float* p = probs + n * ld;
       for (int v = tid; v < ld; v += kLossThreads) p[v] = prob(v, row[v]);
@@ -379,6 +408,15 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
       for (int v = tid; v < ld; v += kLossThreads) p[v] = __float2bfloat16_rn(prob(v, row[v]));
     }
   }
+}
+
+// How many of a row's groups of four crossEntropyForward keeps in shared memory: all of the
+// row's (ld / 4), or as many as `sharedBytes` (a block's opt-in shared memory) holds beside the
+// kernel's own scratch.
+inline int crossEntropyCache(int ld, std::size_t sharedBytes) {
+  const std::size_t own = (kLossThreads / 32) * sizeof(float) + 1024;  // scratch, and a margin
+  const std::size_t room = sharedBytes > own ? (sharedBytes - own) / sizeof(float4) : 0;
+  return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(ld / 4), room));
 }
 
 // crossEntropyForward's grid: kLossBlocksPerSM blocks a multiprocessor, or one a row if fewer.
@@ -436,13 +474,39 @@ constexpr float kGeluScaleF = 0.7978845608028654f, kGeluCubicF = 0.044715f;
 // Each writes its output's bf16 rounding into `twin` too where one is given: GELU's output is the
 // fc projection's input, its gradient the fc layer's dout. A null output writes the twin alone
 // (FastHandler::twinOnly).
+//
+// The kernels compute those formulas through an identity rather than through tanhf:
+//   g = 0.5·(1 + tanh u) = 1 / (1 + e),  e = exp(-2u)      (the logistic function of 2u)
+//   gelu = x·g;   0.5·(1 - tanh² u) = 2·g·(1 - g) = 2·e·g²,  so  gelu' = g·(1 + 2·x·e·g·du)
+// with du = sqrt(2/pi)·(1 + 3·0.044715·x²): one exponential and one reciprocal (ex2.approx,
+// rcp.approx: a few parts in 10^7) and no cancellation, where CUDA's tanhf took about 20
+// instructions and a branch and left GELU's kernels waiting on their instructions rather than on
+// memory (Nsight Compute: the multiprocessors 68-74% busy, the memory 54-66%). exp(-2u) = inf
+// (x below about -9) gives g = 0 and gelu = -0, as 0.5·x·(1 + tanh u) does; exp(-2u) = 0 gives
+// g = 1. Subnormal values are flushed: they arise only where g is 0 or 1 anyway.
+__device__ __forceinline__ float exp2Fast(float v) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+__device__ __forceinline__ float reciprocalFast(float v) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+// exp(-2u) = 2^(x·(a + b·x²)), the constants holding -2·log2(e)·sqrt(2/pi) (and 0.044715).
+constexpr float kGeluExp2F = -2.0f * 1.4426950408889634f * kGeluScaleF, kGeluExp2CubicF = kGeluExp2F * kGeluCubicF;
 __device__ __forceinline__ float geluOf(float v) {
-  return (0.5f * v) * (1.0f + tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v)));
+  const float e = exp2Fast(v * fmaf(kGeluExp2CubicF, v * v, kGeluExp2F));
+  return v * reciprocalFast(1.0f + e);
 }
 __device__ __forceinline__ float geluSlope(float v) {
-  const float th = tanhf(kGeluScaleF * (v + kGeluCubicF * (v * v) * v));
-  const float du = kGeluScaleF * (1.0f + (3.0f * kGeluCubicF) * (v * v));
-  return 0.5f * (1.0f + th) + ((0.5f * v) * (1.0f - th * th)) * du;
+  const float v2 = v * v;
+  const float e = exp2Fast(v * fmaf(kGeluExp2CubicF, v2, kGeluExp2F));
+  const float g = reciprocalFast(1.0f + e);
+  const float du = fmaf(kGeluScaleF * 3.0f * kGeluCubicF, v2, kGeluScaleF);
+  const float w = fminf(e * g, 1.0f);  // e·g = 1 - g; where e = inf, inf·0 would be NaN, not 1
+  return g * fmaf(2.0f * v, w * du, 1.0f);
 }
 // GELU's input x (and the backward's dout) as floats, or as bf16 values (a buffer stored as bf16:
 // FastHandler::withElements), read four at a time as 16 or 8 bytes.

@@ -111,13 +111,23 @@ inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::crossEntropyFor
   const int Vi = OSPREY_TRY(checkCrossEntropy("cross-entropy", logits, "logits", targets, N, V));
   auto probs = OSPREY_TRY(allocate(N * V));
   auto losses = OSPREY_TRY(allocate(N));
-  if (N > 0) {
-    fast_kernels::crossEntropyForward<<<fast_kernels::crossEntropyBlocks(N, m_device->multiprocessors()),
-                                        fast_kernels::kLossThreads, 0, stream()>>>(
-        probs.data(), losses.data(), logits.data(), targets.data(), N, Vi, Vi);
-    OSPREY_CHECK(fast_detail::launched("fast cross-entropy launch"));
-  }
+  if (N > 0)
+    OSPREY_CHECK(crossEntropyRows(probs.data(), losses.data(), logits.data(), targets.data(), N, Vi, Vi, nullptr));
   return CrossEntropyOut<FastHandler>{std::move(losses), std::move(probs)};
+}
+
+inline osprey::Result<void> FastHandler::crossEntropyRows(float* probs, float* losses, const float* logits,
+                                                          const float* targets, osprey::Index N, int V, int ld,
+                                                          __nv_bfloat16* halves) {
+  const int cached = fast_kernels::crossEntropyCache(ld, m_device->sharedMemoryPerBlock());
+  const std::size_t shared = static_cast<std::size_t>(cached) * sizeof(float4);
+  OSPREY_CUDA_CHECK(cudaFuncSetAttribute(fast_kernels::crossEntropyForward,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+                    "fast cross-entropy: shared memory");
+  fast_kernels::crossEntropyForward<<<fast_kernels::crossEntropyBlocks(N, m_device->multiprocessors()),
+                                      fast_kernels::kLossThreads, shared, stream()>>>(probs, losses, logits, targets,
+                                                                                      N, V, ld, halves, cached);
+  return fast_detail::launched("fast cross-entropy launch");
 }
 
 inline osprey::Result<FastHandler::Buffer> FastHandler::crossEntropyBackward(const Buffer& probs,
