@@ -300,6 +300,20 @@ __device__ float blockFold(float v, float* scratch) {
   return Max ? warpMax(v) : warpSum(v);
 }
 
+// 2^v and 1/v from the special-function unit (ex2.approx, rcp.approx: relative errors of a few
+// parts in 10^7), subnormal inputs and results flushed to zero: the cross-entropy's exponentials
+// and GELU's gate.
+__device__ __forceinline__ float exp2Fast(float v) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+__device__ __forceinline__ float reciprocalFast(float v) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+
 // A target id as an index. The ids were checked before the launch and a bad one recorded as a
 // fault (whose run never hands these results out); the clamp only keeps the read inside the row.
 __device__ __forceinline__ int targetOf(float id, int V) {
@@ -307,7 +321,7 @@ __device__ __forceinline__ int targetOf(float id, int V) {
   return t >= 0 && t < V ? t : 0;
 }
 
-// m = max_v logits;  s = Σ exp(logits - m);  probs = exp(logits - m) / s;  (two passes over the row)
+// m = max_v logits;  s = Σ exp(logits - m);  probs = exp(logits - m) / s;
 // loss = log(s) - (logits[target] - m). Targets were checked (ids in [0, V)) before the launch.
 // Rows are ld ≥ V apart in logits and probs; probs' columns [V, ld) are written 0. The
 // probabilities go to `probs` as floats (which may be the logits themselves), or (probs null) to
@@ -315,16 +329,22 @@ __device__ __forceinline__ int targetOf(float id, int V) {
 //
 // A block takes rows blockIdx, blockIdx + gridDim, ...: the grid is one block a multiprocessor
 // (crossEntropyBlocks; two of 512 threads measured slower). Each row's first `cachedGroups` groups
-// of four are copied into shared memory first (the lm head's 50,304 floats fit a block's 227 KB on
-// an H100 or H200), every copy in flight at once: the first pass, loading a group and waiting on
-// it before the next, kept too few bytes in flight to fill the memory's bandwidth (2.2 ms for the
-// lm head's 3.3 GB, at 45% of it). Both passes then read the cache, so each logit is read from
-// memory once. Groups beyond the cache are loaded as before, and the second pass walks them
-// backwards, from the part the first pass read last, the likeliest still in the L2 cache. Either
-// way every thread takes the same values in the same order, so the probabilities and losses are
-// the same bits whatever `cachedGroups` is. Rows on 16 bytes with ld a multiple of 4 (the lm
+// of four are copied into shared memory (the lm head's 50,304 floats fit a block's 227 KB on an
+// H100 or H200), every copy in flight at once, so each logit is read from memory once; a thread
+// refills its groups with the next row's as it writes their probabilities. Groups beyond the
+// cache (rows too wide for it) are read from memory on each pass, the last pass walking them
+// backwards, from the part the pass before read last, the likeliest still in the L2 cache. Every
+// thread takes the same values in the same order whatever `cachedGroups` is, so the results are
+// the same bits with or without the cache. Rows on 16 bytes with ld a multiple of 4 (the lm
 // head's padded rows) are read 16 bytes at a time; other rows cache nothing.
+//
+// Three passes over the row (the maximum, the sum, the probabilities), each of a few instructions
+// a value. With the row in shared memory, one pass keeping a running maximum and a rescaled sum
+// (a branch a value, which splits warps) made the kernel wait on its instructions: Nsight Compute
+// counted about 40 a value, issued on 68% of cycles, with the memory 62% busy. exp(x - m) is
+// 2^((x - m)·log2 e).
 constexpr int kLossThreads = 1024, kLossBlocksPerSM = 1;
+constexpr float kLog2eF = 1.4426950408889634f;
 __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
     crossEntropyForward(float* probs, float* losses, const float* logits, const float* targets, osprey::Index N,
                         int V, int ld, __nv_bfloat16* halves, int cachedGroups) {
@@ -333,7 +353,7 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
   const int tid = static_cast<int>(threadIdx.x);
   const bool byFours = ld % 4 == 0 && alignedTo(logits, 16) && alignedTo(probs, 16) && alignedTo(halves, 8);
   if (!byFours) cachedGroups = 0;
-  // Thread t copies, takes and writes groups t, t + kLossThreads, ... of every row: it waits for
+  // Thread t copies, reads and writes groups t, t + kLossThreads, ... of every row: it waits for
   // its own copies alone, and refills a group of the cache with the next row's as soon as it has
   // written that group's probabilities, so the next row arrives while this one is finished.
   for (int q = tid; q < cachedGroups && blockIdx.x < N; q += kLossThreads)
@@ -341,43 +361,38 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
   commitCopies();
   for (osprey::Index n = blockIdx.x; n < N; n += gridDim.x) {
     const float* row = logits + n * ld;
-    // One pass for both statistics: each thread keeps its running max and the sum of exp(x - max),
-    // rescaled when the max grows; then the block's maximum, and every thread's sum moved onto it.
-    float m = -INFINITY, s = 0.0f;
-    const auto take = [&](float x) {
-      if (x > m) {
-        s = s * __expf(m - x) + 1.0f;  // exp(-inf) = 0 for the first term
-        m = x;
-      } else {
-        s += __expf(x - m);
-      }
-    };
-    // Whole groups of four below V (thread t: groups t, t + kLossThreads, ...), then V's last
-    // partial group element by element: the same sums whether a group is one load or four.
-    const int full = V / 4;
+    const float4* groups = reinterpret_cast<const float4*>(row);
     const float targetLogit = tid == 0 ? row[targetOf(targets[n], V)] : 0.0f;  // used after the folds
-    if (byFours) {
-      const float4* groups = reinterpret_cast<const float4*>(row);
-      awaitCopies<0>();
+    // A pass: f(x) for every value below V, thread t taking whole groups of four t, t +
+    // kLossThreads, ..., then V's last partial group element by element.
+    const int full = V / 4;
+    const auto each = [&](auto&& f) {
+      if (byFours) {
 #pragma unroll 4
-      for (int q = tid; q < full; q += kLossThreads) {
-        const float4 x = q < cachedGroups ? rowCache[q] : groups[q];
-        take(x.x), take(x.y), take(x.z), take(x.w);
+        for (int q = tid; q < full; q += kLossThreads) {
+          const float4 x = q < cachedGroups ? rowCache[q] : groups[q];
+          f(x.x), f(x.y), f(x.z), f(x.w);
+        }
+      } else {
+        for (int q = tid; q < full; q += kLossThreads)
+          f(row[4 * q]), f(row[4 * q + 1]), f(row[4 * q + 2]), f(row[4 * q + 3]);
       }
-    } else {
-      for (int q = tid; q < full; q += kLossThreads)
-        take(row[4 * q]), take(row[4 * q + 1]), take(row[4 * q + 2]), take(row[4 * q + 3]);
-    }
-    for (int v = 4 * full + tid; v < V; v += kLossThreads) take(row[v]);
-    const float rowMax = blockFold<true, kLossThreads>(m, scratch);
-    s = blockFold<false, kLossThreads>(m == -INFINITY ? 0.0f : s * __expf(m - rowMax), scratch);
-    m = rowMax;
+      for (int v = 4 * full + tid; v < V; v += kLossThreads) f(row[v]);
+    };
+    if (byFours) awaitCopies<0>();
+    float m = -INFINITY;
+    each([&](float x) { m = fmaxf(m, x); });
+    m = blockFold<true, kLossThreads>(m, scratch);
+    const auto exponential = [m](float x) { return exp2Fast((x - m) * kLog2eF); };
+    float s = 0.0f;
+    each([&](float x) { s += exponential(x); });  // a NaN logit makes s NaN (fmaxf passes it by)
+    s = blockFold<false, kLossThreads>(s, scratch);
     const float inverse = 1.0f / s;
     if (tid == 0) losses[n] = logf(s) - (targetLogit - m);
     __syncthreads();  // probs may be the logits themselves, whose target logit is read above
-    const auto prob = [&](int v, float x) { return v < V ? __expf(x - m) * inverse : 0.0f; };
+    const auto prob = [&](int v, float x) { return v < V ? exponential(x) * inverse : 0.0f; };
     if (byFours) {
-      const int groups = ld / 4;
+      const int groupsWide = ld / 4;
       const bool more = n + gridDim.x < N;
       const float4* next = more ? reinterpret_cast<const float4*>(logits + (n + gridDim.x) * ld) : nullptr;
       const auto write = [&](int q, float4 x) {
@@ -396,10 +411,10 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
         if (more) copy16(rowCache + q, next + q, true);
       }
       commitCopies();
-      // The rest backwards, from the part the first pass read last.
-      const int last = q + ((groups - 1 - q) / kLossThreads) * kLossThreads;
+      // The rest backwards.
+      const int last = q + ((groupsWide - 1 - q) / kLossThreads) * kLossThreads;
       for (int r = last; r >= q; r -= kLossThreads)
-        if (r < groups) write(r, __ldcs(reinterpret_cast<const float4*>(row) + r));
+        if (r < groupsWide) write(r, __ldcs(groups + r));
     } else if (probs) {
       float* p = probs + n * ld;
       for (int v = tid; v < ld; v += kLossThreads) p[v] = prob(v, row[v]);
@@ -484,16 +499,6 @@ constexpr float kGeluScaleF = 0.7978845608028654f, kGeluCubicF = 0.044715f;
 // memory (Nsight Compute: the multiprocessors 68-74% busy, the memory 54-66%). exp(-2u) = inf
 // (x below about -9) gives g = 0 and gelu = -0, as 0.5·x·(1 + tanh u) does; exp(-2u) = 0 gives
 // g = 1. Subnormal values are flushed: they arise only where g is 0 or 1 anyway.
-__device__ __forceinline__ float exp2Fast(float v) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
-}
-__device__ __forceinline__ float reciprocalFast(float v) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
-}
 // exp(-2u) = 2^(x·(a + b·x²)), the constants holding -2·log2(e)·sqrt(2/pi) (and 0.044715).
 constexpr float kGeluExp2F = -2.0f * 1.4426950408889634f * kGeluScaleF, kGeluExp2CubicF = kGeluExp2F * kGeluCubicF;
 __device__ __forceinline__ float geluOf(float v) {
