@@ -190,12 +190,16 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     const float m = mean[n], s = rstd[n];
     float sumDnorm = 0.0f, sumDnormNorm = 0.0f;
     if (held) {
-      float4 gh[kHeldGroups], xh[kHeldGroups];
+      // dresid's groups are loaded with dout's and x's, all in flight at once: loaded where they
+      // are added, each waited on in turn (dx's stores before it may alias it, for the compiler),
+      // they kept the kernel at two thirds of the memory's bandwidth.
+      float4 gh[kHeldGroups], xh[kHeldGroups], rh[kHeldGroups];
 #pragma unroll
       for (int j = 0; j < kHeldGroups; ++j)
         if (lane + 32 * j < C / 4) {
           gh[j] = reinterpret_cast<const float4*>(g)[lane + 32 * j];
           xh[j] = reinterpret_cast<const float4*>(row)[lane + 32 * j];
+          if (dresid) rh[j] = reinterpret_cast<const float4*>(dresid + n * C)[lane + 32 * j];
         }
 #pragma unroll
       for (int j = 0; j < kHeldGroups; ++j)
@@ -229,10 +233,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
           a.x += terms.x, a.y += terms.y, a.z += terms.z, a.w += terms.w;
           b.x += gh[j].x, b.y += gh[j].y, b.z += gh[j].z, b.w += gh[j].w;
           normSums = a, doutSums = b;
-          if (dresid) {
-            const float4 r = *reinterpret_cast<const float4*>(dresid + n * C + c);
-            out = make_float4(r.x + out.x, r.y + out.y, r.z + out.z, r.w + out.w);
-          }
+          if (dresid) out = make_float4(rh[j].x + out.x, rh[j].y + out.y, rh[j].z + out.z, rh[j].w + out.w);
           *reinterpret_cast<float4*>(dx + n * C + c) = out;
           if (twin) storeBf16Four(twin + n * C + c, out);
         }
