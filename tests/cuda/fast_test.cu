@@ -485,7 +485,7 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
     EXPECT_GT(relativeGap(read(rg.dx), read(g.dx)), 0.1);  // dresid was added
   }
   // GELU on [-1, 1], and on [-12, 12], where its gate 1 / (1 + exp(-2u)) reaches 0 (exp(-2u) = inf
-  // below about x = -9) and 1: no NaN where tanh u = ±1.
+  // below about x = -10) and 1: no NaN where tanh u = ±1.
   for (Scalar scale : {1.0, 12.0}) {
     SCOPED_TRACE(::testing::Message() << "gelu on [-" << scale << ", " << scale << "]");
     auto x = ok(h.build(3 * 3072 + 5, ScaledMixed{15, scale})), dout = ok(h.build(3 * 3072 + 5, Mixed{16}));

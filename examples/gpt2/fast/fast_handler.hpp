@@ -417,7 +417,7 @@ class FastHandler : public osprey::Fast {
   osprey::Result<int> checkCrossEntropy(const char* layer, const Buffer& table, const char* name,
                                         const Buffer& targets, osprey::Index N, osprey::Index V);
   // fast_kernels::crossEntropyForward over N rows ld apart, each row's first groups kept in
-  // shared memory for the second pass (as many as a block's opt-in shared memory holds).
+  // shared memory for its three passes (as many as a block's opt-in shared memory holds).
   osprey::Result<void> crossEntropyRows(float* probs, float* losses, const float* logits, const float* targets,
                                         osprey::Index N, int V, int ld, __nv_bfloat16* halves);
   // body over n elements by fast_kernels::byFoursKernel (AdamW, GELU): four at a time where

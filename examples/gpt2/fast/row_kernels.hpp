@@ -495,11 +495,11 @@ constexpr float kGeluScaleF = 0.7978845608028654f, kGeluCubicF = 0.044715f;
 //   g = 0.5·(1 + tanh u) = 1 / (1 + e),  e = exp(-2u)      (the logistic function of 2u)
 //   gelu = x·g;   0.5·(1 - tanh² u) = 2·g·(1 - g) = 2·e·g²,  so  gelu' = g·(1 + 2·x·e·g·du)
 // with du = sqrt(2/pi)·(1 + 3·0.044715·x²): one exponential and one reciprocal (ex2.approx,
-// rcp.approx: a few parts in 10^7) and no cancellation, where CUDA's tanhf took about 20
-// instructions and a branch and left GELU's kernels waiting on their instructions rather than on
-// memory (Nsight Compute: the multiprocessors 68-74% busy, the memory 54-66%). exp(-2u) = inf
-// (x below about -9) gives g = 0 and gelu = -0, as 0.5·x·(1 + tanh u) does; exp(-2u) = 0 gives
-// g = 1. Subnormal values are flushed: they arise only where g is 0 or 1 anyway.
+// rcp.approx: a few parts in 10^7) and no cancellation. CUDA's tanhf, with its branch for small
+// |u|, left GELU's kernels waiting on their instructions rather than on memory (Nsight Compute:
+// the multiprocessors 68-74% busy, the memory 54-66%). exp(-2u) = inf (x below about -10) gives
+// g = 0 and gelu = -0, as 0.5·x·(1 + tanh u) does; exp(-2u) = 0 gives g = 1. Subnormal values
+// are flushed: they arise only where g is 0 or 1 anyway.
 // exp(-2u) = 2^(x·(a + b·x²)), the constants holding -2·log2(e)·sqrt(2/pi) (and 0.044715).
 constexpr float kGeluExp2F = -2.0f * 1.4426950408889634f * kGeluScaleF, kGeluExp2CubicF = kGeluExp2F * kGeluCubicF;
 __device__ __forceinline__ float geluOf(float v) {
