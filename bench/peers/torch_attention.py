@@ -6,7 +6,8 @@ torch.nn.functional.scaled_dot_product_attention with one backend at a time (cuD
 uses, and FlashAttention-2's): the forward alone, and the forward plus the backward of
 sum(out * dout). Each is checked against the math backend in float32 first (largest |difference|
 of out, and of dq, dk, dv, relative to the largest value) and skipped if the backend refuses the
-shape. Times are CUDA events around --repeat calls after --warmup, their median per call; Osprey's
+shape. Times: --repeat calls queued back to back between two CUDA events, after --warmup, the
+median of five such runs, per call (host time between calls overlaps the device's). Osprey's
 kernels' times come from Nsight Compute (bench/cuda/NOTES.md), so compare them as kernel times.
 Prints `RESULT|name|unit|value` lines.
 """
@@ -18,19 +19,22 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
-def timed(fn, warmup, repeat):
+def timed(fn, warmup, repeat, rounds=5):
+    """Microseconds a call: `repeat` calls queued back to back between two CUDA events (so the
+    host's time between calls overlaps the device's), the median of `rounds` such runs."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
+    per_call = []
+    for _ in range(rounds):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(repeat):
+            fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)  # µs
-    return statistics.median(times)
+        per_call.append(start.elapsed_time(end) * 1e3 / repeat)
+    return statistics.median(per_call)
 
 
 def gap(got, want):
