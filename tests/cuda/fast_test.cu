@@ -868,11 +868,11 @@ TEST(Fast, HeadLossKeepsPaddedRows) {
   }
 }
 
-// The cross-entropy keeps each row's first groups of four in shared memory for its second pass
+// The cross-entropy keeps each row's first groups of four in shared memory for its passes
 // (fast_kernels::crossEntropyCache): the probabilities and losses are the bits of the same kernel
-// reading every logit from memory twice, for rows the cache holds whole (the lm head's padded
-// 50,304), rows it holds in part (70,000: 280 KB), and more rows than blocks (each block refills
-// its cache).
+// reading every logit from memory on each pass, for rows the cache holds whole (the lm head's
+// padded 50,304), rows it holds in part (70,000: 280 KB), and more rows than blocks (each block
+// refills its cache).
 TEST(Fast, CrossEntropyCacheChangesNoBit) {
   auto h = makeFast();
   auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
@@ -892,9 +892,10 @@ TEST(Fast, CrossEntropyCacheChangesNoBit) {
     auto targets = ok(h.build(N, TargetIds{V}));
     const auto withCache = ok(h.crossEntropyForward(logits, targets, N, V));
     auto probs = ok(h.allocate(N * V)), losses = ok(h.allocate(N));
-    fast_kernels::crossEntropyForward<<<fast_kernels::crossEntropyBlocks(N, multiprocessors), fast_kernels::kLossThreads, 0,
-                                        h.stream()>>>(probs.data(), losses.data(), logits.data(), targets.data(), N,
-                                                      static_cast<int>(V), static_cast<int>(V), nullptr, 0);
+    const unsigned blocks = fast_kernels::crossEntropyBlocks(N, multiprocessors);
+    fast_kernels::crossEntropyForward<<<blocks, fast_kernels::kLossThreads, 0, h.stream()>>>(
+        probs.data(), losses.data(), logits.data(), targets.data(), N, static_cast<int>(V), static_cast<int>(V),
+        nullptr, 0);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     EXPECT_EQ(read(withCache.losses), read(losses));
     EXPECT_EQ(read(withCache.probs), read(probs));

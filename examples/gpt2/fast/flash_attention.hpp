@@ -37,6 +37,7 @@
 #include <cstdint>
 
 #include "gpt2/fast/async_copies.hpp"
+#include "gpt2/fast/fast_math.hpp"  // fastExp2
 #include "osprey/config.hpp"
 #include "osprey/gpu/cuda_check.hpp"
 #include "osprey/result.hpp"
@@ -247,21 +248,10 @@ struct Bf16Tiles {
   }
 };
 
-// One k-step of product() below, its A fragment given.
-template <class K, TileRead read>
-__device__ __forceinline__ void productStep(float (&acc)[8][4], const typename K::Fragment& a,
-                                            const typename K::Element* tile, int ks, const typename K::Lane& lane) {
-#pragma unroll
-  for (int nt = 0; nt < 8; nt += 2) {
-    const uint4 b = K::template bTwo<read>(tile, nt, ks, lane);
-    K::mma(acc[nt], a, uint2{b.x, b.y});
-    K::mma(acc[nt + 1], a, uint2{b.z, b.w});
-  }
-}
-
-// The same for R 16-row blocks of A at once, each B fragment loaded once for all of them.
+// One k-step for R 16-row blocks of A at once (acc[r] += a[r] · B), each B fragment loaded once
+// for all of them.
 template <class K, TileRead read, int R>
-__device__ __forceinline__ void productStepRows(float (&acc)[R][8][4], const typename K::Fragment (&a)[R],
+__device__ __forceinline__ void productStepRows(float (*acc)[8][4], const typename K::Fragment* a,
                                                 const typename K::Element* tile, int ks, const typename K::Lane& lane) {
 #pragma unroll
   for (int nt = 0; nt < 8; nt += 2) {
@@ -272,6 +262,13 @@ __device__ __forceinline__ void productStepRows(float (&acc)[R][8][4], const typ
       K::mma(acc[r][nt + 1], a[r], uint2{b.z, b.w});
     }
   }
+}
+
+// One k-step of product() below, its A fragment given: one block of rows.
+template <class K, TileRead read>
+__device__ __forceinline__ void productStep(float (&acc)[8][4], const typename K::Fragment& a,
+                                            const typename K::Element* tile, int ks, const typename K::Lane& lane) {
+  productStepRows<K, read, 1>(&acc, &a, tile, ks, lane);
 }
 
 // acc[nt] (16 × 64) += A (16 rows at `rows`, 64 wide) · B, B the shared tile read as `read` says.
@@ -398,14 +395,6 @@ __device__ __forceinline__ void fetchTile(typename K::Element* tile, const TileS
              in);
     });
   }
-}
-
-// 2^x by the multi-function unit alone (ex2.approx.ftz: relative error about 2^-22, denormal
-// results flushed to 0, 2^-inf = 0), where exp2f adds instructions around it for denormals.
-__device__ __forceinline__ float fastExp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // The max and sum of a 16-row accumulator's rows g and g + 8 are split over the 4 lanes of a group
@@ -849,7 +838,10 @@ inline bool flashFits(osprey::Index B, osprey::Index C, osprey::Index NH) {
 namespace flash_detail {
 inline float scaleLog2() { return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(kFlashHead))); }
 inline float scale() { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(kFlashHead))); }
-inline unsigned tiles(osprey::Index T) { return static_cast<unsigned>((T + kFlashTile - 1) / kFlashTile); }
+// Tiles of `rows` queries (or keys) covering T.
+inline unsigned tiles(osprey::Index T, osprey::Index rows = kFlashTile) {
+  return static_cast<unsigned>((T + rows - 1) / rows);
+}
 }  // namespace flash_detail
 
 // out (B, T, C; with its copy and twin where out names them) and lse (B, NH, T) from qkv (B, T, 3C);
@@ -860,7 +852,7 @@ osprey::Result<void> flashAttentionForward(cudaStream_t stream, TileSource qkv, 
                                            osprey::Index B, osprey::Index T, osprey::Index C, osprey::Index NH) {
   if (B == 0 || T == 0) return {};
   OSPREY_CUDA_CHECK(allowShared(flashForward<K>, kFlashForwardShared<K>), "flash attention: shared memory");
-  const auto tiles = static_cast<unsigned>((T + kFlashTile * K::kForwardRows - 1) / (kFlashTile * K::kForwardRows));
+  const unsigned tiles = flash_detail::tiles(T, kFlashTile * K::kForwardRows);
   flashForward<K><<<dim3(tiles, static_cast<unsigned>(B * NH)), kFlashThreads,
                     kFlashForwardShared<K>, stream>>>(qkv, out, lse, static_cast<int>(T), static_cast<int>(C),
                                                       static_cast<int>(NH), flash_detail::scaleLog2());

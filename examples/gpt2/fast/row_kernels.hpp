@@ -18,6 +18,7 @@
 
 #include "gpt2/fast/async_copies.hpp"   // copy16 (the cross-entropy's row cache)
 #include "gpt2/fast/causal_softmax.hpp"  // warpSum, warpMax
+#include "gpt2/fast/fast_math.hpp"       // fastExp2, fastReciprocal
 #include "osprey/config.hpp"
 
 namespace gpt2::fast_kernels {
@@ -301,20 +302,6 @@ __device__ float blockFold(float v, float* scratch) {
   return Max ? warpMax(v) : warpSum(v);
 }
 
-// 2^v and 1/v from the special-function unit (ex2.approx, rcp.approx: relative errors of a few
-// parts in 10^7), subnormal inputs and results flushed to zero: the cross-entropy's exponentials
-// and GELU's gate.
-__device__ __forceinline__ float exp2Fast(float v) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
-}
-__device__ __forceinline__ float reciprocalFast(float v) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
-}
-
 // A target id as an index. The ids were checked before the launch and a bad one recorded as a
 // fault (whose run never hands these results out); the clamp only keeps the read inside the row.
 __device__ __forceinline__ int targetOf(float id, int V) {
@@ -357,8 +344,10 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
   // Thread t copies, reads and writes groups t, t + kLossThreads, ... of every row: it waits for
   // its own copies alone, and refills a group of the cache with the next row's as soon as it has
   // written that group's probabilities, so the next row arrives while this one is finished.
-  for (int q = tid; q < cachedGroups && blockIdx.x < N; q += kLossThreads)
-    copy16(rowCache + q, reinterpret_cast<const float4*>(logits + blockIdx.x * ld) + q, true);
+  const auto cacheGroup = [&](osprey::Index n, int q) {
+    copy16(rowCache + q, reinterpret_cast<const float4*>(logits + n * ld) + q, true);
+  };
+  for (int q = tid; q < cachedGroups && blockIdx.x < N; q += kLossThreads) cacheGroup(blockIdx.x, q);
   commitCopies();
   for (osprey::Index n = blockIdx.x; n < N; n += gridDim.x) {
     const float* row = logits + n * ld;
@@ -384,7 +373,7 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
     float m = -INFINITY;
     each([&](float x) { m = fmaxf(m, x); });
     m = blockFold<true, kLossThreads>(m, scratch);
-    const auto exponential = [m](float x) { return exp2Fast((x - m) * kLog2eF); };
+    const auto exponential = [m](float x) { return fastExp2((x - m) * kLog2eF); };
     float s = 0.0f;
     each([&](float x) { s += exponential(x); });  // a NaN logit makes s NaN (fmaxf passes it by)
     s = blockFold<false, kLossThreads>(s, scratch);
@@ -394,8 +383,7 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
     const auto prob = [&](int v, float x) { return v < V ? exponential(x) * inverse : 0.0f; };
     if (byFours) {
       const int groupsWide = ld / 4;
-      const bool more = n + gridDim.x < N;
-      const float4* next = more ? reinterpret_cast<const float4*>(logits + (n + gridDim.x) * ld) : nullptr;
+      const osprey::Index next = n + gridDim.x;
       const auto write = [&](int q, float4 x) {
         const int v = 4 * q;
         const float4 p = make_float4(prob(v, x.x), prob(v + 1, x.y), prob(v + 2, x.z), prob(v + 3, x.w));
@@ -409,7 +397,7 @@ __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
       int q = tid;
       for (; q < cachedGroups; q += kLossThreads) {
         write(q, rowCache[q]);
-        if (more) copy16(rowCache + q, next + q, true);
+        if (next < N) cacheGroup(next, q);
       }
       commitCopies();
       // The rest backwards.
@@ -502,15 +490,17 @@ constexpr float kGeluScaleF = 0.7978845608028654f, kGeluCubicF = 0.044715f;
 // are flushed: they arise only where g is 0 or 1 anyway.
 // exp(-2u) = 2^(x·(a + b·x²)), the constants holding -2·log2(e)·sqrt(2/pi) (and 0.044715).
 constexpr float kGeluExp2F = -2.0f * 1.4426950408889634f * kGeluScaleF, kGeluExp2CubicF = kGeluExp2F * kGeluCubicF;
-__device__ __forceinline__ float geluOf(float v) {
-  const float e = exp2Fast(v * fmaf(kGeluExp2CubicF, v * v, kGeluExp2F));
-  return v * reciprocalFast(1.0f + e);
+struct GeluGate {
+  float e, g;  // exp(-2u), and 1 / (1 + exp(-2u))
+};
+__device__ __forceinline__ GeluGate geluGate(float v) {
+  const float e = fastExp2(v * fmaf(kGeluExp2CubicF, v * v, kGeluExp2F));
+  return {e, fastReciprocal(1.0f + e)};
 }
+__device__ __forceinline__ float geluOf(float v) { return v * geluGate(v).g; }
 __device__ __forceinline__ float geluSlope(float v) {
-  const float v2 = v * v;
-  const float e = exp2Fast(v * fmaf(kGeluExp2CubicF, v2, kGeluExp2F));
-  const float g = reciprocalFast(1.0f + e);
-  const float du = fmaf(kGeluScaleF * 3.0f * kGeluCubicF, v2, kGeluScaleF);
+  const auto [e, g] = geluGate(v);
+  const float du = fmaf(kGeluScaleF * 3.0f * kGeluCubicF, v * v, kGeluScaleF);
   const float w = fminf(e * g, 1.0f);  // e·g = 1 - g; where e = inf, inf·0 would be NaN, not 1
   return g * fmaf(2.0f * v, w * du, 1.0f);
 }
