@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# One command for the GPU machine: builds Osprey for sm_90 (H100/H200), runs every test for the
+# One command for the GPU machine: builds Osprey for sm_90a (H100/H200), runs every test for the
 # cuda device, the bit-identity checks and the benchmarks, and prints a short table LAST.
 #
 #   scripts/gpu-check.sh [all|build|run] [--no-host-tests]
 #
 #     all    (default) build, then run
-#     build  configure build-gpu/ with -DOSPREY_CUDA_ARCH=90 and build every target
+#     build  configure build-gpu/ with -DOSPREY_CUDA_ARCH=90a and build every target
 #     run    with an existing build: host tests (unless --no-host-tests), compile-fail tests,
 #            osprey_cuda_tests, osprey_cuda_bench, then every hook in scripts/gpu-check.d/
 #
 #   Environment: OUT (logs and the table are copied to $OUT/gpu-check/ when set), BUILD_DIR
-#   (default build-gpu), JOBS (default: every core), OSPREY_CUDA_ARCH (default 90), HOOKS_DIR
+#   (default build-gpu), JOBS (default: every core), OSPREY_CUDA_ARCH (default 90a), HOOKS_DIR
 #   (default scripts/gpu-check.d), BUILD_TIMEOUT / HOST_TESTS_TIMEOUT / HOOK_TIMEOUT (seconds).
 #
 # Each command of the device machine may run for at most 10 minutes; the build alone takes a few.
@@ -37,7 +37,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-gpu}
 [[ $build = /* ]] || build=$root/$build
 jobs=${JOBS:-$(nproc)}
-arch=${OSPREY_CUDA_ARCH:-90}
+arch=${OSPREY_CUDA_ARCH:-90a}
 phase=all
 host_tests=1
 for arg in "$@"; do

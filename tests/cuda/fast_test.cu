@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -1067,6 +1068,96 @@ TEST(Fast, FlashAttentionMatchesItsReference) {
     report(fmt::format("flash attention vs exact, out and each of dq, dk, dv ({} tiles)", c.name).c_str(), worst,
            c.flashGap);
   }
+}
+
+// The flash kernels with bf16 tiles two ways: mma.sync (flashForward<Bf16Tiles>, flashBackwardKeys,
+// which a build without sm_90a runs) and warpgroup products (flashForwardWgmma,
+// flashBackwardKeysWgmma: the handler's choice on an H100 or H200), on the same tiles. The same
+// bits, out and the log-sum-exps of the forward and dq, dk, dv of the backward (each sum over the
+// same tiles in the same order, each product's k-steps in order); out within the bf16 bound of the
+// exact reference (the handler's test above checks the backward's); the same bits every run.
+// Lengths around the 64-position tiles and the forward's 128-query blocks.
+TEST(Fast, FlashKernelsAgree) {
+  int major = 0, minor = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), cudaSuccess);
+#if defined(OSPREY_CUDA_WGMMA)
+  if (major == 9 && minor == 0) ASSERT_TRUE(fast_kernels::wgmmaReady());  // an H100/H200 never falls back
+#endif
+  if (!fast_kernels::wgmmaReady()) GTEST_SKIP() << "no sm_90a code for this device: the mma.sync kernels alone run";
+  auto h = makeFast();
+  auto exact = osprey::testing::makeHandler<GpuCuda>();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  const ProductsCase& bf16 = kProductsCases[0];
+  ASSERT_EQ(bf16.products, FastHandler::Products::Bf16);
+  const Index B = 2, NH = 3, C = NH * 64;
+  constexpr Index longest = 1024;
+  const auto deviceArray = [](auto*& p, std::size_t n) { return cudaMalloc(&p, sizeof(*p) * n); };
+  __nv_bfloat16 *qkvTwin = nullptr, *doutTwin = nullptr;
+  std::uint32_t* dsT = nullptr;
+  ASSERT_EQ(deviceArray(qkvTwin, B * longest * 3 * C), cudaSuccess);
+  const std::unique_ptr<__nv_bfloat16, cudaError_t (*)(void*)> heldQkvTwin(qkvTwin, cudaFree);
+  ASSERT_EQ(deviceArray(doutTwin, B * longest * C), cudaSuccess);
+  const std::unique_ptr<__nv_bfloat16, cudaError_t (*)(void*)> heldDoutTwin(doutTwin, cudaFree);
+  ASSERT_EQ(deviceArray(dsT, fast_kernels::flashDsWords(B, longest, NH)), cudaSuccess);
+  const std::unique_ptr<std::uint32_t, cudaError_t (*)(void*)> heldDs(dsT, cudaFree);
+  const char* kKernels[2] = {"mma.sync", "warpgroup"};
+  double worst = 0.0;
+  for (Index T : {Index{1}, Index{5}, Index{64}, Index{65}, Index{128}, Index{130}, Index{257}, longest}) {
+    for (Scalar sharpness : {1.0, 4.0}) {
+      SCOPED_TRACE(::testing::Message() << "T " << T << " sharpness " << sharpness);
+      const ExactValues qkvValues{23, sharpness, bf16.termBits + 1}, doutValues{24, 1.0, bf16.termBits + 1};
+      auto qkv = ok(h.build(B * T * 3 * C, qkvValues)), dout = ok(h.build(B * T * C, doutValues));
+      fast_kernels::bf16Copy<<<64, fast_kernels::kTwinThreads, 0, h.stream()>>>(qkvTwin, qkv.data(), qkv.size(),
+                                                                                qkv.size());
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+      const fast_kernels::TileSource qkvTiles{qkv.data(), qkvTwin}, doutTiles{dout.data(), doutTwin};
+      const auto want = osprey::testing::readAll(
+          exact, ok(reference::attentionForward(exact, ok(exact.build(B * T * 3 * C, qkvValues)), B, T, C, NH)).out);
+      std::vector<Scalar> outs[2], lses[2], dqkvs[2];
+      for (int kernel = 0; kernel < 2; ++kernel) {
+        SCOPED_TRACE(kKernels[kernel]);
+        for (int run = 0; run < 2; ++run) {
+          auto out = ok(h.allocate(B * T * C)), lse = ok(h.allocate(B * NH * T)), rowDot = ok(h.allocate(B * NH * T));
+          auto dqkv = ok(h.allocate(B * T * 3 * C));
+          ASSERT_TRUE((kernel == 0 ? fast_kernels::flashAttentionForward<fast_kernels::Bf16Tiles>(
+                                         h.stream(), qkvTiles, {out.data()}, lse.data(), B, T, C, NH)
+                                   : fast_kernels::flashAttentionForwardWgmma(h.stream(), qkvTiles, {out.data()},
+                                                                              lse.data(), B, T, C, NH))
+                          .ok());
+          ASSERT_TRUE(fast_kernels::flashRowDotsOf(h.stream(), dout.data(), out.data(), rowDot.data(), doutTwin, B, T,
+                                                   C, NH)
+                          .ok());
+          ASSERT_TRUE((kernel == 0 ? fast_kernels::flashAttentionBackward<fast_kernels::Bf16Tiles>(
+                                         h.stream(), doutTiles, qkvTiles, lse.data(), rowDot.data(), {dqkv.data()}, B,
+                                         T, C, NH, dsT)
+                                   : fast_kernels::flashAttentionBackwardWgmma(h.stream(), doutTiles, qkvTiles,
+                                                                               lse.data(), rowDot.data(),
+                                                                               {dqkv.data()}, B, T, C, NH, dsT))
+                          .ok());
+          if (run == 1) {
+            EXPECT_EQ(read(out), outs[kernel]) << "out, a second run";
+            EXPECT_EQ(read(dqkv), dqkvs[kernel]) << "dqkv, a second run";
+            continue;
+          }
+          outs[kernel] = read(out);
+          lses[kernel] = read(lse);
+          dqkvs[kernel] = read(dqkv);
+        }
+        const double gap = relativeGap(outs[kernel], want);
+        EXPECT_LT(gap, bf16.flashGap);
+        worst = std::max(worst, gap);
+      }
+      EXPECT_EQ(outs[1], outs[0]) << "out";
+      EXPECT_EQ(lses[1], lses[0]) << "lse";
+      EXPECT_EQ(dqkvs[1], dqkvs[0]) << "dqkv";
+      std::printf("[ measured ] T %lld sharpness %g out: mma.sync %.3g, warpgroup %.3g; largest gap between them: "
+                  "out %.3g, lse %.3g, dqkv %.3g\n",
+                  static_cast<long long>(T), sharpness, relativeGap(outs[0], want), relativeGap(outs[1], want),
+                  largestGap(outs[0], outs[1]), largestGap(lses[0], lses[1]), largestGap(dqkvs[0], dqkvs[1]));
+    }
+  }
+  report("flash forward kernels vs exact, out (bf16 tiles)", worst, bf16.flashGap);
 }
 
 TEST(Fast, TinyLogitsWithinTolerance) {

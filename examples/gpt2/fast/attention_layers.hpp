@@ -140,8 +140,12 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
     const Buffer out = saved.part(R, BTC);
     OSPREY_CHECK(withTwin(out, [&](__nv_bfloat16* twin) {
       return byProducts([&]<class E>(E) -> osprey::Result<void> {
-        return fast_kernels::flashAttentionForward<FlashTiles<E>>(
-            stream(), OSPREY_TRY(tilesOf<E>(qkv)), {nullptr, saved.data() + R, twin}, saved.data(), B, T, C, NH);
+        const auto tiles = OSPREY_TRY(tilesOf<E>(qkv));
+        const fast_kernels::OutputPlaces places{nullptr, saved.data() + R, twin};
+        // bf16 tiles on an H100/H200: the warpgroup kernel (fast/flash_forward_wgmma.hpp).
+        if (!std::is_same_v<E, float> && fast_kernels::wgmmaReady())
+          return fast_kernels::flashAttentionForwardWgmma(stream(), tiles, places, saved.data(), B, T, C, NH);
+        return fast_kernels::flashAttentionForward<FlashTiles<E>>(stream(), tiles, places, saved.data(), B, T, C, NH);
       });
     }));
     return AttentionOut<FastHandler>{out, std::move(saved)};
@@ -210,14 +214,19 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
       const auto doutTiles = OSPREY_TRY(tilesOf<E>(dout)), qkvTiles = OSPREY_TRY(tilesOf<E>(qkv));
       const std::array<Buffer, 4> held{dout, qkv, att, rowDot};
       const std::array<HalfBuffer, 2> twins{keptTwin(dout), keptTwin(qkv)};
-      // With bf16 tiles, ds goes from the keys kernel to dq's through a scratch of the launch's own.
-      return twinOnly(n3, [doutTiles, qkvTiles, held, twins, B, T, C, NH, device = m_device](
+      // With bf16 tiles, ds goes from the keys kernel to dq's through a scratch of the launch's own;
+      // on an H100/H200 the keys kernel is the warpgroup one (fast/flash_backward_wgmma.hpp).
+      const bool warpgroups = std::is_same_v<E, __nv_bfloat16> && fast_kernels::wgmmaReady();
+      return twinOnly(n3, [doutTiles, qkvTiles, held, twins, B, T, C, NH, warpgroups, device = m_device](
                               cudaStream_t stream, float* floats, __nv_bfloat16* twin) -> osprey::Result<void> {
         osprey::GpuBuffer<osprey::CudaDevice, std::uint32_t> dsT;
         if constexpr (std::is_same_v<E, __nv_bfloat16>) {
           const osprey::Index words = fast_kernels::flashDsWords(B, T, NH);
           dsT = {device, OSPREY_TRY(device->template allocate<std::uint32_t>(words)), words};
         }
+        if (warpgroups)
+          return fast_kernels::flashAttentionBackwardWgmma(stream, doutTiles, qkvTiles, held[2].data(), held[3].data(),
+                                                           {floats, nullptr, twin}, B, T, C, NH, dsT.data());
         return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream, doutTiles, qkvTiles, held[2].data(),
                                                                    held[3].data(), {floats, nullptr, twin}, B, T, C,
                                                                    NH, dsT.data());

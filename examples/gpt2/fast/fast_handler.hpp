@@ -53,6 +53,8 @@
 #include "gpt2/fast/causal_softmax.hpp"
 #include "gpt2/fast/decode_kernels.hpp"
 #include "gpt2/fast/flash_attention.hpp"
+#include "gpt2/fast/flash_backward_wgmma.hpp"
+#include "gpt2/fast/flash_forward_wgmma.hpp"
 #include "gpt2/fast/row_kernels.hpp"
 #include "gpt2/fast/token_sums.hpp"
 #include "gpt2/generate.hpp"  // the model, and the reference continuation

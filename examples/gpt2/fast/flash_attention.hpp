@@ -345,17 +345,17 @@ __device__ __forceinline__ void storeOutputRows(const OutputPlaces& base, std::s
 }
 
 // f(r, piece) for this thread's share of a tile's 64 rows cut into kPerRow pieces each: pieces
-// threadIdx.x + u·kFlashThreads for u below a constant (the kernels run with kFlashThreads threads
-// a block), so that the loop unrolls whole with each piece's place worked out once (a loop from
+// threadIdx.x + u·kThreads for u below a constant (the kernel runs with kThreads threads a block),
+// so that the loop unrolls whole with each piece's place worked out once (a loop from
 // threadIdx.x had a count the compiler could not know, and became a generic loop of index
 // arithmetic in every tile's fetch).
-template <int kPerRow, class F>
+template <int kPerRow, int kThreads = kFlashThreads, class F>
 __device__ __forceinline__ void eachPiece(F f) {
   constexpr int kPieces = kFlashTile * kPerRow;
-  static_assert(kPieces % kFlashThreads == 0);
+  static_assert(kPieces % kThreads == 0);
 #pragma unroll
-  for (int u = 0; u < kPieces / kFlashThreads; ++u) {
-    const int i = static_cast<int>(threadIdx.x) + u * kFlashThreads;
+  for (int u = 0; u < kPieces / kThreads; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * kThreads;
     f(i / kPerRow, i % kPerRow);
   }
 }
@@ -383,13 +383,14 @@ struct TileSource {
 // Rows [row0, row0 + 64) of a head's 64 columns of `src` (rows ld elements apart) into a shared
 // tile, rows at or past T zeros: loadTile from the floats (one stage), or copied from the bf16
 // twin asynchronously (two stages; the caller commits and awaits the copies).
-template <class K>
+template <class K, int kThreads = kFlashThreads>
 __device__ __forceinline__ void fetchTile(typename K::Element* tile, const TileSource& src, std::size_t ld, int row0,
                                           int T) {
   if constexpr (K::kStages == 1) {
+    static_assert(kThreads == kFlashThreads);
     loadTile<K>(tile, src.floats, ld, row0, T);
   } else {
-    eachPiece<kFlashHead / 8>([&](int r, int chunk) {
+    eachPiece<kFlashHead / 8, kThreads>([&](int r, int chunk) {
       const bool in = row0 + r < T;
       copy16(tile + K::at(r, 8 * chunk), src.halves + (in ? static_cast<std::size_t>(row0 + r) * ld : 0) + 8 * chunk,
              in);
@@ -434,6 +435,52 @@ __device__ __forceinline__ HeadPlace headPlace(int T, int C, int NH) {
   const int bh = static_cast<int>(blockIdx.y), b = bh / NH, hh = bh % NH;
   return {static_cast<std::size_t>(b) * T * 3 * C + hh * kFlashHead, static_cast<std::size_t>(3) * C,
           static_cast<std::size_t>(b) * T * C + hh * kFlashHead, static_cast<std::size_t>(bh) * T};
+}
+
+// One key tile's step of the online softmax for a warp's 16 rows of queries (the lane's rows g and
+// g + 8): s holds the tile's scores before scaling, -inf where masked, and becomes p = exp2(s·scaleLog2
+// - m) with m the rows' new running maxima (in log2 units); l, the lane's share of each row's sum,
+// and o, the rows' output so far, are rescaled to the new maxima and l takes this tile's share.
+__device__ __forceinline__ void onlineSoftmax(float (&s)[8][4], float (&m)[2], float (&l)[2], float (&o)[8][4],
+                                              float scaleLog2) {
+  // The rows' maxima of the scores before scaling (the scale is positive, and rounding a product
+  // keeps order, so the scaled maximum is the maximum scaled), then in m's units.
+  float top[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) top[e >> 1] = fmaxf(top[e >> 1], s[nt][e]);
+  // Key 0 is in every row's prefix, so top is finite from the first tile on.
+  top[0] = fmaxf(m[0], quadMax(top[0]) * scaleLog2);
+  top[1] = fmaxf(m[1], quadMax(top[1]) * scaleLog2);
+  const float alpha[2] = {fastExp2(m[0] - top[0]), fastExp2(m[1] - top[1])};
+  l[0] *= alpha[0];
+  l[1] *= alpha[1];
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[nt][e] = fastExp2(__fmaf_rn(s[nt][e], scaleLog2, -top[e >> 1]));
+      l[e >> 1] += s[nt][e];  // this lane's share of the row; the group adds them at the end
+      o[nt][e] *= alpha[e >> 1];
+    }
+  m[0] = top[0];
+  m[1] = top[1];
+}
+
+// The end of a warp's 16 rows of the forward (the lane's rows rowA and rowA + 8): o / l into out,
+// and m + log2 l into lse, the rows below T only.
+__device__ __forceinline__ void finishRows(const OutputPlaces& out, float* lse, const HeadPlace& head,
+                                           const float (&o)[8][4], const float (&m)[2], float (&l)[2], int rowA,
+                                           int T, int C, int c) {
+  l[0] = quadSum(l[0]);
+  l[1] = quadSum(l[1]);
+  const float inverse[2] = {1.0f / l[0], 1.0f / l[1]};
+  storeOutputRows(out.at(head.row), static_cast<std::size_t>(C), o, rowA, T, inverse, c);
+  if (c == 0) {
+    if (rowA < T) lse[head.stats + rowA] = m[0] + log2f(l[0]);
+    if (rowA + 8 < T) lse[head.stats + rowA + 8] = m[1] + log2f(l[1]);
+  }
 }
 
 // out (B, T, C) and lse (B, NH, T), the log-sum-exp of each softmax row in base 2 (of s·log2 e).
@@ -503,29 +550,7 @@ __global__ void __launch_bounds__(kFlashThreads, K::kForwardBlocks)
       for (int r = 0; r < R; ++r) {
         if (kt == (first + 16 * r) / kFlashTile)  // the row block's diagonal tile
           maskFuture<true>(s[r], kt * kFlashTile, rowA[r], rowA[r] + 8, c, -INFINITY);
-        // The rows' maxima of the scores before scaling (the scale is positive, and rounding a
-        // product keeps order, so the scaled maximum is the maximum scaled), then in m's units.
-        float top[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) top[e >> 1] = fmaxf(top[e >> 1], s[r][nt][e]);
-        // Key 0 is in every row's prefix, so top is finite from the first tile on.
-        top[0] = fmaxf(m[r][0], quadMax(top[0]) * scaleLog2);
-        top[1] = fmaxf(m[r][1], quadMax(top[1]) * scaleLog2);
-        const float alpha[2] = {fastExp2(m[r][0] - top[0]), fastExp2(m[r][1] - top[1])};
-        l[r][0] *= alpha[0];
-        l[r][1] *= alpha[1];
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            s[r][nt][e] = fastExp2(__fmaf_rn(s[r][nt][e], scaleLog2, -top[e >> 1]));
-            l[r][e >> 1] += s[r][nt][e];  // this lane's share of the row; the group adds them at the end
-            o[r][nt][e] *= alpha[e >> 1];
-          }
-        m[r][0] = top[0];
-        m[r][1] = top[1];
+        onlineSoftmax(s[r], m[r], l[r], o[r], scaleLog2);
       }
       if constexpr (K::kHeldA) {  // o += p·v, p's A fragments from the registers
 #pragma unroll
@@ -542,16 +567,7 @@ __global__ void __launch_bounds__(kFlashThreads, K::kForwardBlocks)
     if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    l[r][0] = quadSum(l[r][0]);
-    l[r][1] = quadSum(l[r][1]);
-    const float inverse[2] = {1.0f / l[r][0], 1.0f / l[r][1]};
-    storeOutputRows(out.at(head.row), static_cast<std::size_t>(C), o[r], rowA[r], T, inverse, c);
-    if (c == 0) {
-      if (rowA[r] < T) lse[head.stats + rowA[r]] = m[r][0] + log2f(l[r][0]);
-      if (rowA[r] + 8 < T) lse[head.stats + rowA[r] + 8] = m[r][1] + log2f(l[r][1]);
-    }
-  }
+  for (int r = 0; r < R; ++r) finishRows(out, lse, head, o[r], m[r], l[r], rowA[r], T, C, c);
 }
 
 // Drow (B, NH, T) = Σ over the head's channels of dout ∘ out; a warp per (b, t, head). Where

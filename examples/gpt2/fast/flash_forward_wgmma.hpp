@@ -1,0 +1,127 @@
+// The flash attention forward with bf16 tiles on Hopper's warpgroup products (fast/wgmma.hpp):
+// the same online softmax as flash_attention.hpp's flashForward, over the same 64-key tiles in the
+// same order, with the two products of each tile (s = q·kᵀ, o += p·v) issued by a warpgroup of 64
+// queries at once; its sums come out the same, bit for bit (each product's k-steps accumulate in
+// the same order), which tests/cuda/fast_test.cu checks. nvcc units only.
+//
+// Why: flashForward's mma.sync products take every B fragment of k and v through ldmatrix into the
+// registers, and its 255 registers a thread leave two warps a scheduler; Nsight Compute found it
+// waiting on its own instructions (issue slots 36% busy, tensor pipe 32%). Here the tensor cores
+// read q, k and v from shared memory themselves, and p goes from the accumulator into the second
+// product as its A operand without a store: 116 registers a thread, four warpgroups a
+// multiprocessor, whose softmax and products overlap.
+//
+// A block is two warpgroups (128 queries, 256 threads); each k and v tile, copied asynchronously
+// from the bf16 twins in two stages, serves both. A warpgroup stops at its diagonal tile.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "gpt2/fast/flash_forward_wgmma.hpp is compiled by nvcc only"
+#endif
+
+#include "gpt2/fast/flash_attention.hpp"
+#include "gpt2/fast/wgmma.hpp"
+
+namespace gpt2::fast_kernels {
+
+namespace {  // internal linkage (osprey/gpu/cuda.hpp says why)
+
+constexpr int kWgmmaGroups = 2;                        // warpgroups a block
+constexpr int kWgmmaThreads = 128 * kWgmmaGroups;
+constexpr int kWgmmaRows = kFlashTile * kWgmmaGroups;  // queries a block, 64 a warpgroup
+// The block's q tiles, two stages of k and of v, and room to start them on a 1024-byte boundary
+// (the 128-byte swizzle's pattern repeats every 8 rows of 128 bytes).
+constexpr std::size_t kWgmmaForwardShared = (kWgmmaGroups + 4) * kTileElements * sizeof(__nv_bfloat16) + 1024;
+
+// out (B, T, C) and lse (B, NH, T) as flashForward<Bf16Tiles> defines them. Grid (query tiles of
+// 128 rows, B·NH), the longest tiles first.
+__global__ void __launch_bounds__(kWgmmaThreads, 2)
+    flashForwardWgmma(TileSource qkv, OutputPlaces out, float* lse, int T, int C, int NH, float scaleLog2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using K = Bf16Tiles;
+  using E = __nv_bfloat16;
+  extern __shared__ __align__(16) unsigned char shared[];
+  E* sQ = reinterpret_cast<E*>(wgmma::swizzleAligned(shared));  // a tile a warpgroup
+  E* sK = sQ + kWgmmaGroups * kTileElements;                     // two stages of k
+  E* sV = sK + 2 * kTileElements;                                // and of v
+  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kWgmmaRows;
+  const int group = static_cast<int>(threadIdx.x / 128), warp = static_cast<int>(threadIdx.x / 32) % 4;
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, c = lane % 4;
+  const HeadPlace head = headPlace(T, C, NH);
+  const TileSource q = qkv.at(head.wide);
+  const auto fetchKeys = [&](int kt, int stage) {
+    fetchTile<K, kWgmmaThreads>(sK + stage * kTileElements, q.at(C), head.ld, kt * kFlashTile, T);
+    fetchTile<K, kWgmmaThreads>(sV + stage * kTileElements, q.at(2 * C), head.ld, kt * kFlashTile, T);
+  };
+#pragma unroll
+  for (int r = 0; r < kWgmmaGroups; ++r)
+    fetchTile<K, kWgmmaThreads>(sQ + r * kTileElements, q, head.ld, q0 + r * kFlashTile, T);
+  fetchKeys(0, 0);
+  commitCopies();
+  awaitCopies<0>();
+  wgmma::sharedWritesVisible();
+  __syncthreads();
+  // The warpgroup's 64 rows of q: the first product's A, read from shared memory by the products
+  // themselves. (Its fragments held in the registers across the loop, as flashForward holds them,
+  // gave wrong products from the second key tile on with CUDA 13.0's ptxas; A operands in the
+  // registers here are each written just before the product that reads them.)
+  const E* qTile = sQ + group * kTileElements;
+  const int rowA = q0 + group * kFlashTile + warp * 16 + g;  // the lane's rows: rowA and rowA + 8
+  const int lastKeys = (q0 + kWgmmaRows - 1) / kFlashTile;   // the block's last key tile
+  const int diagonal = q0 / kFlashTile + group;              // the warpgroup's
+  float o[8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  for (int kt = 0; kt <= lastKeys; ++kt) {
+    const int stage = kt & 1;
+    if (kt < lastKeys) fetchKeys(kt + 1, stage ^ 1);  // into the stage every warpgroup finished at kt - 1
+    commitCopies();
+    awaitCopies<1>();  // this stage's copies are in
+    wgmma::sharedWritesVisible();
+    __syncthreads();
+    if (kt <= diagonal) {
+      const E* k = sK + stage * kTileElements;
+      const E* v = sV + stage * kTileElements;
+      float s[8][4];  // written whole by the first k-step (accumulate = false)
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < K::kSteps; ++ks)  // s = q·kᵀ: q's and k's rows both run along the product's k
+        wgmma::product64Shared<0>(s, wgmma::descriptor(qTile + 16 * ks), wgmma::descriptor(k + 16 * ks), ks > 0);
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::pin(s);
+      if (kt == diagonal) maskFuture<true>(s, kt * kFlashTile, rowA, rowA + 8, c, -INFINITY);
+      onlineSoftmax(s, m, l, o, scaleLog2);
+      typename K::Fragment p[K::kSteps];  // p rounded to bf16, as flashForward's heldA
+#pragma unroll
+      for (int ks = 0; ks < K::kSteps; ++ks) K::heldA(p[ks], s, ks);
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < K::kSteps; ++ks)  // o += p·v: v's rows (keys) are the product's k
+        wgmma::product64<1>(o, p[ks].r, wgmma::descriptor(v + 16 * kFlashHead * ks), true);
+      wgmma::commit();
+      wgmma::wait<0>();  // before the barrier that lets this stage be refilled
+      wgmma::pin(o);
+    }
+    __syncthreads();
+  }
+  finishRows(out, lse, head, o, m, l, rowA, T, C, c);
+#else
+  __trap();  // built without sm_90a: the host launches this only where wgmmaReady()
+#endif
+}
+
+}  // namespace
+
+// flashAttentionForward<Bf16Tiles>'s result on the warpgroup kernel; wgmmaReady() holds.
+inline osprey::Result<void> flashAttentionForwardWgmma(cudaStream_t stream, TileSource qkv, OutputPlaces out,
+                                                       float* lse, osprey::Index B, osprey::Index T, osprey::Index C,
+                                                       osprey::Index NH) {
+  if (B == 0 || T == 0) return {};
+  OSPREY_CUDA_CHECK(allowShared(flashForwardWgmma, kWgmmaForwardShared), "flash attention: shared memory");
+  flashForwardWgmma<<<dim3(flash_detail::tiles(T, kWgmmaRows), static_cast<unsigned>(B * NH)), kWgmmaThreads,
+                      kWgmmaForwardShared, stream>>>(qkv, out, lse, static_cast<int>(T), static_cast<int>(C),
+                                                     static_cast<int>(NH), flash_detail::scaleLog2());
+  OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention launch");
+  return {};
+}
+
+}  // namespace gpt2::fast_kernels
