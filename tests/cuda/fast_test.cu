@@ -1076,7 +1076,7 @@ TEST(Fast, FlashAttentionMatchesItsReference) {
 // bits, out and the log-sum-exps of the forward and dq, dk, dv of the backward (each sum over the
 // same tiles in the same order, each product's k-steps in order); out within the bf16 bound of the
 // exact reference (the handler's test above checks the backward's); the same bits every run.
-// Lengths around the 64-position tiles and the forward's 128-query blocks.
+// Lengths around the 64-position tiles.
 TEST(Fast, FlashKernelsAgree) {
   int major = 0, minor = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);

@@ -8,11 +8,11 @@
 // registers, and its 255 registers a thread leave two warps a scheduler; Nsight Compute found it
 // waiting on its own instructions (issue slots 36% busy, tensor pipe 32%). Here the tensor cores
 // read q, k and v from shared memory themselves, and p goes from the accumulator into the second
-// product as its A operand without a store: 116 registers a thread, four warpgroups a
+// product as its A operand without a store: 126 registers a thread, four warpgroups a
 // multiprocessor, whose softmax and products overlap.
 //
-// A block is two warpgroups (128 queries, 256 threads); each k and v tile, copied asynchronously
-// from the bf16 twins in two stages, serves both. A warpgroup stops at its diagonal tile.
+// A block is kWgmmaGroups warpgroups of 64 queries; each k and v tile, copied asynchronously from
+// the bf16 twins in two stages, serves them all. A warpgroup stops at its diagonal tile.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -26,7 +26,12 @@ namespace gpt2::fast_kernels {
 
 namespace {  // internal linkage (osprey/gpu/cuda.hpp says why)
 
-constexpr int kWgmmaGroups = 2;                        // warpgroups a block
+// One warpgroup (64 queries) a block and four blocks a multiprocessor, so that each warpgroup's
+// barriers are its own: 95.4 µs at the training shape against 103.7 with two warpgroups a block
+// sharing each k and v tile (tools/profile/flash_kernels_probe.cu), though each tile is then
+// copied in for half as many queries.
+constexpr int kWgmmaGroups = 1;                        // warpgroups a block
+constexpr int kWgmmaBlocks = 4;                        // blocks a multiprocessor
 constexpr int kWgmmaThreads = 128 * kWgmmaGroups;
 constexpr int kWgmmaRows = kFlashTile * kWgmmaGroups;  // queries a block, 64 a warpgroup
 // The block's q tiles, two stages of k and of v, and room to start them on a 1024-byte boundary
@@ -34,8 +39,8 @@ constexpr int kWgmmaRows = kFlashTile * kWgmmaGroups;  // queries a block, 64 a 
 constexpr std::size_t kWgmmaForwardShared = (kWgmmaGroups + 4) * kTileElements * sizeof(__nv_bfloat16) + 1024;
 
 // out (B, T, C) and lse (B, NH, T) as flashForward<Bf16Tiles> defines them. Grid (query tiles of
-// 128 rows, B·NH), the longest tiles first.
-__global__ void __launch_bounds__(kWgmmaThreads, 2)
+// kWgmmaRows, B·NH), the longest tiles first.
+__global__ void __launch_bounds__(kWgmmaThreads, kWgmmaBlocks)
     flashForwardWgmma(TileSource qkv, OutputPlaces out, float* lse, int T, int C, int NH, float scaleLog2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using K = Bf16Tiles;
