@@ -19,7 +19,9 @@
 // Attention: at head size 64, flash attention (fast/flash_attention.hpp): tensor-core tiles of
 // bf16 (copied from qkv's and dout's twins) or TF32, the online softmax, the (T, T) scores never stored; the forward's att is each softmax row's
 // log-sum-exp and a copy of the output, which the backward reads to recompute the probabilities
-// tile by tile. Other head sizes: headProducts reads each head's block of qkv, att or dout in
+// tile by tile. On an H100/H200 with bf16 tiles, the forward and the backward's keys kernel are
+// Hopper's warpgroup products instead (fast/flash_forward_wgmma.hpp, fast/flash_backward_wgmma.hpp),
+// with the same bits. Other head sizes: headProducts reads each head's block of qkv, att or dout in
 // place (strided batched products, or a table of addresses where no single stride fits) around
 // a fused float causal softmax (fast/causal_softmax.hpp), and att is the probabilities.
 //

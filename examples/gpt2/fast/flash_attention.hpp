@@ -24,6 +24,9 @@
 // half the shared-memory bytes and twice the rate): a warp owns 16 rows of its block's 64-row
 // tile; the other operand's tile is in shared memory, laid out so that every fragment read of a
 // warp hits 32 different banks (each kind's at()). The kernels are written once over the kind.
+// With bf16 tiles on an H100/H200 the handler runs the forward and the keys kernel on warpgroup
+// products instead (flash_forward_wgmma.hpp, flash_backward_wgmma.hpp): the same tiles, the same
+// sums in the same order, the same bits; the kernels here stay for other builds and TF32 tiles.
 #pragma once
 
 #if !defined(__CUDACC__)
