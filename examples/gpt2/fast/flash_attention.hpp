@@ -348,17 +348,17 @@ __device__ __forceinline__ void storeOutputRows(const OutputPlaces& base, std::s
 }
 
 // f(r, piece) for this thread's share of a tile's 64 rows cut into kPerRow pieces each: pieces
-// threadIdx.x + u·kThreads for u below a constant (the kernel runs with kThreads threads a block),
-// so that the loop unrolls whole with each piece's place worked out once (a loop from
-// threadIdx.x had a count the compiler could not know, and became a generic loop of index
-// arithmetic in every tile's fetch).
-template <int kPerRow, int kThreads = kFlashThreads, class F>
+// threadIdx.x + u·kFlashThreads for u below a constant (every flash kernel that fetches tiles runs
+// with kFlashThreads threads a block), so that the loop unrolls whole with each piece's place
+// worked out once (a loop from threadIdx.x had a count the compiler could not know, and became a
+// generic loop of index arithmetic in every tile's fetch).
+template <int kPerRow, class F>
 __device__ __forceinline__ void eachPiece(F f) {
   constexpr int kPieces = kFlashTile * kPerRow;
-  static_assert(kPieces % kThreads == 0);
+  static_assert(kPieces % kFlashThreads == 0);
 #pragma unroll
-  for (int u = 0; u < kPieces / kThreads; ++u) {
-    const int i = static_cast<int>(threadIdx.x) + u * kThreads;
+  for (int u = 0; u < kPieces / kFlashThreads; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * kFlashThreads;
     f(i / kPerRow, i % kPerRow);
   }
 }
@@ -386,14 +386,13 @@ struct TileSource {
 // Rows [row0, row0 + 64) of a head's 64 columns of `src` (rows ld elements apart) into a shared
 // tile, rows at or past T zeros: loadTile from the floats (one stage), or copied from the bf16
 // twin asynchronously (two stages; the caller commits and awaits the copies).
-template <class K, int kThreads = kFlashThreads>
+template <class K>
 __device__ __forceinline__ void fetchTile(typename K::Element* tile, const TileSource& src, std::size_t ld, int row0,
                                           int T) {
   if constexpr (K::kStages == 1) {
-    static_assert(kThreads == kFlashThreads);
     loadTile<K>(tile, src.floats, ld, row0, T);
   } else {
-    eachPiece<kFlashHead / 8, kThreads>([&](int r, int chunk) {
+    eachPiece<kFlashHead / 8>([&](int r, int chunk) {
       const bool in = row0 + r < T;
       copy16(tile + K::at(r, 8 * chunk), src.halves + (in ? static_cast<std::size_t>(row0 + r) * ld : 0) + 8 * chunk,
              in);
@@ -637,6 +636,55 @@ __device__ __forceinline__ Bf16Tiles::Fragment dsFragment(const __nv_bfloat16* t
   return {{r.x, r.y, r.z, r.w}};
 }
 
+// The tiles a keys block reads (flashBackwardKeys, flashBackwardKeysWgmma): its own key tile's k
+// and v, fetched once, and each query tile it visits, q and dout with their rows' lse and Drow, in
+// S stages; the caller commits and awaits the copies. Each kernel lays out its shared memory (the
+// warpgroup kernel's tiles first, on the swizzle's 1024-byte boundary) and gives the two runs:
+// `tiles`, k, v, then S stages of q and S of dout; `stats`, S stages of lse and S of Drow.
+template <class K>
+struct KeysBlockTiles {
+  using E = typename K::Element;
+  static constexpr int S = K::kStages;
+  E* sK;         // the block's k
+  E* sV;         // and v
+  E* sQueries;   // S stages of q
+  E* sOuts;      // and of dout
+  float* sLses;  // S stages of lse
+  float* sDots;  // and of Drow
+  HeadPlace head;
+  TileSource qkv, dout;       // the kernel's: the head's columns start at head.wide and head.row,
+  const float *lse, *rowDot;  // and its rows at head.stats
+  int C, T;
+
+  __device__ KeysBlockTiles(E* tiles, float* stats, const HeadPlace& head, TileSource qkv, TileSource dout,
+                            const float* lse, const float* rowDot, int C, int T)
+      : sK(tiles),
+        sV(sK + kTileElements),
+        sQueries(sV + kTileElements),
+        sOuts(sQueries + S * kTileElements),
+        sLses(stats),
+        sDots(sLses + S * kFlashTile),
+        head(head),
+        qkv(qkv),
+        dout(dout),
+        lse(lse),
+        rowDot(rowDot),
+        C(C),
+        T(T) {}
+  // k and v of key tile kt.
+  __device__ __forceinline__ void fetchOwn(int kt) const {
+    fetchTile<K>(sK, qkv.at(head.wide + C), head.ld, kt * kFlashTile, T);
+    fetchTile<K>(sV, qkv.at(head.wide + 2 * C), head.ld, kt * kFlashTile, T);
+  }
+  // q, dout, lse and Drow of query tile qt into stage `stage`.
+  __device__ __forceinline__ void fetchQueries(int qt, int stage) const {
+    fetchTile<K>(sQueries + stage * kTileElements, qkv.at(head.wide), head.ld, qt * kFlashTile, T);
+    fetchTile<K>(sOuts + stage * kTileElements, dout.at(head.row), static_cast<std::size_t>(C), qt * kFlashTile, T);
+    fetchRowStats(sLses + stage * kFlashTile, sDots + stage * kFlashTile, lse + head.stats, rowDot + head.stats,
+                  qt * kFlashTile, T);
+  }
+};
+
 // dk and dv into sections 1 and 2 of dqkv (B, T, 3C). Grid (key tiles, B·NH); block j visits the
 // query tiles j, j + 1, ...; its warps own 16 keys each, so they compute the transposed products
 // (sᵀ = k·qᵀ, dpᵀ = v·doutᵀ) and their own rows of dk and dv.
@@ -647,51 +695,40 @@ __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
   using E = typename K::Element;
   constexpr int S = K::kStages;
   extern __shared__ __align__(16) unsigned char shared[];
-  float* sLses = reinterpret_cast<float*>(shared);  // S stages of lse, then of Drow
-  float* sDots = sLses + S * kFlashTile;
-  E* sK = reinterpret_cast<E*>(sDots + S * kFlashTile);
-  E* sV = sK + kTileElements;
-  E* sQueries = sV + kTileElements;      // S stages of q, then of dout
-  E* sOuts = sQueries + S * kTileElements;
-  E* sP = sOuts + S * kTileElements;  // each warp's pᵀ, then dsᵀ (kinds without kHeldA)
+  float* sStats = reinterpret_cast<float*>(shared);               // S stages of lse, then of Drow
+  E* sTiles = reinterpret_cast<E*>(sStats + 2 * S * kFlashTile);  // k, v, S stages of q, then of dout
+  E* sP = sTiles + (2 + 2 * S) * kTileElements;  // each warp's pᵀ, then dsᵀ (kinds without kHeldA)
   const int tile = static_cast<int>(blockIdx.x), k0 = tile * kFlashTile, tiles = static_cast<int>(gridDim.x);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const typename K::Lane place(lane);  // its fragments' places, worked out once
   const HeadPlace head = headPlace(T, C, NH);
-  const TileSource q = qkv.at(head.wide), doutHead = dout.at(head.row);
-  const auto fetchQueries = [&](int qt, int stage) {
-    fetchTile<K>(sQueries + stage * kTileElements, q, head.ld, qt * kFlashTile, T);
-    fetchTile<K>(sOuts + stage * kTileElements, doutHead, static_cast<std::size_t>(C), qt * kFlashTile, T);
-    fetchRowStats(sLses + stage * kFlashTile, sDots + stage * kFlashTile, lse + head.stats, rowDot + head.stats,
-                  qt * kFlashTile, T);
-  };
-  fetchTile<K>(sK, q.at(C), head.ld, k0, T);
-  fetchTile<K>(sV, q.at(2 * C), head.ld, k0, T);
-  if constexpr (S == 2) fetchQueries(tile, 0);
+  const KeysBlockTiles<K> block(sTiles, sStats, head, qkv, dout, lse, rowDot, C, T);
+  block.fetchOwn(tile);
+  if constexpr (S == 2) block.fetchQueries(tile, 0);
   commitCopies();
-  const E* kRows = sK + warp * 16 * kFlashHead;
-  const E* vRows = sV + warp * 16 * kFlashHead;
+  const E* kRows = block.sK + warp * 16 * kFlashHead;
+  const E* vRows = block.sV + warp * 16 * kFlashHead;
   E* pRows = sP + warp * 16 * kFlashHead;
   const int keyA = k0 + warp * 16 + g, keyB = keyA + 8;
   float dk[8][4] = {}, dv[8][4] = {};
   for (int qt = tile; qt < tiles; ++qt) {
     const int q0 = qt * kFlashTile, stage = S == 2 ? (qt - tile) & 1 : 0;
     if constexpr (S == 2) {
-      if (qt + 1 < tiles) fetchQueries(qt + 1, stage ^ 1);  // into the stage every warp finished
+      if (qt + 1 < tiles) block.fetchQueries(qt + 1, stage ^ 1);  // into the stage every warp finished
       commitCopies();
       awaitCopies<1>();
     } else {
       __syncthreads();  // every warp is done with the previous tiles
-      fetchQueries(qt, 0);
+      block.fetchQueries(qt, 0);
       commitCopies();
       awaitCopies<0>();
     }
     __syncthreads();
-    const E* sQ = sQueries + stage * kTileElements;
-    const E* sO = sOuts + stage * kTileElements;
-    const float* sLse = sLses + stage * kFlashTile;
-    const float* sDot = sDots + stage * kFlashTile;
+    const E* sQ = block.sQueries + stage * kTileElements;
+    const E* sO = block.sOuts + stage * kTileElements;
+    const float* sLse = block.sLses + stage * kFlashTile;
+    const float* sDot = block.sDots + stage * kFlashTile;
     // pᵀ[key][query] = exp2(s·log2 e - lse[query]); 0 where the query comes before the key.
     float p[8][4] = {};
     product<K, TileRead::ByRows>(p, kRows, sQ, place);

@@ -37,50 +37,39 @@ __global__ void __launch_bounds__(kFlashThreads, Bf16Tiles::kKeysBlocks)
   using K = Bf16Tiles;
   using E = __nv_bfloat16;
   extern __shared__ __align__(16) unsigned char shared[];
-  E* sK = reinterpret_cast<E*>(wgmma::swizzleAligned(shared));
-  E* sV = sK + kTileElements;
-  E* sQueries = sV + kTileElements;             // 2 stages of q
-  E* sOuts = sQueries + 2 * kTileElements;      // and of dout
-  float* sLses = reinterpret_cast<float*>(sOuts + 2 * kTileElements);  // 2 stages of lse
-  float* sDots = sLses + 2 * kFlashTile;                               // and of Drow
+  E* sTiles = reinterpret_cast<E*>(wgmma::swizzleAligned(shared));     // k, v, 2 stages of q, then of dout
+  float* sStats = reinterpret_cast<float*>(sTiles + 6 * kTileElements);  // 2 stages of lse, then of Drow
   const int tile = static_cast<int>(blockIdx.x), k0 = tile * kFlashTile, tiles = static_cast<int>(gridDim.x);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, c = lane % 4;
   const HeadPlace head = headPlace(T, C, NH);
-  const TileSource q = qkv.at(head.wide), doutHead = dout.at(head.row);
-  const auto fetchQueries = [&](int qt, int stage) {
-    fetchTile<K>(sQueries + stage * kTileElements, q, head.ld, qt * kFlashTile, T);
-    fetchTile<K>(sOuts + stage * kTileElements, doutHead, static_cast<std::size_t>(C), qt * kFlashTile, T);
-    fetchRowStats(sLses + stage * kFlashTile, sDots + stage * kFlashTile, lse + head.stats, rowDot + head.stats,
-                  qt * kFlashTile, T);
-  };
-  fetchTile<K>(sK, q.at(C), head.ld, k0, T);
-  fetchTile<K>(sV, q.at(2 * C), head.ld, k0, T);
-  fetchQueries(tile, 0);
+  const KeysBlockTiles<K> block(sTiles, sStats, head, qkv, dout, lse, rowDot, C, T);
+  block.fetchOwn(tile);
+  block.fetchQueries(tile, 0);
   commitCopies();
   const int keyA = k0 + warp * 16 + g, keyB = keyA + 8;
   float dk[8][4] = {}, dv[8][4] = {};
   for (int qt = tile; qt < tiles; ++qt) {
     const int q0 = qt * kFlashTile, stage = (qt - tile) & 1;
-    if (qt + 1 < tiles) fetchQueries(qt + 1, stage ^ 1);  // into the stage every warp finished
+    if (qt + 1 < tiles) block.fetchQueries(qt + 1, stage ^ 1);  // into the stage every warp finished
     commitCopies();
     awaitCopies<1>();
     wgmma::sharedWritesVisible();
     __syncthreads();
-    const E* sQ = sQueries + stage * kTileElements;
-    const E* sO = sOuts + stage * kTileElements;
-    const float* sLse = sLses + stage * kFlashTile;
-    const float* sDot = sDots + stage * kFlashTile;
+    const E* sQ = block.sQueries + stage * kTileElements;
+    const E* sO = block.sOuts + stage * kTileElements;
+    const float* sLse = block.sLses + stage * kFlashTile;
+    const float* sDot = block.sDots + stage * kFlashTile;
     // pᵀ = k·qᵀ and dpᵀ = v·doutᵀ, both operands' rows along the products' k (the head's columns).
     float p[8][4], dp[8][4];  // written whole by their first k-steps (accumulate = false)
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < K::kSteps; ++ks)
-      wgmma::product64Shared<0>(p, wgmma::descriptor(sK + 16 * ks), wgmma::descriptor(sQ + 16 * ks), ks > 0);
+      wgmma::product64Shared<0>(p, wgmma::descriptor(block.sK + 16 * ks), wgmma::descriptor(sQ + 16 * ks), ks > 0);
     wgmma::commit();
 #pragma unroll
     for (int ks = 0; ks < K::kSteps; ++ks)
-      wgmma::product64Shared<0>(dp, wgmma::descriptor(sV + 16 * ks), wgmma::descriptor(sO + 16 * ks), ks > 0);
+      wgmma::product64Shared<0>(dp, wgmma::descriptor(block.sV + 16 * ks), wgmma::descriptor(sO + 16 * ks), ks > 0);
     wgmma::commit();
     wgmma::wait<1>();  // pᵀ is in; dpᵀ may still be running
     wgmma::pin(p);

@@ -8,11 +8,11 @@
 // registers, and its 255 registers a thread leave two warps a scheduler; Nsight Compute found it
 // waiting on its own instructions (issue slots 36% busy, tensor pipe 32%). Here the tensor cores
 // read q, k and v from shared memory themselves, and p goes from the accumulator into the second
-// product as its A operand without a store: 126 registers a thread, four warpgroups a
+// product as its A operand without a store: 121 registers a thread, four warpgroups a
 // multiprocessor, whose softmax and products overlap.
 //
-// A block is kWgmmaGroups warpgroups of 64 queries; each k and v tile, copied asynchronously from
-// the bf16 twins in two stages, serves them all. A warpgroup stops at its diagonal tile.
+// A block is one warpgroup and its 64 queries; the k and v tiles, copied asynchronously from the
+// bf16 twins in two stages, run up to the block's diagonal tile.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -30,82 +30,74 @@ namespace {  // internal linkage (osprey/gpu/cuda.hpp says why)
 // barriers are its own: 95.4 µs at the training shape against 103.7 with two warpgroups a block
 // sharing each k and v tile (tools/profile/flash_kernels_probe.cu), though each tile is then
 // copied in for half as many queries.
-constexpr int kWgmmaGroups = 1;                        // warpgroups a block
-constexpr int kWgmmaBlocks = 4;                        // blocks a multiprocessor
-constexpr int kWgmmaThreads = 128 * kWgmmaGroups;
-constexpr int kWgmmaRows = kFlashTile * kWgmmaGroups;  // queries a block, 64 a warpgroup
-// The block's q tiles, two stages of k and of v, and room to start them on a 1024-byte boundary
+static_assert(kFlashThreads == 128, "a block of kFlashThreads threads is one warpgroup");
+constexpr int kWgmmaBlocks = 4;  // blocks a multiprocessor
+// The block's q tile, two stages of k and of v, and room to start them on a 1024-byte boundary
 // (the 128-byte swizzle's pattern repeats every 8 rows of 128 bytes).
-constexpr std::size_t kWgmmaForwardShared = (kWgmmaGroups + 4) * kTileElements * sizeof(__nv_bfloat16) + 1024;
+constexpr std::size_t kWgmmaForwardShared = 5 * kTileElements * sizeof(__nv_bfloat16) + 1024;
 
-// out (B, T, C) and lse (B, NH, T) as flashForward<Bf16Tiles> defines them. Grid (query tiles of
-// kWgmmaRows, B·NH), the longest tiles first.
-__global__ void __launch_bounds__(kWgmmaThreads, kWgmmaBlocks)
+// out (B, T, C) and lse (B, NH, T) as flashForward<Bf16Tiles> defines them. Grid (query tiles,
+// B·NH), the longest tiles first; block i (one warpgroup, warp w owning queries 16w .. 16w + 15
+// of its tile) visits the key tiles 0 .. i, the last its diagonal.
+__global__ void __launch_bounds__(kFlashThreads, kWgmmaBlocks)
     flashForwardWgmma(TileSource qkv, OutputPlaces out, float* lse, int T, int C, int NH, float scaleLog2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using K = Bf16Tiles;
   using E = __nv_bfloat16;
   extern __shared__ __align__(16) unsigned char shared[];
-  E* sQ = reinterpret_cast<E*>(wgmma::swizzleAligned(shared));  // a tile a warpgroup
-  E* sK = sQ + kWgmmaGroups * kTileElements;                     // two stages of k
+  E* sQ = reinterpret_cast<E*>(wgmma::swizzleAligned(shared));  // the block's q tile
+  E* sK = sQ + kTileElements;                                    // two stages of k
   E* sV = sK + 2 * kTileElements;                                // and of v
-  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kWgmmaRows;
-  const int group = static_cast<int>(threadIdx.x / 128), warp = static_cast<int>(threadIdx.x / 32) % 4;
-  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, c = lane % 4;
+  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x), q0 = tile * kFlashTile;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int g = lane / 4, c = lane % 4;
   const HeadPlace head = headPlace(T, C, NH);
   const TileSource q = qkv.at(head.wide);
   const auto fetchKeys = [&](int kt, int stage) {
-    fetchTile<K, kWgmmaThreads>(sK + stage * kTileElements, q.at(C), head.ld, kt * kFlashTile, T);
-    fetchTile<K, kWgmmaThreads>(sV + stage * kTileElements, q.at(2 * C), head.ld, kt * kFlashTile, T);
+    fetchTile<K>(sK + stage * kTileElements, q.at(C), head.ld, kt * kFlashTile, T);
+    fetchTile<K>(sV + stage * kTileElements, q.at(2 * C), head.ld, kt * kFlashTile, T);
   };
-#pragma unroll
-  for (int r = 0; r < kWgmmaGroups; ++r)
-    fetchTile<K, kWgmmaThreads>(sQ + r * kTileElements, q, head.ld, q0 + r * kFlashTile, T);
+  fetchTile<K>(sQ, q, head.ld, q0, T);
   fetchKeys(0, 0);
   commitCopies();
   awaitCopies<0>();
   wgmma::sharedWritesVisible();
   __syncthreads();
-  // The warpgroup's 64 rows of q: the first product's A, read from shared memory by the products
-  // themselves. (Its fragments held in the registers across the loop, as flashForward holds them,
-  // gave wrong products from the second key tile on with CUDA 13.0's ptxas; A operands in the
-  // registers here are each written just before the product that reads them.)
-  const E* qTile = sQ + group * kTileElements;
-  const int rowA = q0 + group * kFlashTile + warp * 16 + g;  // the lane's rows: rowA and rowA + 8
-  const int lastKeys = (q0 + kWgmmaRows - 1) / kFlashTile;   // the block's last key tile
-  const int diagonal = q0 / kFlashTile + group;              // the warpgroup's
+  // q (sQ) is the first product's A, read from shared memory by the products themselves. (Its
+  // fragments held in the registers across the loop, as flashForward holds them, gave wrong
+  // products from the second key tile on with CUDA 13.0's ptxas; A operands in the registers here
+  // are each written just before the product that reads them.)
+  const int rowA = q0 + warp * 16 + g;  // the lane's rows: rowA and rowA + 8
   float o[8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  for (int kt = 0; kt <= lastKeys; ++kt) {
+  for (int kt = 0; kt <= tile; ++kt) {
     const int stage = kt & 1;
-    if (kt < lastKeys) fetchKeys(kt + 1, stage ^ 1);  // into the stage every warpgroup finished at kt - 1
+    if (kt < tile) fetchKeys(kt + 1, stage ^ 1);  // into the stage every warp finished at kt - 1
     commitCopies();
     awaitCopies<1>();  // this stage's copies are in
     wgmma::sharedWritesVisible();
     __syncthreads();
-    if (kt <= diagonal) {
-      const E* k = sK + stage * kTileElements;
-      const E* v = sV + stage * kTileElements;
-      float s[8][4];  // written whole by the first k-step (accumulate = false)
-      wgmma::fence();
+    const E* k = sK + stage * kTileElements;
+    const E* v = sV + stage * kTileElements;
+    float s[8][4];  // written whole by the first k-step (accumulate = false)
+    wgmma::fence();
 #pragma unroll
-      for (int ks = 0; ks < K::kSteps; ++ks)  // s = q·kᵀ: q's and k's rows both run along the product's k
-        wgmma::product64Shared<0>(s, wgmma::descriptor(qTile + 16 * ks), wgmma::descriptor(k + 16 * ks), ks > 0);
-      wgmma::commit();
-      wgmma::wait<0>();
-      wgmma::pin(s);
-      if (kt == diagonal) maskFuture<true>(s, kt * kFlashTile, rowA, rowA + 8, c, -INFINITY);
-      onlineSoftmax(s, m, l, o, scaleLog2);
-      typename K::Fragment p[K::kSteps];  // p rounded to bf16, as flashForward's heldA
+    for (int ks = 0; ks < K::kSteps; ++ks)  // s = q·kᵀ: q's and k's rows both run along the product's k
+      wgmma::product64Shared<0>(s, wgmma::descriptor(sQ + 16 * ks), wgmma::descriptor(k + 16 * ks), ks > 0);
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::pin(s);
+    if (kt == tile) maskFuture<true>(s, kt * kFlashTile, rowA, rowA + 8, c, -INFINITY);  // the diagonal tile
+    onlineSoftmax(s, m, l, o, scaleLog2);
+    typename K::Fragment p[K::kSteps];  // p rounded to bf16, as flashForward's heldA
 #pragma unroll
-      for (int ks = 0; ks < K::kSteps; ++ks) K::heldA(p[ks], s, ks);
-      wgmma::fence();
+    for (int ks = 0; ks < K::kSteps; ++ks) K::heldA(p[ks], s, ks);
+    wgmma::fence();
 #pragma unroll
-      for (int ks = 0; ks < K::kSteps; ++ks)  // o += p·v: v's rows (keys) are the product's k
-        wgmma::product64<1>(o, p[ks].r, wgmma::descriptor(v + 16 * kFlashHead * ks), true);
-      wgmma::commit();
-      wgmma::wait<0>();  // before the barrier that lets this stage be refilled
-      wgmma::pin(o);
-    }
+    for (int ks = 0; ks < K::kSteps; ++ks)  // o += p·v: v's rows (keys) are the product's k
+      wgmma::product64<1>(o, p[ks].r, wgmma::descriptor(v + 16 * kFlashHead * ks), true);
+    wgmma::commit();
+    wgmma::wait<0>();  // before the barrier that lets this stage be refilled
+    wgmma::pin(o);
     __syncthreads();
   }
   finishRows(out, lse, head, o, m, l, rowA, T, C, c);
@@ -122,7 +114,7 @@ inline osprey::Result<void> flashAttentionForwardWgmma(cudaStream_t stream, Tile
                                                        osprey::Index NH) {
   if (B == 0 || T == 0) return {};
   OSPREY_CUDA_CHECK(allowShared(flashForwardWgmma, kWgmmaForwardShared), "flash attention: shared memory");
-  flashForwardWgmma<<<dim3(flash_detail::tiles(T, kWgmmaRows), static_cast<unsigned>(B * NH)), kWgmmaThreads,
+  flashForwardWgmma<<<dim3(flash_detail::tiles(T), static_cast<unsigned>(B * NH)), kFlashThreads,
                       kWgmmaForwardShared, stream>>>(qkv, out, lse, static_cast<int>(T), static_cast<int>(C),
                                                      static_cast<int>(NH), flash_detail::scaleLog2());
   OSPREY_CUDA_CHECK(cudaGetLastError(), "flash attention launch");
