@@ -753,6 +753,81 @@ TEST(Fast, ProjectedGeluReadsFcAsBf16) {
   EXPECT_EQ(read(back.dbias), read(m.dbias));
 }
 
+// A linear layer's bias gradient is the column sums of its dout. Where dout comes from a LayerNorm
+// backward (the residual stream's gradient) or from GELU's backward inside geluMatmulBackward, the
+// kernel that wrote it summed its columns as it went, and matmulBackward takes those sums
+// (biasSumsTaken counts it): float sums of dout's float values, within a float sum's roundings of
+// the float64 sums of the values read back. Where GELU's rows do not fit that kernel (a width not
+// a multiple of 8) and where dout has no such producer, dw's product sums them as before.
+TEST(Fast, BiasGradientsFromTheirProducers) {
+  auto h = makeFast();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  // Float sums of N terms, each rounding within 2^-24 of the running |sum| <= Σ|terms|.
+  const auto columnCheck = [&](const std::vector<Scalar>& dout, const std::vector<Scalar>& dbias, Index N, Index OC,
+                               const char* what) {
+    ASSERT_EQ(dbias.size(), static_cast<std::size_t>(OC));
+    double worst = 0.0, worstBound = 0.0;
+    for (Index c = 0; c < OC; ++c) {
+      double sum = 0.0, magnitude = 0.0;
+      for (Index n = 0; n < N; ++n) sum += dout[n * OC + c], magnitude += std::abs(dout[n * OC + c]);
+      const double gap = std::abs(dbias[c] - sum), bound = static_cast<double>(N) * std::ldexp(1.0, -24) * magnitude;
+      EXPECT_LE(gap, bound) << what << " column " << c;
+      if (gap > worst) worst = gap, worstBound = bound;
+    }
+    report(what, worst, worstBound);
+  };
+  for (const ProductsCase& c : kProductsCases) {
+    SCOPED_TRACE(c.name);
+    h.setProducts(c.products);
+    const Index N = 3000, C = 48, IC = 40;
+    auto x = ok(h.build(N * C, Mixed{61})), lw = ok(h.build(C, Mixed{62})), lb = ok(h.build(C, Mixed{63}));
+    auto dout = ok(h.build(N * C, Mixed{64})), dresid = ok(h.build(N * C, Mixed{65}));
+    auto in = ok(h.build(N * IC, Mixed{66})), w = ok(h.build(IC * C, Mixed{67}));
+    const auto ln = ok(h.layernormForward(x, lw, lb, N, C));
+    for (bool residual : {false, true}) {
+      SCOPED_TRACE(residual ? "residual layernorm backward" : "layernorm backward");
+      const auto g = residual ? ok(h.residualLayernormBackward(dresid, dout, x, lw, ln.mean, ln.rstd, N, C))
+                              : ok(h.layernormBackward(dout, x, lw, ln.mean, ln.rstd, N, C));
+      const Index taken = h.biasSumsTaken();
+      const auto m = ok(h.matmulBackward(g.dx, in, w, N, IC, C));
+      EXPECT_EQ(h.biasSumsTaken(), taken + 1);
+      columnCheck(read(g.dx), read(m.dbias), N, C, residual ? "dbias from the residual layernorm backward's sums"
+                                                            : "dbias from the layernorm backward's sums");
+      // The same values in a buffer of their own: summed by the product, the same gradient within
+      // bf16's or TF32's bound of dbias.
+      auto copy = ok(h.fromList(std::span<const Scalar>(read(g.dx))));
+      const auto mc = ok(h.matmulBackward(copy, in, w, N, IC, C));
+      EXPECT_EQ(h.biasSumsTaken(), taken + 1);
+      EXPECT_EQ(read(mc.dw), read(m.dw));
+      EXPECT_LT(largestGap(read(mc.dbias), read(m.dbias)), N * std::ldexp(1.0, -8) * largestAbs(read(g.dx)));
+    }
+    // GELU's backward inside geluMatmulBackward: df's column sums are the fc layer's dbias.
+    for (Index F : {200, 36}) {  // 36: not a multiple of 8, so no sums
+      SCOPED_TRACE(::testing::Message() << "fc width " << F);
+      auto f = ok(h.build(N * F, Mixed{68})), gl = ok(h.build(N * F, Mixed{69})), wp = ok(h.build(F * C, Mixed{70}));
+      auto wf = ok(h.build(IC * F, Mixed{71}));
+      const auto back = ok(h.geluMatmulBackward(dout, gl, wp, f, N, F, C));
+      const Index taken = h.biasSumsTaken();
+      const auto fc = ok(h.matmulBackward(back.df, in, wf, N, IC, F));
+      EXPECT_EQ(h.biasSumsTaken(), taken + (F % 8 == 0 ? 1 : 0));
+      const auto df = read(back.df);
+      if (F % 8 == 0)
+        columnCheck(df, read(fc.dbias), N, F, "dbias from gelu backward's sums");
+      else
+        EXPECT_LT(largestGap(read(fc.dbias), read(ok(reference::matmulBackward(h, back.df, in, wf, N, IC, F)).dbias)),
+                  N * std::ldexp(1.0, -8) * largestAbs(df) + 1e-5 * N);
+      // GELU's values are GeluBackwardBody's, with or without the sums: the same bits from the same
+      // float dx (TF32 products); with bf16 products geluMatmulBackward's dx is stored as bf16, so
+      // against the float dx's within its rounding.
+      const auto want = read(ok(h.geluBackward(ok(h.matmulBackward(dout, gl, wp, N, F, C)).dx, f)));
+      if (c.products == FastHandler::Products::Tf32)
+        EXPECT_EQ(df, want);
+      else
+        EXPECT_LT(largestGap(df, want), std::ldexp(1.0, -8) * largestAbs(want));
+    }
+  }
+}
+
 // A linear layer's bf16 twin is its buffer's own: a buffer made later at the same address (the
 // device reuses released blocks), or another part of the same block, is read afresh; and the
 // twin of a buffer read twice is made once.

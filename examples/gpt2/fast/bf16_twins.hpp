@@ -69,11 +69,8 @@ inline void FastHandler::forgetDeadTwins() {
 }
 
 inline const FastHandler::Twin* FastHandler::foundTwin(const Buffer& b, osprey::Index length) const {
-  const std::shared_ptr<float>& memory = b.memory();
   for (const Twin& t : m_twins)
-    if (t.data == b.address() && t.n == b.size() && t.length == length && !t.source.owner_before(memory) &&
-        !memory.owner_before(t.source))
-      return &t;
+    if (t.length == length && fast_detail::sameBuffer(t.source, t.data, t.n, b)) return &t;
   return nullptr;
 }
 

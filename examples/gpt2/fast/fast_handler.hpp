@@ -9,8 +9,10 @@
 //
 //   matmulForward            out = x · w + bias       the bias in cuBLASLt's epilogue
 //   matmulForwardTransposed  out = x · wtᵀ            (the tied lm head, and linear() in inference)
-//   matmulBackward           dx = dout · wᵀ, dw = xᵀ · dout, dbias = 1ᵀ · dout (float sums: of dout's
-//                            bf16 twin in dw's epilogue with bf16 products, else of the floats)
+//   matmulBackward           dx = dout · wᵀ, dw = xᵀ · dout, dbias = 1ᵀ · dout (float sums: taken by
+//                            the kernel that wrote dout where it kept them (fast/column_sums.hpp),
+//                            else of dout's bf16 twin in dw's epilogue with bf16 products, else of
+//                            the floats)
 //   residualMatmulForward    out = x + (in · w + bias)   the residual stream too in the epilogue
 //   matmulAttentionForward   qkv = x · w + bias, then attention: with bf16 products and flash
 //                            attention, qkv written by the product as bf16 (its only reader's form)
@@ -210,7 +212,8 @@ class FastHandler : public osprey::Fast {
   // buffer and kept while it lives (the default: the tensor cores' bf16 rate, float sums), or the
   // floats themselves on the TF32 tensor cores. Flash attention's tiles (head size 64) follow the
   // same choice, and so do the bias gradients (summed in float from dout's twin by the weight
-  // gradient's product, or from the floats); the unfused attention of other head sizes stays TF32.
+  // gradient's product, or from the floats) where dout's producer has not summed them (below);
+  // the unfused attention of other head sizes stays TF32.
   enum class Products { Bf16, Tf32 };
   void setProducts(Products products) { m_products = products; }
   Products products() const { return m_products; }
@@ -223,6 +226,11 @@ class FastHandler : public osprey::Fast {
   // training step on bf16 products writes one: the final LayerNorm's output, whose floats the
   // padded lm head backward's one-hot share gathers).
   osprey::Index deferredFloatsWritten() const { return *m_deferredWritten; }
+  // How many bias gradients matmulBackward has taken from its dout's producer: the LayerNorm
+  // backwards and GELU's (inside geluMatmulBackward) sum the columns of the gradient they write
+  // as they write it, in float from its float values, and a linear layer's bias gradient is the
+  // column sums of its dout (ColumnSums).
+  osprey::Index biasSumsTaken() const { return m_biasSumsTaken; }
   std::string device() const { return deviceWith(m_products == Products::Bf16 ? "bf16" : "TF32"); }
 
   // What a continuation's one-row products read (fast/half_weights.hpp): bf16 copies of the
@@ -346,6 +354,26 @@ class FastHandler : public osprey::Fast {
   // Releases the twins whose buffers are gone (before each new one).
   void forgetDeadTwins();
   std::vector<Twin> m_twins;
+  // A buffer's column sums over its rows of `width`, taken by the kernel that wrote it: the bias
+  // gradient of the linear layer whose dout it is (matmulGradients takes it from here rather than
+  // read dout again). Kept, as a twin is, while the buffer's memory lives; a buffer is never
+  // written after it is handed out, so its sums stay its own.
+  struct ColumnSums {
+    std::weak_ptr<float> source;
+    const float* data;
+    osprey::Index n, width;
+    Buffer sums;
+  };
+  void keepColumnSums(const Buffer& b, osprey::Index width, Buffer sums);
+  // b's column sums over rows of `width` where its producer kept them, else null.
+  const Buffer* summedColumns(const Buffer& b, osprey::Index width) const;
+  std::vector<ColumnSums> m_columnSums;
+  osprey::Index m_biasSumsTaken = 0;
+  // geluBackward over N rows of `width` with the column sums of its output kept (keepColumnSums):
+  // the fc layer's dout and its bias gradient in one pass (fast_kernels::geluBackwardSummed);
+  // geluBackward alone where the rows do not fit that kernel.
+  osprey::Result<Buffer> geluBackwardSummed(const Buffer& dout, const Buffer& x, osprey::Index N,
+                                            osprey::Index width);
   Products m_products = Products::Bf16;
   // y (OC) = then(o, x · wTᵀ[o] + bias[o]) for one row x (IC), by linearRow; bias may be null.
   // The caller has checked the shapes. Reads wT's bf16 copy where one is held (halfOf).
@@ -494,6 +522,13 @@ inline osprey::Result<void> checkShape(FastHandler& h, const FastHandler::Buffer
                                        osprey::Index cols, const char* layer, const char* tensor) {
   return checkLength(h, b, OSPREY_TRY(checkedProduct(layer, {rows, cols})), layer, tensor);
 }
+// Whether b is the buffer something kept beside it was made from: the same elements of the same
+// memory block (a later block at a released one's address is another buffer).
+inline bool sameBuffer(const std::weak_ptr<float>& source, const float* data, osprey::Index n,
+                       const FastHandler::Buffer& b) {
+  const std::shared_ptr<float>& memory = b.memory();
+  return data == b.address() && n == b.size() && !source.owner_before(memory) && !memory.owner_before(source);
+}
 // Element i of an (N, OC) output: the bias of its column.
 struct BiasOfColumn {
   osprey::ViewOf<float> bias;
@@ -518,6 +553,7 @@ struct One {
 // The members' definitions, one file per family of layers.
 #define OSPREY_GPT2_FAST_HANDLER_PARTS 1
 #include "gpt2/fast/linear_layers.hpp"
+#include "gpt2/fast/column_sums.hpp"
 #include "gpt2/fast/attention_layers.hpp"
 #include "gpt2/fast/row_layers.hpp"
 #include "gpt2/fast/encoder_layers.hpp"

@@ -177,8 +177,9 @@ inline osprey::Result<GeluMatmulGrads<FastHandler>> FastHandler::geluMatmulBackw
                                                                                     osprey::Index IC,
                                                                                     osprey::Index OC) {
   auto grads = OSPREY_TRY(matmulGradients(dout, g, w, N, IC, OC, storesHalves()));
-  // From dx's bf16 values where it is stored so, and f's where it is.
-  auto dfc = OSPREY_TRY(geluBackward(grads.dx, f));
+  // From dx's bf16 values where it is stored so, and f's where it is; with dfc's column sums, the
+  // fc layer's bias gradient.
+  auto dfc = OSPREY_TRY(geluBackwardSummed(grads.dx, f, N, IC));
   return GeluMatmulGrads<FastHandler>{std::move(dfc), std::move(grads.dw), std::move(grads.dbias)};
 }
 
@@ -190,9 +191,18 @@ inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulGradients(con
   OSPREY_CHECK(fast_detail::checkShape(*this, dout, N, OC, L, "dout"));
   OSPREY_CHECK(fast_detail::checkShape(*this, x, N, IC, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
-  Buffer dx;
-  auto dw = OSPREY_TRY(allocate(IC * OC)), dbias = OSPREY_TRY(allocate(OC));
-  bool summed = false;  // dbias taken by dw's product
+  Buffer dx, dbias;
+  auto dw = OSPREY_TRY(allocate(IC * OC));
+  // dbias = 1ᵀ · dout where dout's producer summed its columns (column_sums.hpp): float sums of
+  // its float values, and no pass over dout for them.
+  const Buffer* producerSums = summedColumns(dout, OC);
+  if (producerSums) {
+    dbias = *producerSums;
+    ++m_biasSumsTaken;
+  } else {
+    dbias = OSPREY_TRY(allocate(OC));
+  }
+  bool summed = producerSums != nullptr;  // dbias taken by its producer or by dw's product
   OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
     using Op = osprey::OperandOf<E>;
     const auto d = OSPREY_TRY(operandOf<E>(dout)), xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
@@ -211,9 +221,11 @@ inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulGradients(con
     // With bf16 operands, dbias = 1ᵀ · dout is summed in dw's product's epilogue from the dout
     // that product reads (float sums of dout's bf16 values): no pass over dout of its own.
     if constexpr (std::is_same_v<E, __nv_bfloat16>)
-      if (N > 0 && IC > 0 && OC > 0)
-        summed = OSPREY_TRY(productSummingB(dw.data(), Op{xs.data, true}, Op{d.data}, IC, N, OC, dbias.data()));
-    if (summed) return {};
+      if (!summed && N > 0 && IC > 0 && OC > 0 &&
+          OSPREY_TRY(productSummingB(dw.data(), Op{xs.data, true}, Op{d.data}, IC, N, OC, dbias.data()))) {
+        summed = true;
+        return {};
+      }
     return product(dw.data(), Op{xs.data, true}, Op{d.data}, IC, N, OC);          // xᵀ · (N, OC)
   }));
   if (!summed)  // float sums of dout's floats

@@ -157,24 +157,26 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 // norm = (x - mean)·rstd,  dnorm = w·dout
 // dx = ((dnorm - mean_c dnorm) - norm·mean_c(dnorm·norm))·rstd, plus dresid where it is given (the
 // residual stream's gradient, added after: dresid + dx), and its bf16 rounding into `twin` where
-// one is given (dx is the next linear layer's dout); and the column sums of dout·norm (dw) and of
-// dout (db), in two stages with one fixed order: a warp takes rows blockIdx·8 + warp, then a
+// one is given (dx is the next linear layer's dout); and the column sums of dout·norm (dw), of
+// dout (db) and, where `sumsDx`, of the dx written (the bias gradient of the linear layer whose
+// dout it is), in two stages with one fixed order: a warp takes rows blockIdx·8 + warp, then a
 // grid's rows further each time, adding each row into its own shared columns (`sums`,
-// kRowWarps × 2C floats of dynamic shared memory); then the block adds its warps' columns in warp
-// order into partials[blockIdx] (2C: the dw sums, then the db sums), and columnTotals adds the
-// blocks' in block order.
+// kRowWarps × sets·C floats of dynamic shared memory, sets = 2 or 3); then the block adds its
+// warps' columns in warp order into partials[blockIdx] (sets·C: the dw sums, the db sums, the dx
+// sums), and columnTotals adds the blocks' in block order.
 // Rows of up to 32·kHeldGroups groups of four, every operand on 16 bytes, are read once into
 // registers and written 16 bytes at a time (lane l holds groups l, l + 32, ...); others element
 // by element, the sums in the same order: the same results either way.
 __global__ void __launch_bounds__(kRowWarps * 32)
     layerNormBackward(float* dx, float* partials, const float* dout, const float* x, const float* w,
                       const float* mean, const float* rstd, osprey::Index N, int C, const float* dresid = nullptr,
-                      __nv_bfloat16* twin = nullptr) {
+                      __nv_bfloat16* twin = nullptr, bool sumsDx = false) {
   extern __shared__ float4 sums4[];
   float* sums = reinterpret_cast<float*>(sums4);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  float* mine = sums + static_cast<std::size_t>(warp) * 2 * C;
-  for (int c = lane; c < 2 * C; c += 32) mine[c] = 0.0f;
+  const int width = (sumsDx ? 3 : 2) * C;  // the columns of a warp's sums and of a block's partials
+  float* mine = sums + static_cast<std::size_t>(warp) * width;
+  for (int c = lane; c < width; c += 32) mine[c] = 0.0f;
   const bool held = C % 4 == 0 && C / 4 <= 32 * kHeldGroups && alignedTo(dx, 16) && alignedTo(dout, 16) &&
                     alignedTo(x, 16) && alignedTo(w, 16) && alignedTo(dresid, 16) && alignedTo(twin, 8);
   // One element's dx (before dresid), and its terms of the two column sums: dout·norm, dout.
@@ -235,6 +237,12 @@ __global__ void __launch_bounds__(kRowWarps * 32)
           b.x += gh[j].x, b.y += gh[j].y, b.z += gh[j].z, b.w += gh[j].w;
           normSums = a, doutSums = b;
           if (dresid) out = make_float4(rh[j].x + out.x, rh[j].y + out.y, rh[j].z + out.z, rh[j].w + out.w);
+          if (sumsDx) {
+            float4& dxSums = *reinterpret_cast<float4*>(mine + 2 * C + c);
+            float4 d = dxSums;
+            d.x += out.x, d.y += out.y, d.z += out.z, d.w += out.w;
+            dxSums = d;
+          }
           *reinterpret_cast<float4*>(dx + n * C + c) = out;
           if (twin) storeBf16Four(twin + n * C + c, out);
         }
@@ -255,38 +263,45 @@ __global__ void __launch_bounds__(kRowWarps * 32)
       mine[c] += term;
       mine[C + c] += g[c];
       if (dresid) out = dresid[n * C + c] + out;
+      if (sumsDx) mine[2 * C + c] += out;
       dx[n * C + c] = out;
       if (twin) twin[n * C + c] = __float2bfloat16_rn(out);
     }
   }
   __syncthreads();
-  for (int c = static_cast<int>(threadIdx.x); c < 2 * C; c += kRowWarps * 32) {
+  for (int c = static_cast<int>(threadIdx.x); c < width; c += kRowWarps * 32) {
     float total = 0.0f;
-    for (int k = 0; k < kRowWarps; ++k) total += sums[static_cast<std::size_t>(k) * 2 * C + c];
-    partials[static_cast<std::size_t>(blockIdx.x) * 2 * C + c] = total;
+    for (int k = 0; k < kRowWarps; ++k) total += sums[static_cast<std::size_t>(k) * width + c];
+    partials[static_cast<std::size_t>(blockIdx.x) * width + c] = total;
   }
 }
 
-// dw[c] and db[c]: the blocks' partial column sums (partials: blocks × 2C). A block of
+// Where columnTotals writes: column c of its sets·C goes to set c / C's vector, at c mod C (the
+// LayerNorm backward's dw, db and dx sums; one set for GELU's).
+struct ColumnSets {
+  float* set[3];
+  int C;
+};
+// The blocks' partial column sums (partials: blocks × sets·C), added in block order. A block of
 // kRowWarps warps takes 32 columns: warp w adds the partials of blocks w, w + kRowWarps, ... in
-// order, then the warps' sums are added in warp order.
+// order (four loads in flight), then the warps' sums are added in warp order.
 __global__ void __launch_bounds__(kRowWarps * 32)
-    columnTotals(float* dw, float* db, const float* partials, int blocks, int C) {
+    columnTotals(ColumnSets out, const float* partials, int blocks, int sets) {
   __shared__ float warpSums[kRowWarps][32];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int c = static_cast<int>(blockIdx.x) * 32 + lane;
+  const int width = sets * out.C, c = static_cast<int>(blockIdx.x) * 32 + lane;
   float total = 0.0f;
-  if (c < 2 * C)
-    for (int b = warp; b < blocks; b += kRowWarps) total += partials[static_cast<std::size_t>(b) * 2 * C + c];
+  if (c < width) {
+#pragma unroll 4
+    for (int b = warp; b < blocks; b += kRowWarps) total += partials[static_cast<std::size_t>(b) * width + c];
+  }
   warpSums[warp][lane] = total;
   __syncthreads();
-  if (warp != 0 || c >= 2 * C) return;
+  if (warp != 0 || c >= width) return;
   total = 0.0f;
   for (int w = 0; w < kRowWarps; ++w) total += warpSums[w][lane];
-  if (c < C)
-    dw[c] = total;
-  else
-    db[c - C] = total;
+  const int s = c / out.C;  // chosen, not indexed: an indexed parameter array would live in local memory
+  (s == 0 ? out.set[0] : s == 1 ? out.set[1] : out.set[2])[c % out.C] = total;
 }
 
 // A block-wide fold of one value per thread (Threads threads; scratch holds Threads / 32), by
@@ -559,6 +574,64 @@ struct GeluBackwardBody {
     return alignedTo(dx, 16) && alignedTo(dout, 4 * sizeof(D)) && alignedTo(x, 4 * sizeof(X)) && alignedTo(twin, 8);
   }
 };
+
+// GELU's backward over N rows of `width` with the column sums of its output, dx = dout·gelu'(x):
+// dx is the fc layer's dout, and its column sums that layer's bias gradient, so they are taken
+// here, where the values are in the registers, and no pass of their own reads dx again. The sums
+// are of the float values (not of the twin's roundings), in the LayerNorm backward's two stages:
+// a block walks rows blockIdx, blockIdx + gridDim, ..., thread t taking the 8-column groups t,
+// t + kSumThreads, ... of each row and adding them into its own sums, row after row; then it
+// writes them to partials[blockIdx] (width floats), which columnTotals adds in block order.
+// width is a multiple of 8 of at most 8·kSumThreads·kSumGroups, every operand on 16 bytes
+// (geluSumsFit); dx or twin may be null, as in GeluBackwardBody, whose values these are.
+constexpr int kSumThreads = 128, kSumGroups = 4;  // rows up to 4,096 wide: GPT-2's 4C takes 3 groups a thread
+template <class X, class D>
+__host__ __device__ inline bool geluSumsFit(const float* dx, const __nv_bfloat16* twin, const D* dout, const X* x,
+                                            osprey::Index width) {
+  return width % 8 == 0 && width <= 8 * kSumThreads * kSumGroups && alignedTo(dx, 16) && alignedTo(twin, 16) &&
+         alignedTo(dout, 16) && alignedTo(x, 16);
+}
+template <class X, class D>
+__global__ void __launch_bounds__(kSumThreads)
+    geluBackwardSummed(float* __restrict__ dx, __nv_bfloat16* __restrict__ twin, float* __restrict__ partials,
+                       const D* __restrict__ dout, const X* __restrict__ x, osprey::Index N, int width) {
+  const int groups = width / 8;
+  float sums[kSumGroups][8] = {};
+  for (osprey::Index n = blockIdx.x; n < N; n += gridDim.x) {
+    const osprey::Index row = n * width / 4;  // in groups of four
+    float4 xs[kSumGroups][2], ds[kSumGroups][2];
+#pragma unroll
+    for (int j = 0; j < kSumGroups; ++j) {
+      const int g = static_cast<int>(threadIdx.x) + j * kSumThreads;
+      if (g < groups)
+        for (int h = 0; h < 2; ++h) xs[j][h] = fourAt(x, row + 2 * g + h), ds[j][h] = fourAt(dout, row + 2 * g + h);
+    }
+#pragma unroll
+    for (int j = 0; j < kSumGroups; ++j) {
+      const int g = static_cast<int>(threadIdx.x) + j * kSumThreads;
+      if (g >= groups) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 v = xs[j][h], d = ds[j][h];
+        const float4 out = make_float4(d.x * geluSlope(v.x), d.y * geluSlope(v.y), d.z * geluSlope(v.z),
+                                       d.w * geluSlope(v.w));
+        const osprey::Index q = row + 2 * g + h;
+        if (dx) reinterpret_cast<float4*>(dx)[q] = out;
+        if (twin) storeBf16Four(twin + 4 * q, out);
+        float* mine = sums[j] + 4 * h;
+        mine[0] += out.x, mine[1] += out.y, mine[2] += out.z, mine[3] += out.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kSumGroups; ++j) {
+    const int g = static_cast<int>(threadIdx.x) + j * kSumThreads;
+    if (g >= groups) continue;
+    float4* to = reinterpret_cast<float4*>(partials + static_cast<std::size_t>(blockIdx.x) * width + 8 * g);
+    to[0] = make_float4(sums[j][0], sums[j][1], sums[j][2], sums[j][3]);
+    to[1] = make_float4(sums[j][4], sums[j][5], sums[j][6], sums[j][7]);
+  }
+}
 
 // AdamW (layers/adamw.hpp), one pass over the tensor:
 //   m' = m + (1 - beta1)·(g - m);  v' = v·beta2 + ((1 - beta2)·g)·g

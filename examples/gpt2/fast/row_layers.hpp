@@ -65,33 +65,46 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormGradien
   OSPREY_CHECK(fast_detail::checkShape(*this, mean, N, 1, L, "mean"));
   OSPREY_CHECK(fast_detail::checkShape(*this, rstd, N, 1, L, "rstd"));
   const int Ci = OSPREY_TRY(fast_detail::intWidth(L, C));
-  // Each warp's column sums in shared memory: rows wider than a block may hold (about 3,600
-  // columns) take the reference definition on this handler.
-  const std::size_t shared = static_cast<std::size_t>(fast_kernels::kRowWarps) * 2 * sizeof(float) * Ci;
+  // Each warp's column sums in shared memory: dw's, db's and dx's (the bias gradient of the linear
+  // layer whose dout dx is: keepColumnSums), or without dx's where three sets do not fit a block
+  // (rows of about 2,400 columns); rows wider than two sets fit (about 3,600) take the reference
+  // definition on this handler.
+  const auto sharedFor = [&](int sets) { return static_cast<std::size_t>(fast_kernels::kRowWarps) * sets * sizeof(float) * Ci; };
+  const int sets = sharedFor(3) <= m_device->sharedMemoryPerBlock() ? 3 : 2;
+  const std::size_t shared = sharedFor(sets);
   if (shared > m_device->sharedMemoryPerBlock())
     return dresid ? reference::residualLayernormBackward(*this, *dresid, dout, x, w, mean, rstd, N, C)
                   : reference::layernormBackward(*this, dout, x, w, mean, rstd, N, C);
   auto dx = OSPREY_TRY(allocate(N * C));
   auto dw = OSPREY_TRY(allocate(C));
   auto db = OSPREY_TRY(allocate(C));
-  // A few blocks a multiprocessor, each warp taking rows a grid apart: few partial sums to add.
-  const auto blocks = static_cast<int>(std::min<osprey::Index>(
-      std::max<osprey::Index>(fast_kernels::rowBlocks(N), 1), 4 * osprey::Index{m_device->multiprocessors()}));
-  auto partials = OSPREY_TRY(allocate(osprey::Index{blocks} * 2 * C));
+  Buffer dxSums;
+  if (sets == 3) dxSums = OSPREY_TRY(allocate(C));
   OSPREY_CUDA_CHECK(cudaFuncSetAttribute(fast_kernels::layerNormBackward, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(shared)),
                     "fast layernorm backward: shared memory");
+  // As many blocks as the multiprocessors hold at once, each warp taking rows a grid apart: one
+  // wave, and few partial sums to add.
+  int resident = 0;
+  OSPREY_CUDA_CHECK(residentBlocks(&resident, fast_kernels::layerNormBackward, fast_kernels::kRowWarps * 32, shared),
+                    "fast layernorm backward: occupancy");
+  const auto blocks = static_cast<int>(std::min<osprey::Index>(std::max<osprey::Index>(fast_kernels::rowBlocks(N), 1),
+                                                               osprey::Index{std::max(resident, 1)} *
+                                                                   m_device->multiprocessors()));
+  auto partials = OSPREY_TRY(allocate(osprey::Index{blocks} * sets * C));
   // dx (the residual stream's gradient, where dresid is given) is the dout of the linear layer
   // before the LayerNorm: its twin is written beside it.
   OSPREY_CHECK(withTwin(dx, [&](__nv_bfloat16* twin) {
     fast_kernels::layerNormBackward<<<blocks, fast_kernels::kRowWarps * 32, shared, stream()>>>(
         dx.data(), partials.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, Ci,
-        dresid ? dresid->data() : nullptr, twin);
+        dresid ? dresid->data() : nullptr, twin, sets == 3);
     return fast_detail::launched("fast layernorm backward launch");
   }));
-  fast_kernels::columnTotals<<<static_cast<unsigned>((2 * Ci + 31) / 32), fast_kernels::kRowWarps * 32, 0, stream()>>>(
-      dw.data(), db.data(), partials.data(), blocks, Ci);
+  fast_kernels::columnTotals<<<static_cast<unsigned>((sets * Ci + 31) / 32), fast_kernels::kRowWarps * 32, 0,
+                               stream()>>>(fast_kernels::ColumnSets{{dw.data(), db.data(), dxSums.data()}, Ci},
+                                           partials.data(), blocks, sets);
   OSPREY_CHECK(fast_detail::launched("fast layernorm backward: column totals launch"));
+  if (sets == 3) keepColumnSums(dx, C, std::move(dxSums));
   return LayerNormGrads<FastHandler>{std::move(dx), std::move(dw), std::move(db)};
 }
 

@@ -1,0 +1,67 @@
+// Column sums kept beside the buffers they sum: a linear layer's bias gradient is the column sums
+// of its dout, and the kernels that write those douts in a training step (the LayerNorm
+// backwards, GELU's backward) already hold every value in their registers, so they sum the
+// columns as they go (fast/row_kernels.hpp) and matmulGradients takes the sums from here instead
+// of reading dout again (cuBLASLt's bias-gradient epilogue ran as a kernel of its own, about
+// 1.1 ms of a GPT-2 124M step at B16 T1024).
+// A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
+#pragma once
+
+#if !defined(OSPREY_GPT2_FAST_HANDLER_PARTS)
+#error "gpt2/fast/column_sums.hpp is a part of gpt2/fast/fast_handler.hpp: include that header"
+#endif
+
+namespace gpt2 {
+
+inline void FastHandler::keepColumnSums(const Buffer& b, osprey::Index width, Buffer sums) {
+  std::erase_if(m_columnSums, [](const ColumnSums& s) { return s.source.expired(); });
+  m_columnSums.push_back(ColumnSums{b.memory(), b.address(), b.size(), width, std::move(sums)});
+}
+
+inline const FastHandler::Buffer* FastHandler::summedColumns(const Buffer& b, osprey::Index width) const {
+  for (const ColumnSums& s : m_columnSums)
+    if (s.width == width && fast_detail::sameBuffer(s.source, s.data, s.n, b)) return &s.sums;
+  return nullptr;
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackwardSummed(const Buffer& dout, const Buffer& x,
+                                                                          osprey::Index N, osprey::Index width) {
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, width, "gelu backward", "x"));
+  OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
+  if (N == 0) return geluBackward(dout, x);
+  const int widthInt = OSPREY_TRY(fast_detail::intWidth("gelu backward", width));
+  auto sums = OSPREY_TRY(allocate(width));
+  // A few blocks a multiprocessor, each walking rows a grid apart: few partial sums to add.
+  const auto blocks = static_cast<int>(std::min<osprey::Index>(N, 4 * osprey::Index{m_device->multiprocessors()}));
+  auto partials = OSPREY_TRY(allocate(osprey::Index{blocks} * width));
+  const int multiprocessors = m_device->multiprocessors();
+  bool fits = false;
+  auto out = OSPREY_TRY(withElements(dout, [&]<class D>(Elements<D> douts) {
+    return withElements(x, [&]<class X>(Elements<X> xs) -> osprey::Result<Buffer> {
+      // dx and its twin are fresh allocations: on 16 bytes, as the kernel's rows then are.
+      fits = fast_kernels::geluSumsFit(static_cast<float*>(nullptr), static_cast<__nv_bfloat16*>(nullptr), douts.data,
+                                       xs.data, width);
+      if (!fits) return geluBackward(dout, x);
+      // The launch's first run (the twin, or the floats and the twin) sums the columns; a later
+      // one (the deferred floats) writes the same values by GeluBackwardBody, without them.
+      return twinOnly(x.size(), [douts, xs, N, widthInt, multiprocessors, blocks, partials = partials.data(),
+                                 first = true](cudaStream_t stream, float* floats, __nv_bfloat16* twin) mutable {
+        if (!std::exchange(first, false))
+          return byFours(stream, multiprocessors, "fast gelu backward launch",
+                         fast_kernels::GeluBackwardBody<X, D>{floats, douts.data, xs.data, twin}, N * widthInt);
+        fast_kernels::geluBackwardSummed<X, D><<<blocks, fast_kernels::kSumThreads, 0, stream>>>(
+            floats, twin, partials, douts.data, xs.data, N, widthInt);
+        return fast_detail::launched("fast gelu backward with column sums launch");
+      });
+    });
+  }));
+  if (!fits) return out;
+  fast_kernels::columnTotals<<<static_cast<unsigned>((widthInt + 31) / 32), fast_kernels::kRowWarps * 32, 0,
+                               stream()>>>(fast_kernels::ColumnSets{{sums.data(), nullptr, nullptr}, widthInt},
+                                           partials.data(), blocks, 1);
+  OSPREY_CHECK(fast_detail::launched("fast gelu backward: column totals launch"));
+  keepColumnSums(out, width, std::move(sums));
+  return out;
+}
+
+}  // namespace gpt2
