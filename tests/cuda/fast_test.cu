@@ -754,11 +754,12 @@ TEST(Fast, ProjectedGeluReadsFcAsBf16) {
 }
 
 // A linear layer's bias gradient is the column sums of its dout. Where dout comes from a LayerNorm
-// backward (the residual stream's gradient) or from GELU's backward inside geluMatmulBackward, the
-// kernel that wrote it summed its columns as it went, and matmulBackward takes those sums
-// (biasSumsTaken counts it): float sums of dout's float values, within a float sum's roundings of
-// the float64 sums of the values read back. Where GELU's rows do not fit that kernel (a width not
-// a multiple of 8) and where dout has no such producer, dw's product sums them as before.
+// backward (the residual stream's gradient), from flash attention's backward (dqkv) or from GELU's
+// backward inside geluMatmulBackward, the kernels that wrote it summed its columns as they went,
+// and matmulBackward takes those sums (biasSumsTaken counts it): float sums of dout's float
+// values, within a float sum's roundings of the float64 sums of the values read back. Where
+// GELU's rows do not fit that kernel (a width not a multiple of 8) and where dout has no such
+// producer, dw's product sums them as before.
 TEST(Fast, BiasGradientsFromTheirProducers) {
   auto h = makeFast();
   auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
@@ -800,6 +801,18 @@ TEST(Fast, BiasGradientsFromTheirProducers) {
       EXPECT_EQ(h.biasSumsTaken(), taken + 1);
       EXPECT_EQ(read(mc.dw), read(m.dw));
       EXPECT_LT(largestGap(read(mc.dbias), read(m.dbias)), N * std::ldexp(1.0, -8) * largestAbs(read(g.dx)));
+    }
+    {  // Flash attention's backward (head size 64): dqkv's column sums are the qkv layer's dbias.
+      // T = 130: a last group of 16 rows with two rows in it, and a last tile with two.
+      const Index B = 2, T = 130, NH = 2, Ca = 64 * NH, Na = B * T;
+      auto qkv = ok(h.build(Na * 3 * Ca, Mixed{72})), dy = ok(h.build(Na * Ca, Mixed{73}));
+      auto xa = ok(h.build(Na * IC, Mixed{74})), wa = ok(h.build(IC * 3 * Ca, Mixed{75}));
+      const auto fwd = ok(h.attentionForward(qkv, B, T, Ca, NH));
+      const auto dqkv = ok(h.attentionBackward(dy, qkv, fwd.att, B, T, Ca, NH));
+      const Index taken = h.biasSumsTaken();
+      const auto m = ok(h.matmulBackward(dqkv, xa, wa, Na, IC, 3 * Ca));
+      EXPECT_EQ(h.biasSumsTaken(), taken + 1);
+      columnCheck(read(dqkv), read(m.dbias), Na, 3 * Ca, "dbias from flash attention's backward's sums");
     }
     // GELU's backward inside geluMatmulBackward: df's column sums are the fc layer's dbias.
     for (Index F : {200, 36}) {  // 36: not a multiple of 8, so no sums

@@ -209,29 +209,43 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
       OSPREY_CHECK(rowDots(nullptr));
     // dqkv is only the qkv layer's dout: its floats are made when something reads them
     // (twinOnly), by the two kernels again from the same tiles (the launch holds every operand,
-    // and the twins it reads tiles of).
-    return byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
+    // and the twins it reads tiles of). Its column sums, the qkv layer's bias gradient, are the
+    // first run's: each warp sums the rows it writes (fast_kernels::warpSums), then columnTotals.
+    const osprey::Index sumRows = fast_kernels::warpSumRows(B, T);
+    if (sumRows > INT_MAX) return osprey::Error{fmt::format("{}: {} rows of column sums exceed a kernel's int", L, sumRows)};
+    auto partials = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct(L, {sumRows, 3 * C}))));
+    auto sums = OSPREY_TRY(allocate(3 * C));
+    auto dqkv = OSPREY_TRY(byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
       const auto doutTiles = OSPREY_TRY(tilesOf<E>(dout)), qkvTiles = OSPREY_TRY(tilesOf<E>(qkv));
       const std::array<Buffer, 4> held{dout, qkv, att, rowDot};
       const std::array<HalfBuffer, 2> twins{keptTwin(dout), keptTwin(qkv)};
       // With bf16 tiles, ds goes from the keys kernel to dq's through a scratch of the launch's own;
       // on an H100/H200 the keys kernel is the warpgroup one (fast/flash_backward_wgmma.hpp).
       const bool warpgroups = std::is_same_v<E, __nv_bfloat16> && fast_kernels::wgmmaReady();
-      return twinOnly(n3, [doutTiles, qkvTiles, held, twins, B, T, C, NH, warpgroups, device = m_device](
-                              cudaStream_t stream, float* floats, __nv_bfloat16* twin) -> osprey::Result<void> {
+      return twinOnly(n3, [doutTiles, qkvTiles, held, twins, B, T, C, NH, warpgroups, device = m_device,
+                           warpSums = partials.data()](cudaStream_t stream, float* floats,
+                                                       __nv_bfloat16* twin) mutable -> osprey::Result<void> {
         osprey::GpuBuffer<osprey::CudaDevice, std::uint32_t> dsT;
         if constexpr (std::is_same_v<E, __nv_bfloat16>) {
           const osprey::Index words = fast_kernels::flashDsWords(B, T, NH);
           dsT = {device, OSPREY_TRY(device->template allocate<std::uint32_t>(words)), words};
         }
+        const fast_kernels::OutputPlaces out{floats, nullptr, twin, std::exchange(warpSums, nullptr)};
         if (warpgroups)
           return fast_kernels::flashAttentionBackwardWgmma(stream, doutTiles, qkvTiles, held[2].data(), held[3].data(),
-                                                           {floats, nullptr, twin}, B, T, C, NH, dsT.data());
+                                                           out, B, T, C, NH, dsT.data());
         return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream, doutTiles, qkvTiles, held[2].data(),
-                                                                   held[3].data(), {floats, nullptr, twin}, B, T, C,
-                                                                   NH, dsT.data());
+                                                                   held[3].data(), out, B, T, C, NH, dsT.data());
       });
-    });
+    }));
+    if (sumRows > 0) {
+      OSPREY_CUDA_CHECK(fast_kernels::launchColumnTotals(
+                            stream(), fast_kernels::ColumnSets{{sums.data(), nullptr, nullptr}, static_cast<int>(3 * C)},
+                            partials.data(), static_cast<int>(sumRows), 1),
+                        "fast attention backward: column totals launch");
+      keepColumnSums(dqkv, 3 * C, std::move(sums));
+    }
+    return dqkv;
   }
   OSPREY_CHECK(checkLength(*this, att, OSPREY_TRY(checkedProduct(L, {R, T})), L, "att"));
   const heads::Layout qkvHeads{T, 3 * C, NH, hs}, doutHeads{T, C, NH, hs};

@@ -319,19 +319,29 @@ __device__ __forceinline__ void productOfHeld(float (&acc)[8][4], const float (&
 
 // Where a kernel writes an output: its floats, and optionally a second copy of them and their
 // bf16 twin (the next linear layer's operand), each in the same layout; a null one is not written.
+// `sums` (the backward's dqkv, where given): each warp's column sums of the 16 rows it writes, a
+// row of the tensor's width for each group of 16 rows of a sequence (warpSums), which
+// columnTotals adds into the qkv layer's bias gradient; it does not move with at().
 struct OutputPlaces {
   float* data;
   float* copy = nullptr;
   __nv_bfloat16* twin = nullptr;
+  float* sums = nullptr;
   __host__ __device__ OutputPlaces at(std::size_t offset) const {
-    return {data ? data + offset : nullptr, copy ? copy + offset : nullptr, twin ? twin + offset : nullptr};
+    return {data ? data + offset : nullptr, copy ? copy + offset : nullptr, twin ? twin + offset : nullptr, sums};
   }
 };
+// The rows of out.sums a backward of B sequences of T rows writes: one for each 16 rows.
+inline osprey::Index warpSumRows(osprey::Index B, osprey::Index T) { return B * ((T + 15) / 16); }
 
 // A warp's 16 × 64 accumulator into rows rowA and rowA + 8 of a tensor (row r at r·ld), the rows
-// below T only, row rowA's values times scales[0] and row rowA + 8's times scales[1].
+// below T only, row rowA's values times scales[0] and row rowA + 8's times scales[1]. Where `sums`
+// is given, the columns' sums of the values written go there too: each lane's two rows added,
+// then the warp's eight row pairs by a butterfly (every lane of a column gets the same bits), and
+// written by the lanes of rows 0 and 8.
 __device__ __forceinline__ void storeOutputRows(const OutputPlaces& base, std::size_t ld, const float (&acc)[8][4],
-                                                int rowA, int T, const float (&scales)[2], int c) {
+                                                int rowA, int T, const float (&scales)[2], int c,
+                                                float* sums = nullptr) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = rowA + 8 * half;
@@ -344,6 +354,18 @@ __device__ __forceinline__ void storeOutputRows(const OutputPlaces& base, std::s
       if (base.copy) *reinterpret_cast<float2*>(base.copy + at + nt * 8) = make_float2(x, y);
       if (base.twin) *reinterpret_cast<__nv_bfloat162*>(base.twin + at + nt * 8) = __floats2bfloat162_rn(x, y);
     }
+  }
+  if (!sums) return;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    float x = rowA < T ? acc[nt][0] * scales[0] : 0.0f, y = rowA < T ? acc[nt][1] * scales[0] : 0.0f;
+    if (rowA + 8 < T) x += acc[nt][2] * scales[1], y += acc[nt][3] * scales[1];
+#pragma unroll
+    for (int across = 4; across < 32; across *= 2) {
+      x += __shfl_xor_sync(0xffffffffu, x, across);
+      y += __shfl_xor_sync(0xffffffffu, y, across);
+    }
+    if (threadIdx.x % 32 < 4) *reinterpret_cast<float2*>(sums + nt * 8 + 2 * c) = make_float2(x, y);
   }
 }
 
@@ -432,11 +454,20 @@ struct HeadPlace {
   std::size_t ld;     // 3C
   std::size_t row;    // b·T·C + hh·hs
   std::size_t stats;  // (b·NH + hh)·T
+  std::size_t sums;   // b·⌈T/16⌉·3C + hh·hs: its q columns of its sequence's first row of warp sums
 };
 __device__ __forceinline__ HeadPlace headPlace(int T, int C, int NH) {
   const int bh = static_cast<int>(blockIdx.y), b = bh / NH, hh = bh % NH;
   return {static_cast<std::size_t>(b) * T * 3 * C + hh * kFlashHead, static_cast<std::size_t>(3) * C,
-          static_cast<std::size_t>(b) * T * C + hh * kFlashHead, static_cast<std::size_t>(bh) * T};
+          static_cast<std::size_t>(b) * T * C + hh * kFlashHead, static_cast<std::size_t>(bh) * T,
+          static_cast<std::size_t>(b) * ((T + 15) / 16) * 3 * C + hh * kFlashHead};
+}
+// Where the warp writing rows first .. first + 15 of a head's dqkv section (0: dq, 1: dk, 2: dv)
+// puts its column sums (OutputPlaces::sums), or null: none asked for, or rows all past T.
+__device__ __forceinline__ float* warpSums(const OutputPlaces& out, const HeadPlace& head, int section, int C,
+                                           int first, int T) {
+  if (!out.sums || first >= T) return nullptr;
+  return out.sums + head.sums + static_cast<std::size_t>(first / 16) * head.ld + static_cast<std::size_t>(section) * C;
 }
 
 // One key tile's step of the online softmax for a warp's 16 rows of queries (the lane's rows g and
@@ -749,8 +780,10 @@ __global__ void __launch_bounds__(kFlashThreads, K::kKeysBlocks)
     productOfHeld<K, TileRead::ByColumns>(dk, dp, pRows, sQ, place);  // dk += dsᵀ·q
     if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
-  storeOutputRows(dqkv.at(head.wide + C), head.ld, dk, keyA, T, {scale, scale}, c);
-  storeOutputRows(dqkv.at(head.wide + 2 * C), head.ld, dv, keyA, T, {1.0f, 1.0f}, c);
+  storeOutputRows(dqkv.at(head.wide + C), head.ld, dk, keyA, T, {scale, scale}, c,
+                  warpSums(dqkv, head, 1, C, k0 + warp * 16, T));
+  storeOutputRows(dqkv.at(head.wide + 2 * C), head.ld, dv, keyA, T, {1.0f, 1.0f}, c,
+                  warpSums(dqkv, head, 2, C, k0 + warp * 16, T));
 }
 
 // dq into section 0 of dqkv. Grid (query tiles, B·NH), the longest first; block i visits the key
@@ -815,7 +848,8 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
     productOfHeld<K, TileRead::ByColumns>(dq, dp, dsRows, k, place);  // dq += ds·k
     if constexpr (S == 2) __syncthreads();  // every warp is done with this stage before it is refilled
   }
-  storeOutputRows(dqkv.at(head.wide), head.ld, dq, rowA, T, {scale, scale}, c);
+  storeOutputRows(dqkv.at(head.wide), head.ld, dq, rowA, T, {scale, scale}, c,
+                  warpSums(dqkv, head, 0, C, q0 + warp * 16, T));
 }
 
 // dq into section 0 of dqkv from the dsᵀ tiles flashBackwardKeys stored (bf16 tiles): dq = Σ ds·k
@@ -860,7 +894,8 @@ __global__ void __launch_bounds__(kFlashThreads)
       productStep<K, TileRead::ByColumns>(dq, dsFragment(dsTile, warp, ks, lane), kTile, ks, place);  // dq += ds·k
     __syncthreads();  // every warp is done with this stage before it is refilled
   }
-  storeOutputRows(dqkv.at(head.wide), head.ld, dq, q0 + warp * 16 + place.g, T, {scale, scale}, place.c);
+  storeOutputRows(dqkv.at(head.wide), head.ld, dq, q0 + warp * 16 + place.g, T, {scale, scale}, place.c,
+                  warpSums(dqkv, head, 0, C, q0 + warp * 16, T));
 }
 
 // Shared memory: the fixed tiles, S stages of the visited ones, and the p rows where kHeldA is false.
@@ -937,7 +972,8 @@ inline osprey::Index flashDsWords(osprey::Index B, osprey::Index T, osprey::Inde
   return B * NH * (tiles * (tiles + 1) / 2) * kDsTileWords;
 }
 
-// dqkv (B, T, 3C; with its twin where dqkv names one) from dout, qkv, the forward's lse and rowDot
+// dqkv (B, T, 3C; with its twin where dqkv names one, and its warps' column sums where dqkv.sums
+// does: warpSumRows(B, T) rows of 3C) from dout, qkv, the forward's lse and rowDot
 // (flashRowDotsOf's). With bf16 tiles, `dsT` (flashDsWords) carries ds from the keys kernel to
 // dq's; without it (TF32 tiles) dq's kernel computes ds again.
 template <class K>

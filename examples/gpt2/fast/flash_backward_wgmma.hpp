@@ -106,8 +106,10 @@ __global__ void __launch_bounds__(kFlashThreads, Bf16Tiles::kKeysBlocks)
     wgmma::pin(dk);
     __syncthreads();
   }
-  storeOutputRows(dqkv.at(head.wide + C), head.ld, dk, keyA, T, {scale, scale}, c);
-  storeOutputRows(dqkv.at(head.wide + 2 * C), head.ld, dv, keyA, T, {1.0f, 1.0f}, c);
+  storeOutputRows(dqkv.at(head.wide + C), head.ld, dk, keyA, T, {scale, scale}, c,
+                  warpSums(dqkv, head, 1, C, k0 + warp * 16, T));
+  storeOutputRows(dqkv.at(head.wide + 2 * C), head.ld, dv, keyA, T, {1.0f, 1.0f}, c,
+                  warpSums(dqkv, head, 2, C, k0 + warp * 16, T));
 #else
   __trap();  // built without sm_90a: the host launches this only where wgmmaReady()
 #endif

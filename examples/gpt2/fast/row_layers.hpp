@@ -100,10 +100,10 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormGradien
         dresid ? dresid->data() : nullptr, twin, sets == 3);
     return fast_detail::launched("fast layernorm backward launch");
   }));
-  fast_kernels::columnTotals<<<static_cast<unsigned>((sets * Ci + 31) / 32), fast_kernels::kRowWarps * 32, 0,
-                               stream()>>>(fast_kernels::ColumnSets{{dw.data(), db.data(), dxSums.data()}, Ci},
-                                           partials.data(), blocks, sets);
-  OSPREY_CHECK(fast_detail::launched("fast layernorm backward: column totals launch"));
+  OSPREY_CUDA_CHECK(fast_kernels::launchColumnTotals(
+                        stream(), fast_kernels::ColumnSets{{dw.data(), db.data(), dxSums.data()}, Ci}, partials.data(),
+                        blocks, sets),
+                    "fast layernorm backward: column totals launch");
   if (sets == 3) keepColumnSums(dx, C, std::move(dxSums));
   return LayerNormGrads<FastHandler>{std::move(dx), std::move(dw), std::move(db)};
 }
