@@ -282,14 +282,15 @@ struct ColumnSets {
   float* set[3];
   int C;
 };
-// The partial column sums of `rows` row groups (partials: rows × sets·C), added in row order. A
-// block takes kTotalsColumns columns (a 32-byte sector of each row) and cuts the rows among
+// The partial column sums of `rows` row groups (partials: rows × sets·C), added in a fixed order.
+// A block takes kTotalsColumns columns (a 32-byte sector of each row) and cuts the rows among
 // kTotalsSlots slots of threads: slot s adds rows s, s + kTotalsSlots, ... in order, kTotalsLoads
-// of them loaded at once, and the slots' sums are then added in slot order. The partials are
-// still in the L2 cache from their writers: what costs is the chain of loads each thread waits
-// on, so many blocks of short chains (a block of 32 columns had each warp walk every 8th row:
-// 9-13 µs a launch where the bytes take 1-3).
-constexpr int kTotalsColumns = 8, kTotalsSlots = 32, kTotalsLoads = 8;
+// of them loaded at once, and the slots' sums are then added pairwise (slot s and s + span, span
+// halving). The partials are still in the L2 cache from their writers: what costs is the chain of
+// loads each thread waits on, so many blocks with one batch of loads for up to
+// kTotalsSlots·kTotalsLoads rows (a block of 32 columns had each warp walk every 8th row: 9-13 µs
+// a launch where the bytes take 1-3).
+constexpr int kTotalsColumns = 8, kTotalsSlots = 64, kTotalsLoads = 16;
 __global__ void __launch_bounds__(kTotalsColumns * kTotalsSlots)
     columnTotals(ColumnSets out, const float* partials, int rows, int sets) {
   __shared__ float slotSums[kTotalsSlots][kTotalsColumns];
@@ -309,12 +310,14 @@ __global__ void __launch_bounds__(kTotalsColumns * kTotalsSlots)
         if (first + k * kTotalsSlots < rows) total += v[k];
     }
   slotSums[slot][j] = total;
-  __syncthreads();
+#pragma unroll
+  for (int span = kTotalsSlots / 2; span > 0; span /= 2) {
+    __syncthreads();
+    if (slot < span) slotSums[slot][j] += slotSums[slot + span][j];
+  }
   if (slot != 0 || c >= width) return;
-  total = 0.0f;
-  for (int s = 0; s < kTotalsSlots; ++s) total += slotSums[s][j];
   const int set = c / out.C;  // chosen, not indexed: an indexed parameter array would live in local memory
-  (set == 0 ? out.set[0] : set == 1 ? out.set[1] : out.set[2])[c % out.C] = total;
+  (set == 0 ? out.set[0] : set == 1 ? out.set[1] : out.set[2])[c % out.C] = slotSums[0][j];
 }
 // columnTotals over sets·C columns, on `stream`.
 inline cudaError_t launchColumnTotals(cudaStream_t stream, ColumnSets out, const float* partials, int rows, int sets) {
