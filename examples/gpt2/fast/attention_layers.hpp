@@ -143,7 +143,7 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
         const auto tiles = OSPREY_TRY(tilesOf<E>(qkv));
         const fast_kernels::OutputPlaces places{nullptr, saved.data() + R, twin};
         // bf16 tiles on an H100/H200: the warpgroup kernel (fast/flash_forward_wgmma.hpp).
-        if (!std::is_same_v<E, float> && fast_kernels::wgmmaReady())
+        if (std::is_same_v<E, __nv_bfloat16> && fast_kernels::wgmmaReady())
           return fast_kernels::flashAttentionForwardWgmma(stream(), tiles, places, saved.data(), B, T, C, NH);
         return fast_kernels::flashAttentionForward<FlashTiles<E>>(stream(), tiles, places, saved.data(), B, T, C, NH);
       });

@@ -30,21 +30,20 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackwardSummed(const
   OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
   if (N == 0) return geluBackward(dout, x);
   const int widthInt = OSPREY_TRY(fast_detail::intWidth("gelu backward", width));
-  auto sums = OSPREY_TRY(allocate(width));
   // A few blocks a multiprocessor, each walking rows a grid apart: few partial sums to add. Four,
   // not five: bounded to 96 registers for five, the pipelined kernel ran no faster on the H200
   // (78.5 µs against 79.0), and the totals would add a quarter more partial rows, grouped
   // otherwise (other bits in the bias gradient).
   const auto blocks = static_cast<int>(std::min<osprey::Index>(N, 4 * osprey::Index{m_device->multiprocessors()}));
-  auto partials = OSPREY_TRY(allocate(osprey::Index{blocks} * width));
   const int multiprocessors = m_device->multiprocessors();
   bool fits = false;
+  Buffer sums, partials;
   auto out = OSPREY_TRY(withElements(dout, [&]<class D>(Elements<D> douts) {
     return withElements(x, [&]<class X>(Elements<X> xs) -> osprey::Result<Buffer> {
-      // dx and its twin are fresh allocations: on 16 bytes, as the kernel's rows then are.
-      fits = fast_kernels::geluSumsFit(static_cast<float*>(nullptr), static_cast<__nv_bfloat16*>(nullptr), douts.data,
-                                       xs.data, width);
+      fits = fast_kernels::geluSumsFit(douts.data, xs.data, width);
       if (!fits) return geluBackward(dout, x);
+      sums = OSPREY_TRY(allocate(width));
+      partials = OSPREY_TRY(allocate(osprey::Index{blocks} * width));
       // The launch's first run (the twin, or the floats and the twin) sums the columns; a later
       // one (the deferred floats) writes the same values by GeluBackwardBody, without them.
       return twinOnly(x.size(), [douts, xs, N, widthInt, multiprocessors, blocks, partials = partials.data(),

@@ -227,9 +227,9 @@ class FastHandler : public osprey::Fast {
   // padded lm head backward's one-hot share gathers).
   osprey::Index deferredFloatsWritten() const { return *m_deferredWritten; }
   // How many bias gradients matmulBackward has taken from its dout's producer: the LayerNorm
-  // backwards and GELU's (inside geluMatmulBackward) sum the columns of the gradient they write
-  // as they write it, in float from its float values, and a linear layer's bias gradient is the
-  // column sums of its dout (ColumnSums).
+  // backwards, flash attention's backward and GELU's (inside geluMatmulBackward) sum the columns
+  // of the gradient they write as they write it, in float from its float values, and a linear
+  // layer's bias gradient is the column sums of its dout (ColumnSums).
   osprey::Index biasSumsTaken() const { return m_biasSumsTaken; }
   std::string device() const { return deviceWith(m_products == Products::Bf16 ? "bf16" : "TF32"); }
 

@@ -470,6 +470,15 @@ __device__ __forceinline__ float* warpSums(const OutputPlaces& out, const HeadPl
   return out.sums + head.sums + static_cast<std::size_t>(first / 16) * head.ld + static_cast<std::size_t>(section) * C;
 }
 
+// k and v of key tile kt into kTile and vTile: the columns C and 2C after the head's q columns
+// (q, qkv.at(head.wide)), as the forward and dq's kernel fetch each stage of keys.
+template <class K>
+__device__ __forceinline__ void fetchKeyTile(typename K::Element* kTile, typename K::Element* vTile,
+                                            const TileSource& q, const HeadPlace& head, int C, int kt, int T) {
+  fetchTile<K>(kTile, q.at(C), head.ld, kt * kFlashTile, T);
+  fetchTile<K>(vTile, q.at(2 * C), head.ld, kt * kFlashTile, T);
+}
+
 // One key tile's step of the online softmax for a warp's 16 rows of queries (the lane's rows g and
 // g + 8): s holds the tile's scores before scaling, -inf where masked, and becomes p = exp2(s·scaleLog2
 // - m) with m the rows' new running maxima (in log2 units); l, the lane's share of each row's sum,
@@ -538,8 +547,7 @@ __global__ void __launch_bounds__(kFlashThreads, K::kForwardBlocks)
   const TileSource q = qkv.at(head.wide);
   E* rows = sQ + warp * 16 * R * kFlashHead;  // the warp's q rows, then its p rows
   const auto fetchKeys = [&](int kt, int stage) {
-    fetchTile<K>(sK + stage * kTileElements, q.at(C), head.ld, kt * kFlashTile, T);
-    fetchTile<K>(sV + stage * kTileElements, q.at(2 * C), head.ld, kt * kFlashTile, T);
+    fetchKeyTile<K>(sK + stage * kTileElements, sV + stage * kTileElements, q, head, C, kt, T);
   };
 #pragma unroll
   for (int r = 0; r < R; ++r) fetchTile<K>(sQ + r * kTileElements, q, head.ld, q0 + r * kFlashTile, T);
@@ -807,8 +815,7 @@ __global__ void __launch_bounds__(kFlashThreads, 3)
   const HeadPlace head = headPlace(T, C, NH);
   const TileSource q = qkv.at(head.wide);
   const auto fetchKeys = [&](int kt, int stage) {
-    fetchTile<K>(sK + stage * kTileElements, q.at(C), head.ld, kt * kFlashTile, T);
-    fetchTile<K>(sV + stage * kTileElements, q.at(2 * C), head.ld, kt * kFlashTile, T);
+    fetchKeyTile<K>(sK + stage * kTileElements, sV + stage * kTileElements, q, head, C, kt, T);
   };
   fetchTile<K>(sQ, q, head.ld, q0, T);
   fetchTile<K>(sO, dout.at(head.row), static_cast<std::size_t>(C), q0, T);

@@ -54,8 +54,7 @@ __global__ void __launch_bounds__(kFlashThreads, kWgmmaBlocks)
   const HeadPlace head = headPlace(T, C, NH);
   const TileSource q = qkv.at(head.wide);
   const auto fetchKeys = [&](int kt, int stage) {
-    fetchTile<K>(sK + stage * kTileElements, q.at(C), head.ld, kt * kFlashTile, T);
-    fetchTile<K>(sV + stage * kTileElements, q.at(2 * C), head.ld, kt * kFlashTile, T);
+    fetchKeyTile<K>(sK + stage * kTileElements, sV + stage * kTileElements, q, head, C, kt, T);
   };
   fetchTile<K>(sQ, q, head.ld, q0, T);
   fetchKeys(0, 0);
