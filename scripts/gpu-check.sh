@@ -2,12 +2,14 @@
 # One command for the GPU machine: builds Osprey for sm_90a (H100/H200), runs every test for the
 # cuda device, the bit-identity checks and the benchmarks, and prints a short table LAST.
 #
-#   scripts/gpu-check.sh [all|build|run] [--no-host-tests]
+#   scripts/gpu-check.sh [all|build|run|hooks] [--no-host-tests]
 #
 #     all    (default) build, then run
 #     build  configure build-gpu/ with -DOSPREY_CUDA_ARCH=90a and build every target
 #     run    with an existing build: host tests (unless --no-host-tests), compile-fail tests,
 #            osprey_cuda_tests, osprey_cuda_bench, then every hook in scripts/gpu-check.d/
+#     hooks  the hooks alone (HOOKS: which, e.g. "30 35"; default all), after a `run` in an earlier
+#            call on the same machine: they take that run's cuda test results
 #
 #   Environment: OUT (logs and the table are copied to $OUT/gpu-check/ when set), BUILD_DIR
 #   (default build-gpu), JOBS (default: every core), OSPREY_CUDA_ARCH (default 90a), HOOKS_DIR
@@ -42,10 +44,10 @@ phase=all
 host_tests=1
 for arg in "$@"; do
   case $arg in
-    all | build | run) phase=$arg ;;
+    all | build | run | hooks) phase=$arg ;;
     --no-host-tests) host_tests=0 ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "gpu-check: unknown argument \`$arg\` (all | build | run | --no-host-tests)" >&2; exit 2 ;;
+    *) echo "gpu-check: unknown argument \`$arg\` (all | build | run | hooks | --no-host-tests)" >&2; exit 2 ;;
   esac
 done
 
@@ -61,14 +63,25 @@ record() { printf '%s|%s|%s\n' "$1" "$2" "${3:-}" >> "$rows"; }
 collect() { grep -a '^RESULT|' "$1" | while IFS='|' read -r _ name result number; do record "$name" "$result" "$number"; done; }
 say() { printf '\n== %s (%ss)\n' "$*" "$(($(date +%s) - started))"; }
 
+# The commit the tree was copied from: scripts/stamp-commit.sh's stamp, written on the development
+# machine before the copy; without one, git here (whose .git may be older than the files).
+commit_line() {
+  if [[ -f $root/.gpu-check-commit ]]; then
+    cat "$root/.gpu-check-commit"
+  else
+    echo "$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown) (no stamp: as this machine's .git says$(git -C "$root" diff --quiet 2>/dev/null || echo ', with uncommitted changes'))"
+  fi
+}
+
 print_table() {
   local files=()
   [[ -f $state/build.rows ]] && files+=("$state/build.rows")
-  [[ -f $state/run.rows && $phase != build ]] && files+=("$state/run.rows")
+  [[ -f $state/run.rows && $phase != build && $phase != hooks ]] && files+=("$state/run.rows")
+  [[ -f $state/hooks.rows && $phase == hooks ]] && files+=("$state/hooks.rows")
   ((${#files[@]})) || return 0
   {
     echo
-    echo "gpu-check: $(date -u +%Y-%m-%dT%H:%MZ), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "gpu-check: $(date -u +%Y-%m-%dT%H:%MZ), commit $(commit_line)"
     cat "${files[@]}" | awk -F'|' '
       { name[NR] = $1; result[NR] = $2; number[NR] = $3
         if (length($1) > w1) w1 = length($1); if (length($2) > w2) w2 = length($2) }
@@ -93,7 +106,8 @@ finish() {
   fi
   local files=()
   [[ -f $state/build.rows ]] && files+=("$state/build.rows")
-  [[ -f $state/run.rows && $phase != build ]] && files+=("$state/run.rows")
+  [[ -f $state/run.rows && $phase != build && $phase != hooks ]] && files+=("$state/run.rows")
+  [[ -f $state/hooks.rows && $phase == hooks ]] && files+=("$state/hooks.rows")
   ((${#files[@]})) || exit 1
   if cut -d'|' -f2 "${files[@]}" | grep -q '^FAIL'; then exit 1; fi
   exit 0
@@ -201,6 +215,9 @@ run_checks() {
 
   say "cuda tests (osprey_cuda_tests)"
   local tests=$build/tests/osprey_cuda_tests
+  # The hooks time a handler only when its tests passed in this run (they read these): the fast
+  # handler's are Fast.*, the exact cuda handler's all the others.
+  exact_tests=FAIL fast_tests=FAIL
   if [[ -x $tests ]]; then
     timeout 300 "$tests" --gtest_output="xml:$logs/cuda_tests.xml" > "$logs/cuda_tests.log" 2>&1
     local status=$?
@@ -211,7 +228,12 @@ run_checks() {
     tail -4 "$logs/cuda_tests.log"
     if ((status == 0)); then
       record "cuda tests (typed effect + cuda device)" "PASS" "${passed:-?} tests"
-    else
+      exact_tests=PASS fast_tests=PASS
+    elif [[ -n $passed ]]; then  # the run finished (a summary line) with failures: whose?
+      grep -E '^\[  FAILED  \] [A-Za-z]' "$logs/cuda_tests.log" | grep -qv '\] Fast\.' || exact_tests=PASS
+      grep -qE '^\[  FAILED  \] Fast\.' "$logs/cuda_tests.log" || fast_tests=PASS
+    fi
+    if ((status != 0)); then
       grep -E '^\[  FAILED  \] [A-Za-z]' "$logs/cuda_tests.log" | sort -u | head -20
       record "cuda tests (typed effect + cuda device)" "FAIL" \
         "$( ((status == 124)) && echo 'timed out' || echo "${failed:-?} failed, ${passed:-0} passed")"
@@ -219,6 +241,8 @@ run_checks() {
   else
     record "cuda tests (typed effect + cuda device)" "FAIL" "osprey_cuda_tests was not built"
   fi
+
+  echo "$exact_tests $fast_tests" > "$state/cuda-tests.status"
 
   say "cuda benchmarks (osprey_cuda_bench)"
   local bench=$build/bench/cuda/osprey_cuda_bench
@@ -232,14 +256,19 @@ run_checks() {
     record "cuda matMul benchmark" "FAIL" "osprey_cuda_bench was not built"
   fi
 
-  # ---- hooks: the GPT-2 bit-identity digests, PyTorch comparisons, ... ---------------------------
+  run_hooks
+}
+
+# ---- hooks: the GPT-2 bit-identity digests, PyTorch comparisons, ... -----------------------------
+run_hooks() {
   local hook
   for hook in "${HOOKS_DIR:-$root/scripts/gpu-check.d}"/*.sh; do
     [[ -x $hook ]] || continue
     local name
     name=$(basename "$hook" .sh)
+    if [[ -n ${HOOKS:-} ]] && ! grep -qw "${name%%-*}" <<< "$HOOKS"; then continue; fi
     say "hook $name"
-    OSPREY_ROOT=$root OSPREY_BUILD_DIR=$build OSPREY_GPU_CHECK_LOGS=$logs \
+    OSPREY_ROOT=$root OSPREY_BUILD_DIR=$build OSPREY_GPU_CHECK_LOGS=$logs OSPREY_EXACT_CUDA_TESTS=$exact_tests OSPREY_FAST_CUDA_TESTS=$fast_tests \
       timeout "${HOOK_TIMEOUT:-300}" "$hook" > "$logs/hook-$name.log" 2>&1
     local status=$?
     grep -av '^RESULT|' "$logs/hook-$name.log" | tail -15
@@ -248,9 +277,22 @@ run_checks() {
   done
 }
 
+hooks_only() {
+  rows=$state/hooks.rows
+  : > "$rows"
+  if [[ -f $state/cuda-tests.status ]]; then
+    read -r exact_tests fast_tests < "$state/cuda-tests.status"
+  else
+    exact_tests=FAIL fast_tests=FAIL
+    record "hooks" "FAIL" "no earlier \`run\` on this machine: its cuda test results are what the hooks' timings rest on"
+  fi
+  run_hooks
+}
+
 case $phase in
   build) run_build ;;
   run) run_checks ;;
+  hooks) hooks_only ;;
   all) run_build; run_checks ;;
 esac
 say "done"

@@ -22,8 +22,9 @@
 //   mlp   = gelu . Wmlp + bmlp                                       (T, C)
 //   out   = x1 + mlp                                                 (T, C)
 //
-// Numerics: every sum runs in index order from 0.0; no fused multiply-add; exp/tanh/sqrt come
-// from osprey::math (one implementation for host and device). Index maths uses the checked Int.
+// Numerics: every sum runs in index order from 0.0; every sum of products is a chain of fused
+// multiply-adds (osprey::math::fma) in that order, as matMul's are, and nothing else is fused;
+// exp/tanh/sqrt come from osprey::math (one implementation for host and device). Index maths uses the checked Int.
 // Kernels live in named function templates with explicit return types (nvcc's rule for
 // __host__ __device__ lambdas).
 #pragma once
@@ -117,7 +118,7 @@ Result<Buf<H>> rowInverseStd(H& h, const Buf<H>& x, const Buf<H>& mean, Index ro
     Scalar acc = 0.0;
     for (Int c = 0; c < W; ++c) {
       const Scalar d = xv[Int(r) * W + c] - mv[r];
-      acc = acc + d * d;
+      acc = osprey::math::fma(d, d, acc);
     }
     return 1.0 / osprey::math::sqrt(acc / static_cast<Scalar>(W.raw()) + eps);
   });
@@ -190,7 +191,7 @@ Result<Buf<H>> attentionScores(H& h, const Buf<H>& qkv) {
     if (s > t) return 0.0;
     Scalar dot = 0.0;
     for (Int d = 0; d < HSi; ++d)
-      dot = dot + qv[t * C3 + head * HSi + d] * qv[s * C3 + Ci + head * HSi + d];
+      dot = osprey::math::fma(qv[t * C3 + head * HSi + d], qv[s * C3 + Ci + head * HSi + d], dot);
     return dot * scale;
   });
 }
@@ -249,7 +250,7 @@ Result<Buf<H>> attentionMix(H& h, const Buf<H>& att, const Buf<H>& qkv) {
     const Int t = Int(i) / Ci, c = Int(i) % Ci, head = c / HSi;
     const Int row = head * Ti + t;
     Scalar acc = 0.0;
-    for (Int s = 0; s <= t; ++s) acc = acc + av[row * Ti + s] * qv[s * C3 + Ci * 2 + c];
+    for (Int s = 0; s <= t; ++s) acc = osprey::math::fma(av[row * Ti + s], qv[s * C3 + Ci * 2 + c], acc);
     return acc;
   });
 }

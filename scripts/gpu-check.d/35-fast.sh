@@ -18,6 +18,30 @@ steps=$(( ${FAST_STEPS:-6} + 2 ))
 export PYTHONUNBUFFERED=1
 py() { python3 -c "print($1)"; }
 
+# Timings count only when the fast handler's tests (Fast.*) passed in this run, and each timed
+# training run's first losses are checked against the exact handler's for the same steps.
+if [[ ${OSPREY_FAST_CUDA_TESTS:-FAIL} != PASS ]]; then
+  echo "RESULT|osprey fast timings|SKIPPED|the Fast.* tests did not pass in this run"
+  exit 0
+fi
+checked_steps=3
+exact_losses=$logs/exact-train-B16.out
+"$gpt2" train --preset 124M --data "$data" --batch 16 --seq 1024 --steps "$checked_steps" --backend gpu --device cuda \
+  > "$exact_losses" 2> "$logs/exact-train-B16.err" ||
+  echo "RESULT|exact train B16 T1024 (the losses fast is checked against)|FAIL|$(tail -1 "$logs/exact-train-B16.err")"
+losses_of() { sed -n 's/^step \([0-9]*\)\/[0-9]*: train loss \([0-9.eE+-]*\) .*/\1 \2/p' "$1"; }
+# losses_agree NAME FAST_OUT RTOL: the first $checked_steps losses within RTOL · loss of exact's
+# (docs/FAST.md: 1e-4 for bf16 products, 2e-5 for TF32).
+losses_agree() {
+  local verdict
+  verdict=$(join <(losses_of "$exact_losses") <(losses_of "$2") | awk -v n="$checked_steps" -v r="$3" '
+    $1 <= n { seen++; d = $3 - $2; if (d < 0) d = -d; rel = d / $2; if (rel > worst) worst = rel }
+    END { if (seen < n) { print "FAIL " seen " of " n " steps to compare"; exit }
+          printf "%s worst relative gap %.2e (bound %g)\n", (worst <= r ? "PASS" : "FAIL"), worst, r }')
+  echo "RESULT|$1: first $checked_steps losses vs exact|${verdict%% *}|${verdict#* }"
+  [[ $verdict == PASS* ]]
+}
+
 # ---- PyTorch, same run -----------------------------------------------------------------------------
 if [[ ${SKIP_TORCH:-0} != 1 ]]; then
   python3 bench/peers/torch_gpt2_fast.py --batch 16 --seq 1024 --tokens 100 > "$logs/torch-fast.log" 2>&1
@@ -47,6 +71,7 @@ train() {  # $1: bf16 or tf32
     echo "RESULT|$name train step B16 T1024|FAIL|no step lines in $out"
     return
   fi
+  losses_agree "$name" "$out" "$([[ $1 == bf16 ]] && echo 1e-4 || echo 2e-5)" || return
   echo "RESULT|$name train step B16 T1024|ms|$(py "round(16 * 1024 / $tps * 1000, 2)")"
   echo "RESULT|$name train tokens/s|tok/s|$tps"
   echo "RESULT|$name train MFU (of 790 TFLOP/s bf16)|%|$(py "round($tps * (6 * 124.44e6 + 6 * 12 * 768 * 1024) / 790e12 * 100, 2)")"

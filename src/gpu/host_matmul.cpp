@@ -1,16 +1,20 @@
 // The host device's exact matMul: packed panels, register tiles, SIMD across columns.
 //
-// Contract (DESIGN.md §4): out[i][j] = (((0.0 + a[i][0]*b[0][j]) + a[i][1]*b[1][j]) + ...), one
-// rounding per multiply and per add, k ascending. Tiling and SIMD only ever group *different*
-// outputs: a vector lane is one output, and its chain of operations is exactly the lists
-// handler's. The file is built with -ffp-contract=off and the kernels below use separate
-// multiply and add vector operations, so nothing is fused even where the CPU has FMA.
+// Contract (DESIGN.md §4): out[i][j] = fma(a[i][K-1], b[K-1][j], ... fma(a[i][0], b[0][j], +0.0)),
+// one fused multiply-add per term, k ascending. Tiling and SIMD only ever group *different*
+// outputs: a vector lane is one output, and its chain of fused multiply-adds is exactly the lists
+// handler's std::fma chain. The kernels use the CPU's FMA instructions (AVX-512F, or AVX2 with
+// FMA); a CPU with neither runs the portable kernel, whose std::fma is the C library's correctly
+// rounded one (the same double, more slowly). The file is built with -ffp-contract=off, so the
+// only fused operations are the ones written here.
 //
 // Layout: b is packed per (column tile, k block) into a depth x NR panel (columns past `cols`
 // padded with zeros and never stored); a is packed once into MR-row strips, k-major, so the
 // micro-kernel reads both operands contiguously.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <immintrin.h>
@@ -34,9 +38,9 @@ typedef double v4d __attribute__((vector_size(32)));
 // with -ffp-contract=off and no fast-math the compiler must keep 0.0 + x, since it turns -0.0
 // into +0.0; that add was a fifth of the micro-kernel's arithmetic.)
 __attribute__((target("avx512f"))) inline v8d broadcast8(double x) { return (v8d)_mm512_set1_pd(x); }
-__attribute__((target("avx2"))) inline v4d broadcast4(double x) { return (v4d)_mm256_set1_pd(x); }
+__attribute__((target("avx2,fma"))) inline v4d broadcast4(double x) { return (v4d)_mm256_set1_pd(x); }
 
-// acc[r][:] = acc[r][:] + ap[k][r] * bp[k][:] for k in [0, depth), rows r < R.
+// acc[r][:] = fma(ap[k][r], bp[k][:], acc[r][:]) for k in [0, depth), rows r < R.
 template <int R>
 __attribute__((target("avx512f"))) void tileAvx512(Tile& acc, const double* ap, const double* bp,
                                                     Index depth) {
@@ -49,8 +53,8 @@ __attribute__((target("avx512f"))) void tileAvx512(Tile& acc, const double* ap, 
     std::memcpy(&b1, bp + k * NR + 8, sizeof(v8d));
     for (int r = 0; r < R; ++r) {
       const v8d ar = broadcast8(ap[k * MR + r]);
-      c[r][0] = c[r][0] + ar * b0;
-      c[r][1] = c[r][1] + ar * b1;
+      c[r][0] = (v8d)_mm512_fmadd_pd((__m512d)ar, (__m512d)b0, (__m512d)c[r][0]);
+      c[r][1] = (v8d)_mm512_fmadd_pd((__m512d)ar, (__m512d)b1, (__m512d)c[r][1]);
     }
   }
   for (int r = 0; r < R; ++r)
@@ -58,7 +62,7 @@ __attribute__((target("avx512f"))) void tileAvx512(Tile& acc, const double* ap, 
 }
 
 template <int R>
-__attribute__((target("avx2"))) void tileAvx2(Tile& acc, const double* ap, const double* bp, Index depth) {
+__attribute__((target("avx2,fma"))) void tileAvx2(Tile& acc, const double* ap, const double* bp, Index depth) {
   for (int r0 = 0; r0 < R; r0 += 2) {  // 2 rows x 4 vectors = 8 accumulators of the 16 registers
     const int rows = std::min(2, R - r0);
     v4d c[2][4];
@@ -69,7 +73,7 @@ __attribute__((target("avx2"))) void tileAvx2(Tile& acc, const double* ap, const
       for (int v = 0; v < 4; ++v) std::memcpy(&b[v], bp + k * NR + v * 4, sizeof(v4d));
       for (int r = 0; r < rows; ++r) {
         const v4d ar = broadcast4(ap[k * MR + r0 + r]);
-        for (int v = 0; v < 4; ++v) c[r][v] = c[r][v] + ar * b[v];
+        for (int v = 0; v < 4; ++v) c[r][v] = (v4d)_mm256_fmadd_pd((__m256d)ar, (__m256d)b[v], (__m256d)c[r][v]);
       }
     }
     for (int r = 0; r < rows; ++r)
@@ -82,16 +86,17 @@ void tilePortable(Tile& acc, const double* ap, const double* bp, Index depth) {
   for (Index k = 0; k < depth; ++k)
     for (int r = 0; r < R; ++r) {
       const double ar = ap[k * MR + r];
-      for (Index j = 0; j < NR; ++j) acc[r][j] = acc[r][j] + ar * bp[k * NR + j];
+      for (Index j = 0; j < NR; ++j) acc[r][j] = std::fma(ar, bp[k * NR + j], acc[r][j]);
     }
 }
 
-enum class Isa { Avx512, Avx2, Portable };
+using Isa = HostMatMulIsa;
 
+// The best kernel this CPU runs.
 Isa detectIsa() {
-  static const Isa isa = __builtin_cpu_supports("avx512f") ? Isa::Avx512
-                         : __builtin_cpu_supports("avx2")  ? Isa::Avx2
-                                                           : Isa::Portable;
+  static const Isa isa = hostMatMulIsaAvailable(Isa::Avx512) ? Isa::Avx512
+                         : hostMatMulIsaAvailable(Isa::Avx2) ? Isa::Avx2
+                                                             : Isa::Portable;
   return isa;
 }
 
@@ -132,17 +137,31 @@ void narrowMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Ind
       double acc[kRowsAtOnce] = {};
       for (Index k = 0; k < inner; ++k) {
         const double bk = b[k * cols + j];
-        for (Index r = 0; r < height; ++r) acc[r] = acc[r] + a[(i0 + r) * inner + k] * bk;
+        for (Index r = 0; r < height; ++r) acc[r] = std::fma(a[(i0 + r) * inner + k], bk, acc[r]);
       }
       for (Index r = 0; r < height; ++r) out[(i0 + r) * cols + j] = acc[r];
     }
   }
 }
 
+// AVX-512F has its fused multiply-add; AVX2's comes with the separate FMA extension.
+bool hostMatMulIsaAvailable(HostMatMulIsa isa) {
+  switch (isa) {
+    case HostMatMulIsa::Avx512: return __builtin_cpu_supports("avx512f");
+    case HostMatMulIsa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case HostMatMulIsa::Portable: return true;
+  }
+  return false;
+}
+
 void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols) {
+  hostMatMulWith(detectIsa(), out, a, b, rows, inner, cols);
+}
+
+void hostMatMulWith(HostMatMulIsa isa, Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner,
+                    Index cols) {
   if (rows == 0 || cols == 0) return;
   if (cols <= 2) return narrowMatMul(out, a, b, rows, inner, cols);
-  const Isa isa = detectIsa();
   const Index strips = (rows + MR - 1) / MR;
   const Index colTiles = (cols + NR - 1) / NR;
   const Index kBlocks = std::max<Index>((inner + KC - 1) / KC, 1);
@@ -151,16 +170,19 @@ void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index
   const bool parallel = rows * cols * std::max<Index>(inner, 1) > (Index{1} << 20);
 
   // a packed as strips of MR rows, k-major: packedA[s][k][r] = a[s*MR + r][k] (0 past `rows`).
-  // The buffer is the calling thread's and only grows: the lm head packs 100 MB per product, and
-  // fresh pages every call cost more system time than the packing itself.
-  thread_local std::vector<double> packedStorage;
+  // The buffer is the calling thread's and only grows: the lm head packs its 50257 x 768 weight
+  // (295 MiB) per product, and fresh pages every call cost more system time than the packing
+  // itself. It is left uninitialised (the packing loop writes every element), so a new buffer's
+  // pages are first touched by the threads that pack them, not zero-filled by this one.
+  thread_local std::unique_ptr<double[]> packedStorage;
+  thread_local std::size_t packedCapacity = 0;
   const auto packedSize = static_cast<std::size_t>(strips * MR * std::max<Index>(inner, 1));
-  if (packedStorage.size() < packedSize) {
-    packedStorage.clear();
-    packedStorage.shrink_to_fit();
-    packedStorage.resize(packedSize);
+  if (packedCapacity < packedSize) {
+    packedStorage.reset();
+    packedStorage.reset(new double[packedSize]);
+    packedCapacity = packedSize;
   }
-  double* const packedA = packedStorage.data();
+  double* const packedA = packedStorage.get();
 #pragma omp parallel for schedule(static) if (parallel)
   for (Index s = 0; s < strips; ++s) {
     double* dst = packedA + s * MR * inner;

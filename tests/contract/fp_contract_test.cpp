@@ -1,10 +1,12 @@
-// The exact contract's compiler flags are in force (DESIGN.md §4): no fused multiply-add, no
+// The exact contract's compiler flags are in force (DESIGN.md §4): no fused multiply-add but the
+// products' own (each product term one fma, checked below on every host kernel), no
 // -ffast-math family (reassociation, finite-only, no signed zeros, reciprocals), and doubles
 // evaluated in double (FLT_EVAL_METHOD 0). Each check computes something whose IEEE answer
 // differs from what the forbidden flag would produce, so adding -ffp-contract=fast or
 // -ffast-math to the build makes these tests fail instead of silently changing the numbers.
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -62,27 +64,68 @@ TEST(ExactContract, VectorisedMultiplyAddIsNotFusedOnAvx512) {
   for (int i = 0; i < n; ++i) ASSERT_TRUE(sameBits(out[i], 0.0)) << "element " << i << " = " << out[i];
 }
 
-// The host device's matMul is built in the library with the same flags, including its AVX-512
-// clone: out = (0 + (-1)*1) + a*b must be -1 + round(a*b) = 0, not fma(a, b, -1) = -2^-60.
-// 8 x 2 x 32 covers two full 4 x 16 tiles in each direction.
-TEST(ExactContract, HostDeviceMatMulDoesNotFuse) {
-  constexpr Index rows = 8, inner = 2, cols = 32;
-  std::vector<Scalar> a(rows * inner), b(inner * cols);
-  for (Index i = 0; i < rows; ++i) {
-    a[i * inner + 0] = -1.0;
-    a[i * inner + 1] = gA;
+// Products are chains of fused multiply-adds (DESIGN.md §4): out = fma(a, b, fma(-1, 1, +0.0)) is
+// fma(a, b, -1) = -2^-60, where an unfused a*b + -1 would give 0. The host device's matMul is
+// checked on every kernel this CPU can run (AVX-512, AVX2 + FMA, portable), and against lists.
+// 8 x 2 x 32 covers two full 8 x 16 tiles in each direction; 8 x 2 x 2 takes the few-column path.
+TEST(ExactContract, EveryProductTermIsOneFusedMultiplyAdd) {
+  for (const Index cols : {Index{32}, Index{2}}) {
+    constexpr Index rows = 8, inner = 2;
+    std::vector<Scalar> a(rows * inner), b(inner * cols);
+    for (Index i = 0; i < rows; ++i) {
+      a[i * inner + 0] = -1.0;
+      a[i * inner + 1] = gA;
+    }
+    for (Index j = 0; j < cols; ++j) {
+      b[0 * cols + j] = 1.0;
+      b[1 * cols + j] = gB;
+    }
+    std::vector<std::vector<Scalar>> results;
+    Lists lists;
+    results.push_back(testing::readAll(lists, *lists.matMul(*lists.fromList(a), *lists.fromList(b), rows, inner, cols)));
+    for (auto isa : {HostMatMulIsa::Avx512, HostMatMulIsa::Avx2, HostMatMulIsa::Portable}) {
+      if (!hostMatMulIsaAvailable(isa)) continue;
+      std::vector<Scalar> out(rows * cols, 1.0);
+      hostMatMulWith(isa, out.data(), a.data(), b.data(), rows, inner, cols);
+      results.push_back(out);
+    }
+    for (const auto& result : results) {
+      ASSERT_EQ(result.size(), static_cast<std::size_t>(rows * cols));
+      for (std::size_t o = 0; o < result.size(); ++o)
+        ASSERT_TRUE(sameBits(result[o], kFused)) << cols << " columns, output " << o << " = " << result[o]
+                                                 << " (want fma(a, b, -1) = -2^-60)";
+    }
   }
-  for (Index j = 0; j < cols; ++j) {
-    b[0 * cols + j] = 1.0;
-    b[1 * cols + j] = gB;
-  }
-  GpuHost host = testing::makeHandler<GpuHost>();
+}
+
+// Every host kernel gives the lists handler's bits on shapes that cut tiles, strips and k blocks
+// (MR = 8 rows, NR = 16 columns, KC = 256), with values of wide range, signed zeros and
+// cancellation.
+TEST(ExactContract, EveryHostMatMulKernelMatchesLists) {
+  struct Shape {
+    Index rows, inner, cols;
+  };
+  std::uint64_t state = 12345;
+  const auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double u = static_cast<double>(state >> 11) * 0x1p-53 - 0.5;
+    const int e = static_cast<int>((state >> 3) % 40) - 20;
+    return (state & 7) == 0 ? -0.0 : std::ldexp(u, e);
+  };
   Lists lists;
-  for (auto result : {testing::readAll(host, *host.matMul(*host.fromList(a), *host.fromList(b), rows, inner, cols)),
-                      testing::readAll(lists, *lists.matMul(*lists.fromList(a), *lists.fromList(b), rows, inner, cols))}) {
-    ASSERT_EQ(result.size(), static_cast<std::size_t>(rows * cols));
-    for (std::size_t o = 0; o < result.size(); ++o)
-      ASSERT_TRUE(sameBits(result[o], 0.0)) << "output " << o << " = " << result[o] << " (fused multiply-add)";
+  for (Shape s : {Shape{1, 1, 3}, Shape{7, 13, 17}, Shape{9, 300, 33}, Shape{17, 5, 2}, Shape{3, 257, 1},
+                  Shape{33, 0, 20}, Shape{16, 513, 48}}) {
+    std::vector<Scalar> a(static_cast<std::size_t>(s.rows * s.inner)), b(static_cast<std::size_t>(s.inner * s.cols));
+    for (auto& v : a) v = next();
+    for (auto& v : b) v = next();
+    const auto want = testing::readAll(lists, *lists.matMul(*lists.fromList(a), *lists.fromList(b), s.rows, s.inner, s.cols));
+    for (auto isa : {HostMatMulIsa::Avx512, HostMatMulIsa::Avx2, HostMatMulIsa::Portable}) {
+      if (!hostMatMulIsaAvailable(isa)) continue;
+      std::vector<Scalar> out(static_cast<std::size_t>(s.rows * s.cols), 1.0);
+      hostMatMulWith(isa, out.data(), a.data(), b.data(), s.rows, s.inner, s.cols);
+      ASSERT_EQ(std::memcmp(out.data(), want.data(), out.size() * sizeof(Scalar)), 0)
+          << "kernel " << static_cast<int>(isa) << ", " << s.rows << " x " << s.inner << " x " << s.cols;
+    }
   }
 }
 

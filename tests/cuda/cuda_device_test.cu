@@ -2,11 +2,13 @@
 // fault inside a kernel returned with its operands (by the launch itself when every launch is
 // checked; otherwise by the next read-back, naming the kernel that faulted first), out-of-memory
 // naming the size, cached blocks reused safely without a synchronisation, the exact matMul
-// bit-identical to the host device on shapes around every tile edge of every kernel, fold in
-// element order across its chunks, indexOf's smallest hit.
+// bit-identical to the contract's fma chain (around every tile edge of every kernel and tiling, on
+// every product GPT-2 makes, in every input regime), fold in element order across its chunks,
+// indexOf's smallest hit.
 //
 // Kernels live in the named functions below (an nvcc extended lambda may not be defined inside a
 // gtest body, which is a private member function).
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -21,7 +23,6 @@
 
 #include "handlers.hpp"
 #include "osprey/gpu/cuda_handler.hpp"
-#include "osprey/gpu/host.hpp"
 #include "osprey/gpu/size_class.hpp"
 #include "osprey/gpu/surface.hpp"
 #include "osprey/under.hpp"
@@ -402,93 +403,418 @@ TEST(CudaMemory, UploadAndDownloadKeepEveryBitPattern) {
   EXPECT_EQ(std::bit_cast<std::uint64_t>(*one), 0x7ff8dead0000beefull);
 }
 
-// ---- matMul: bit-identical to the host device -------------------------------------------------
+// ---- matMul: the fma chain, bit for bit -----------------------------------------------------------
+//
+// The contract (DESIGN.md §4): out[i][j] is acc = +0.0; acc = fma(a[i][k], b[k][j], acc) for k
+// ascending. fmaChain below is that definition, written plainly; every product the cuda device
+// computes is compared with it bit for bit (NaN against any NaN: the contract fixes every finite
+// and infinite result, but a NaN's payload is the hardware's own).
 
-struct Shape {
-  Index rows, inner, cols;
+Scalar fmaChain(const Scalar* aRow, const Scalar* bColumn, Index inner) {
+  Scalar acc = 0.0;
+  for (Index k = 0; k < inner; ++k) acc = std::fma(aRow[k], bColumn[k], acc);
+  return acc;
+}
+
+bool sameResult(Scalar expected, Scalar actual) {
+  return std::bit_cast<std::uint64_t>(expected) == std::bit_cast<std::uint64_t>(actual) ||
+         (std::isnan(expected) && std::isnan(actual));
+}
+
+// The operands' values, as bit patterns from a hash of (seed, index), so that the device can build
+// a large operand in place and the host can recompute any row or column of it: the input regimes
+// of ../shared/probes/dmma_order.cu, plus one whose every product underflows to -0.0.
+enum Regime : int {
+  kNarrowExponents,  // ±[1, 2) · 2^(-4 .. 4)
+  kWideExponents,    // ±[1, 2) · 2^(-60 .. 60)
+  kCancelling,       // ±(1 + a small fraction): sums of terms near ±1 cancel
+  kSubnormal,        // ±[1, 2) · 2^(-551 .. -512): products and sums subnormal, some underflowing
+  kSpecial,          // ±0 (10%), ±inf (2%), NaN (1%), ±2^(500 .. 519) (9%: products overflow), else wide exponents
+  kUnderflowing,     // ±[1, 2) · 2^-600 with the seed's sign: products of opposite signs round to -0.0
+  kRegimes
 };
 
-// Around every tiling's edges (32 x 32, 64 x 64 and 128 x 128 tiles, 8-deep k slices, 2, 4 and 8
-// outputs per thread in each direction; the few-rows kernel's 64-column blocks and 16-deep slices,
-// with 1 to 8 rows; the few-columns kernel's 4-row blocks with 256-deep stages and, from 16384
-// rows, 16-row blocks with 64-deep stages, with 1 to 8 columns), empty products, and a few with
-// enough 128-tiles to take the large tiling on any GPU up to 132 multiprocessors.
-constexpr Shape kShapes[] = {
-    {1, 1, 1},     {2, 3, 4},      {7, 13, 5},     {8, 8, 8},       {9, 9, 9},       {1, 768, 2304},
-    {3, 1000, 5},  {63, 7, 65},    {64, 64, 64},   {65, 65, 65},    {127, 9, 129},   {128, 8, 128},
-    {129, 17, 127}, {200, 1, 300}, {64, 768, 771}, {257, 255, 33},  {31, 2, 1025},   {1536, 24, 1550},
-    {1700, 37, 1410}, {2048, 9, 1200}, {0, 5, 3},  {4, 0, 6},       {5, 6, 0},       {0, 0, 0},
-    // few rows (rows <= 8: 64 columns per block, 16-deep k slices)
-    {8, 97, 65},   {6, 33, 31},    {1, 31, 33},    {2, 64, 32},     {1, 3072, 768},  {3, 17, 64},
-    {4, 16, 65},   {5, 15, 129},   {7, 48, 127},   {1, 1, 200},
-    // few columns (cols <= 8 and fewer than the rows: 32 rows per block, 32-deep k slices), the
-    // shape of one-token decoding (weightᵀ times a column)
-    {8, 1, 1},     {2, 5, 1},      {33, 31, 1},    {32, 32, 2},     {65, 33, 3},     {64, 64, 4},
-    {31, 65, 5},   {100, 7, 6},    {97, 95, 7},    {129, 96, 8},    {9, 33, 8},      {768, 3072, 1},
-    {2304, 768, 1}, {3072, 768, 2}, {1000, 0, 3},  {50, 1, 8},
-    // few columns: partial 4-row blocks and partial 256-deep stages; the 16-row tall path
-    {5, 257, 1},   {6, 511, 1},    {7, 1023, 2},   {9, 2049, 1},    {13, 255, 8},    {16385, 65, 1},
-    {16400, 63, 3}, {16387, 129, 1},
-    // an attention head's products: T x T x hs (32 x 32 tiles) and T x hs x T (64 x 64); small 32 x 32
-    {1024, 1024, 64}, {1024, 64, 1024}, {33, 100, 31},  {97, 3, 65},
-    // 64 x 64 tiles with partial edges (too few 128-tiles, enough 64-tiles)
-    {520, 33, 600}, {700, 65, 450},
-};
-
-// Wide dynamic range, so a product summed in another order, or a fused multiply-add, shows.
-std::vector<Scalar> matrixValues(Index n, std::uint64_t seed) {
-  auto values = randomValues(static_cast<std::size_t>(n), seed, -1.0, 1.0);
-  for (std::size_t i = 0; i < values.size(); i += 3) values[i] *= 1e8;
-  for (std::size_t i = 1; i < values.size(); i += 7) values[i] *= 1e-9;
-  return values;
+OSPREY_FN inline std::uint64_t mix64(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
 }
 
-std::vector<Scalar> hostProduct(const std::vector<Scalar>& a, const std::vector<Scalar>& b, Shape s) {
-  std::vector<Scalar> out(static_cast<std::size_t>(s.rows * s.cols), -1.0);
-  hostMatMul(out.data(), a.data(), b.data(), s.rows, s.inner, s.cols);
-  return out;
+OSPREY_FN inline Scalar fromBits(std::uint64_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(bits));
+#else
+  return std::bit_cast<Scalar>(bits);
+#endif
 }
 
-std::vector<Scalar> cudaProduct(const std::shared_ptr<CudaDevice>& dev, const std::vector<Scalar>& a,
-                                const std::vector<Scalar>& b, Shape s) {
-  auto product = gpuMatMul(upload(dev, a), upload(dev, b), s.rows, s.inner, s.cols);
-  if (!product.ok()) throw std::runtime_error(product.error().message);
-  return download(*product);
-}
-
-TEST(CudaMatMul, BitIdenticalToTheHostDeviceOnEveryTileEdge) {
-  auto dev = cudaDevice();
-  std::uint64_t seed = 900;
-  for (Shape s : kShapes) {
-    SCOPED_TRACE(::testing::Message() << s.rows << " x " << s.inner << " x " << s.cols);
-    const auto a = matrixValues(s.rows * s.inner, seed++);
-    const auto b = matrixValues(s.inner * s.cols, seed++);
-    const auto expected = hostProduct(a, b, s);
-    const auto actual = cudaProduct(dev, a, b, s);
-    const std::size_t at = firstBitDifference(expected, actual);
-    ASSERT_EQ(actual.size(), expected.size());
-    ASSERT_EQ(at, expected.size()) << "output " << at << ": host " << expected[at] << " vs cuda " << actual[at];
+// Element i of the operand `seed` names, in `regime`. An odd seed makes kUnderflowing's values
+// negative, an even one positive.
+OSPREY_FN inline Scalar operandValue(int regime, std::uint64_t seed, Index i) {
+  const std::uint64_t h = mix64(mix64(seed) ^ static_cast<std::uint64_t>(i));
+  const std::uint64_t sign = (h >> 63) << 63, mantissa = h & ((std::uint64_t{1} << 52) - 1);
+  const std::uint64_t pick = (h >> 52) & 0x7ff;
+  const auto scaled = [&](int exponent) {
+    return fromBits(sign | (static_cast<std::uint64_t>(1023 + exponent) << 52) | mantissa);
+  };
+  switch (regime) {
+    case kNarrowExponents: return scaled(static_cast<int>(pick % 9) - 4);
+    case kWideExponents: return scaled(static_cast<int>(pick % 121) - 60);
+    case kCancelling: return fromBits(sign | (std::uint64_t{1023} << 52) | (mantissa >> (pick % 50)));
+    case kSubnormal: return scaled(-512 - static_cast<int>(pick % 40));
+    case kSpecial: {
+      const std::uint64_t r = pick % 50;
+      if (r < 5) return fromBits(sign);                                 // ±0.0
+      if (r == 5) return fromBits(sign | (std::uint64_t{0x7ff} << 52));  // ±inf
+      if (r == 6 && pick / 50 % 2 == 0) return fromBits(std::uint64_t{0x7ff8} << 48 | mantissa % 65536);  // NaN
+      if (r < 11) return scaled(500 + static_cast<int>((pick / 50) % 20));
+      return scaled(static_cast<int>((pick / 50) % 121) - 60);
+    }
+    default: return fromBits(((seed & 1) << 63) | (std::uint64_t{1023 - 600} << 52) | mantissa);
   }
 }
 
-// Overflow to infinity, signed zeros and subnormals take the same path on both devices. (Products
-// that make a NaN are left out: the contract fixes the value of every finite and infinite result,
-// but a NaN's payload bits are the hardware's own.)
-TEST(CudaMatMul, BitIdenticalWithInfinitiesZerosAndSubnormals) {
+// Built on the device, element by element.
+Result<CudaBuffer> deviceOperand(const std::shared_ptr<CudaDevice>& dev, Index n, int regime, std::uint64_t seed) {
+  return gpuBuild(dev, n, [=] OSPREY_FN(Index i) -> Scalar { return operandValue(regime, seed, i); });
+}
+
+// from[at[i]] for each i: the sampled outputs, gathered on the device before the read-back.
+Result<CudaBuffer> gatherOutputs(const CudaBuffer& from, const CudaBuffer& at) {
+  const auto values = from.view(), where = at.view();
+  return gpuBuild(from.device(), at.size(),
+                  [=] OSPREY_FN(Index i) -> Scalar { return values[static_cast<Index>(where[i])]; });
+}
+
+struct Product {
+  Index batch, rows, inner, cols;
+};
+
+std::string describe(Product p, int regime) {
+  return fmt::format("{}{} x {} x {}, regime {}", p.batch == 1 ? "" : fmt::format("{} products ", p.batch), p.rows,
+                     p.inner, p.cols, regime);
+}
+
+// The host's side of a check: which outputs to compare (flattened: z·rows·cols + r·cols + c) and
+// the fma chain of each. Every output when the host can afford all the chains (kHostBudget fused
+// multiply-adds, the operand lines it keeps at most kHostLines); otherwise a grid of sampled rows x
+// sampled columns (the first and last of each, the tilings' edges near both ends, the rest at
+// random; all of a short side and as many of the long one as the budget allows) in the first,
+// middle and last product, plus every output of the first and last rows and columns where those
+// still fit the budget.
+constexpr double kHostBudget = 4e7;
+constexpr Index kHostLines = 8192;
+
+struct Expected {
+  std::vector<Index> at;
+  std::vector<Scalar> value;
+};
+
+std::vector<Index> sampledLines(Index n, Index want, std::uint64_t seed) {
+  if (want >= n) {
+    std::vector<Index> all(static_cast<std::size_t>(n));
+    for (Index i = 0; i < n; ++i) all[static_cast<std::size_t>(i)] = i;
+    return all;
+  }
+  std::vector<Index> lines;
+  for (Index edge : {0, 1, 7, 8, 9, 63, 64, 65, 95, 96, 127, 128, 129, 143, 144, 145})
+    for (Index at : {edge, n - 1 - edge})
+      if (at >= 0 && at < n) lines.push_back(at);
+  std::uint64_t state = seed;
+  while (static_cast<Index>(lines.size()) < want) lines.push_back(static_cast<Index>((state = mix64(state)) % n));
+  std::sort(lines.begin(), lines.end());
+  lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+  return lines;
+}
+
+Expected expectedOutputs(Product p, int regime, std::uint64_t seedA, std::uint64_t seedB) {
+  const auto aValue = [&](Index z, Index r, Index k) { return operandValue(regime, seedA, (z * p.rows + r) * p.inner + k); };
+  const auto bValue = [&](Index z, Index k, Index c) { return operandValue(regime, seedB, (z * p.inner + k) * p.cols + c); };
+  const auto aRow = [&](Index z, Index r, std::vector<Scalar>& into) {
+    into.resize(static_cast<std::size_t>(p.inner));
+    for (Index k = 0; k < p.inner; ++k) into[static_cast<std::size_t>(k)] = aValue(z, r, k);
+  };
+  const auto bColumn = [&](Index z, Index c, std::vector<Scalar>& into) {
+    into.resize(static_cast<std::size_t>(p.inner));
+    for (Index k = 0; k < p.inner; ++k) into[static_cast<std::size_t>(k)] = bValue(z, k, c);
+  };
+  const double depth = p.inner > 0 ? static_cast<double>(p.inner) : 1.0;
+  const bool everything =
+      static_cast<double>(p.batch) * static_cast<double>(p.rows) * static_cast<double>(p.cols) * depth <= kHostBudget &&
+      p.batch * (p.rows + p.cols) <= kHostLines;
+  std::vector<Index> products;
+  if (everything) {
+    for (Index z = 0; z < p.batch; ++z) products.push_back(z);
+  } else {
+    products = {0, p.batch / 2, p.batch - 1};
+    products.erase(std::unique(products.begin(), products.end()), products.end());
+  }
+  const double perProduct = kHostBudget / static_cast<double>(products.size());
+  const auto side = static_cast<Index>(std::clamp(std::sqrt(perProduct / depth), 8.0, 144.0));
+  // A short side (a decoded token's one column) is taken whole, the long one sampled more densely.
+  const auto longSide = [&](Index shortSide) {
+    return static_cast<Index>(std::clamp(perProduct / (depth * static_cast<double>(std::max<Index>(shortSide, 1))), 8.0,
+                                         static_cast<double>(kHostLines)));
+  };
+  const Index sampledRows = everything ? p.rows : p.cols <= side ? longSide(p.cols) : side;
+  const Index sampledCols = everything ? p.cols : p.rows <= side ? longSide(p.rows) : side;
+  const bool edges = !everything && 4.0 * static_cast<double>(p.rows + p.cols) * depth <= perProduct;
+
+  Expected e;
+  for (Index z : products) {
+    const auto rows = sampledLines(p.rows, sampledRows, 11 + static_cast<std::uint64_t>(z));
+    const auto cols = sampledLines(p.cols, sampledCols, 97 + static_cast<std::uint64_t>(z));
+    std::vector<std::vector<Scalar>> aRows(rows.size()), bColumns(cols.size());
+#pragma omp parallel for schedule(dynamic, 4)
+    for (std::size_t i = 0; i < rows.size(); ++i) aRow(z, rows[i], aRows[i]);
+#pragma omp parallel for schedule(dynamic, 4)
+    for (std::size_t j = 0; j < cols.size(); ++j) bColumn(z, cols[j], bColumns[j]);
+    // The grid, then (where affordable) the rest of the first and last rows and columns, each
+    // with the other operand's line recomputed on the spot.
+    struct Output {
+      Index r, c;
+      const std::vector<Scalar>* row;
+      const std::vector<Scalar>* column;
+    };
+    std::vector<Output> outputs;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      for (std::size_t j = 0; j < cols.size(); ++j) outputs.push_back({rows[i], cols[j], &aRows[i], &bColumns[j]});
+    if (edges) {
+      const auto inRows = [&](Index r) { return std::binary_search(rows.begin(), rows.end(), r); };
+      const auto inCols = [&](Index c) { return std::binary_search(cols.begin(), cols.end(), c); };
+      for (std::size_t i : {std::size_t{0}, rows.size() - 1})
+        for (Index c = 0; c < p.cols; ++c)
+          if (!inCols(c)) outputs.push_back({rows[i], c, &aRows[i], nullptr});
+      for (std::size_t j : {std::size_t{0}, cols.size() - 1})
+        for (Index r = 0; r < p.rows; ++r)
+          if (!inRows(r)) outputs.push_back({r, cols[j], nullptr, &bColumns[j]});
+    }
+    const std::size_t first = e.at.size();
+    e.at.resize(first + outputs.size());
+    e.value.resize(first + outputs.size());
+#pragma omp parallel for schedule(dynamic, 64)
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      const Output& out = outputs[o];
+      std::vector<Scalar> line;  // the line not kept: recomputed for this output alone
+      const std::vector<Scalar>* row = out.row;
+      const std::vector<Scalar>* column = out.column;
+      if (!row) {
+        aRow(z, out.r, line);
+        row = &line;
+      } else if (!column) {
+        bColumn(z, out.c, line);
+        column = &line;
+      }
+      e.at[first + o] = (z * p.rows + out.r) * p.cols + out.c;
+      e.value[first + o] = fmaChain(row->data(), column->data(), p.inner);
+    }
+  }
+  return e;
+}
+
+// The product through the device's own matMul (one product: gpuMatMul; a batch: matMulBatched,
+// attention's path), which picks the tiling itself, or launched with the tiling named.
+Result<CudaBuffer> productOf(const std::shared_ptr<CudaDevice>& dev, const CudaBuffer& a, const CudaBuffer& b, Product p,
+                             ExactTiling tiling) {
+  if (tiling == ExactTiling::Chosen && p.batch == 1) return gpuMatMul(a, b, p.rows, p.inner, p.cols);
+  auto out = OSPREY_TRY(gpuAllocate(dev, p.batch * p.rows * p.cols));
+  if (tiling == ExactTiling::Chosen) {
+    OSPREY_CHECK(dev->matMulBatched(out.data(), a.view(), b.view(), p.batch, p.rows, p.inner, p.cols));
+    return out;
+  }
+  OSPREY_CUDA_CHECK(p.batch == 1 ? launchExactMatMul(out.data(), a.data(), b.data(), p.rows, p.inner, p.cols,
+                                                     dev->multiprocessors(), dev->stream(), tiling)
+                                 : launchExactMatMulBatched(out.data(), a.data(), b.data(), p.batch, p.rows, p.inner,
+                                                            p.cols, dev->multiprocessors(), dev->stream(), tiling),
+                    "exact matMul launch");
+  return out;
+}
+
+constexpr ExactTiling kTilings[] = {ExactTiling::Chosen,       ExactTiling::Square128, ExactTiling::Wide128x144,
+                                    ExactTiling::Middle128x96, ExactTiling::Small64,   ExactTiling::Square128Deep};
+
+const char* tilingName(ExactTiling tiling) {
+  switch (tiling) {
+    case ExactTiling::Chosen: return "the device's choice";
+    case ExactTiling::Square128: return "128 x 128 tiles";
+    case ExactTiling::Wide128x144: return "128 x 144 tiles";
+    case ExactTiling::Middle128x96: return "128 x 96 tiles";
+    case ExactTiling::Small64: return "64 x 64 tiles";
+    case ExactTiling::Square128Deep: return "128 x 128 tiles, 32-deep slices";
+  }
+  return "?";
+}
+
+// Builds both operands on the device, multiplies them under the device's choice of tiling and
+// under each tiling by name, and compares the outputs expectedOutputs picks with their chains.
+void checkProduct(const std::shared_ptr<CudaDevice>& dev, Product p, int regime, std::uint64_t seed) {
+  SCOPED_TRACE(describe(p, regime));
+  const std::uint64_t seedA = 2 * seed + 1, seedB = 2 * seed + 2;  // odd: a's kUnderflowing values are negative
+  auto a = deviceOperand(dev, p.batch * p.rows * p.inner, regime, seedA);
+  auto b = deviceOperand(dev, p.batch * p.inner * p.cols, regime, seedB);
+  ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.error().message : a.error().message);
+  const Expected expected = expectedOutputs(p, regime, seedA, seedB);
+  const std::vector<Scalar> at(expected.at.begin(), expected.at.end());
+  const CudaBuffer where = upload(dev, at);
+  for (ExactTiling tiling : kTilings) {
+    SCOPED_TRACE(tilingName(tiling));
+    auto product = productOf(dev, *a, *b, p, tiling);
+    ASSERT_TRUE(product.ok()) << product.error().message;
+    auto gathered = gatherOutputs(*product, where);
+    ASSERT_TRUE(gathered.ok()) << gathered.error().message;
+    const auto actual = download(*gathered);
+    ASSERT_EQ(actual.size(), expected.value.size());
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+      if (sameResult(expected.value[i], actual[i])) continue;
+      if (++wrong <= 3) {
+        const Index flat = expected.at[i], z = flat / (p.rows * p.cols), r = flat / p.cols % p.rows, c = flat % p.cols;
+        ADD_FAILURE() << fmt::format(
+            "output ({}, {}) of product {}: the fma chain gives {:a} (0x{:016x}), cuda {:a} (0x{:016x})", r, c, z,
+            expected.value[i], std::bit_cast<std::uint64_t>(expected.value[i]), actual[i],
+            std::bit_cast<std::uint64_t>(actual[i]));
+      }
+    }
+    ASSERT_EQ(wrong, 0u) << "of " << actual.size() << " outputs compared";
+  }
+}
+
+// Around every kernel's edges: the tensor-core tilings (64 x 64, 128 x 96, 128 x 128 and 128 x 144
+// output tiles; k in slices of 16 or 32, four per DMMA, the rest of the last slice added one fma
+// at a time; odd inner or cols take the 8-byte copies), the few-rows kernel (rows <= 8: 64-column
+// blocks, 16-deep slices) and the few-columns kernel (cols <= 8 and fewer than the rows: 4-row
+// blocks with 256-deep stages, 16-row blocks with 64-deep stages from 16384 rows), empty products
+// and inner 0 and 1.
+constexpr Product kEdgeShapes[] = {
+    {1, 1, 1, 1},      {1, 2, 3, 4},       {1, 7, 13, 5},      {1, 8, 8, 8},      {1, 9, 9, 9},      {1, 9, 1, 9},
+    {1, 17, 2, 31},    {1, 33, 3, 65},     {1, 63, 7, 65},     {1, 64, 64, 64},   {1, 65, 65, 65},   {1, 127, 9, 129},
+    {1, 128, 8, 128},  {1, 129, 17, 127},  {1, 200, 1, 300},   {1, 64, 768, 771}, {1, 257, 255, 33}, {1, 31, 2, 1025},
+    {1, 143, 15, 145}, {1, 144, 16, 144},  {1, 145, 18, 143},  {1, 97, 31, 289},  {1, 131, 33, 97},  {1, 96, 12, 96},
+    {1, 1536, 24, 1550}, {1, 1700, 37, 1410}, {1, 2048, 9, 1200}, {1, 0, 5, 3},  {1, 4, 0, 6},       {1, 70, 0, 70},
+    {1, 5, 6, 0},      {1, 0, 0, 0},       {1, 13, 1, 11},     {1, 11, 4, 13},    {1, 521, 19, 263},
+    // few rows
+    {1, 8, 97, 65},    {1, 6, 33, 31},     {1, 1, 31, 33},     {1, 2, 64, 32},    {1, 1, 3072, 768}, {1, 3, 17, 64},
+    {1, 4, 16, 65},    {1, 5, 15, 129},    {1, 7, 48, 127},    {1, 1, 1, 200},
+    // few columns
+    {1, 8, 1, 1},      {1, 2, 5, 1},       {1, 33, 31, 1},     {1, 32, 32, 2},    {1, 65, 33, 3},    {1, 64, 64, 4},
+    {1, 31, 65, 5},    {1, 100, 7, 6},     {1, 97, 95, 7},     {1, 129, 96, 8},   {1, 9, 33, 8},     {1, 1000, 0, 3},
+    {1, 50, 1, 8},     {1, 5, 257, 1},     {1, 6, 511, 1},     {1, 7, 1023, 2},   {1, 9, 2049, 1},   {1, 13, 255, 8},
+    {1, 16385, 65, 1}, {1, 16400, 63, 3},  {1, 16387, 129, 1},
+    // batches: tensor-core tilings (grid z) and the small kernels product by product
+    {3, 65, 17, 33},   {5, 9, 4, 130},     {2, 129, 1, 145},   {4, 5, 9, 7},      {4, 20, 9, 3},     {7, 64, 0, 64},
+};
+
+TEST(CudaMatMul, MatchesTheFmaChainOnEveryTileEdge) {
   auto dev = cudaDevice();
-  const Shape s{33, 19, 70};
-  auto a = matrixValues(s.rows * s.inner, 5);
-  auto b = matrixValues(s.inner * s.cols, 6);
-  for (Index k = 0; k < s.inner; ++k) a[static_cast<std::size_t>(k)] = 1e308;      // row 0 ...
-  for (Index k = 0; k < s.inner; ++k) b[static_cast<std::size_t>(k * s.cols)] = 1.0;  // ... times column 0 overflows to +inf
-  for (Index k = 0; k < s.inner; ++k) a[static_cast<std::size_t>(s.inner + k)] = -0.0;  // row 1: all -0.0
-  for (Index k = 0; k < s.inner; ++k) a[static_cast<std::size_t>(2 * s.inner + k)] = 3e-310;  // row 2: subnormal
-  const auto expected = hostProduct(a, b, s);
-  const auto actual = cudaProduct(dev, a, b, s);
-  const std::size_t at = firstBitDifference(expected, actual);
-  ASSERT_EQ(at, expected.size()) << "output " << at << ": host " << expected[at] << " vs cuda " << actual[at];
+  std::uint64_t seed = 900;
+  for (Product p : kEdgeShapes)
+    for (int regime : {kNarrowExponents, kWideExponents}) checkProduct(dev, p, regime, seed++);
+}
+
+// The probe's input regimes on shapes of each kernel, the tensor-core ones with full and partial
+// slices and DMMA steps.
+TEST(CudaMatMul, MatchesTheFmaChainInEveryInputRegime) {
+  auto dev = cudaDevice();
+  constexpr Product kShapes[] = {{1, 64, 4, 64},    {1, 33, 17, 70},  {1, 128, 256, 128}, {1, 129, 31, 127},
+                                 {1, 257, 1023, 145}, {1, 70, 3, 70}, {1, 300, 100, 1},   {1, 1, 100, 300},
+                                 {1, 9, 33, 8},     {1, 5, 7, 3},     {1, 8, 8, 8},       {1, 200, 1, 300},
+                                 {2, 96, 50, 100},  {1, 1030, 768, 2},  {1, 3, 766, 1030}};
+  std::uint64_t seed = 5000;
+  for (int regime = 0; regime < kRegimes; ++regime)
+    for (Product p : kShapes) checkProduct(dev, p, regime, seed++);
+}
+
+// A chain that underflows to -0.0 ends at -0.0: no padding term (fma(0, 0, -0.0) = +0.0) may enter
+// it, whatever inner % 4 and inner % 16 are. With no terms at all the output is +0.0.
+TEST(CudaMatMul, AnUnderflowedChainKeepsItsNegativeZero) {
+  auto dev = cudaDevice();
+  for (Index inner : {0, 1, 2, 3, 4, 5, 7, 9, 15, 16, 17, 31, 33}) {
+    for (Product p : {Product{1, 70, inner, 70}, Product{1, 129, inner, 146}, Product{1, 3, inner, 40},
+                      Product{1, 40, inner, 3}}) {
+      SCOPED_TRACE(describe(p, kUnderflowing));
+      auto a = deviceOperand(dev, p.rows * p.inner, kUnderflowing, 1);
+      auto b = deviceOperand(dev, p.inner * p.cols, kUnderflowing, 2);
+      ASSERT_TRUE(a.ok() && b.ok());
+      auto product = gpuMatMul(*a, *b, p.rows, p.inner, p.cols);
+      ASSERT_TRUE(product.ok()) << product.error().message;
+      const std::uint64_t expected = inner == 0 ? 0 : 0x8000000000000000ull;
+      const auto values = download(*product);
+      for (std::size_t i = 0; i < values.size(); ++i)
+        ASSERT_EQ(std::bit_cast<std::uint64_t>(values[i]), expected) << "output " << i;
+    }
+  }
+}
+
+// Every product GPT-2 124M's training step makes at B4 T1024 (N = 4096 rows, C = 768, V = 50257;
+// gpt2/layers/matmul.hpp): the linear layers' x·w (N, IC, OC), their backward's w·doutᵀ (IC, OC, N)
+// and xᵀ·dout (IC, N, OC); the tied lm head's wt·xᵀ (V, C, N), dout·wt (N, V, C) and doutᵀ·x
+// (V, N, C); and one sequence's qkv product (T = 1024).
+TEST(CudaMatMul, MatchesTheFmaChainOnGptTwoTrainingProducts) {
+  auto dev = cudaDevice();
+  constexpr Index N = 4096, C = 768, V = 50257;
+  constexpr Product kShapes[] = {
+      {1, N, C, 3 * C}, {1, N, C, C}, {1, N, C, 4 * C}, {1, N, 4 * C, C},             // forward
+      {1, C, 3 * C, N}, {1, C, C, N}, {1, C, 4 * C, N}, {1, 4 * C, C, N},             // dx, transposed
+      {1, C, N, 3 * C}, {1, C, N, C}, {1, C, N, 4 * C}, {1, 4 * C, N, C},             // dw
+      {1, V, C, N},     {1, N, V, C}, {1, V, N, C},                                   // the lm head
+      {1, 1024, C, 3 * C},
+  };
+  std::uint64_t seed = 7000;
+  for (Product p : kShapes) checkProduct(dev, p, seed % 2 == 0 ? kWideExponents : kNarrowExponents, seed++);
+}
+
+// Attention's per-head products, all heads of B4 T1024 (48 of them) in one batch each
+// (gpt2/layers/attention.hpp): scores q·kᵀ (T, hs, T), and att·v, dq, dk, dv (T, T, hs).
+TEST(CudaMatMul, MatchesTheFmaChainOnGptTwoAttentionBatches) {
+  auto dev = cudaDevice();
+  checkProduct(dev, {48, 1024, 64, 1024}, kWideExponents, 8000);
+  checkProduct(dev, {48, 1024, 1024, 64}, kNarrowExponents, 8001);
+  checkProduct(dev, {12, 37, 64, 37}, kWideExponents, 8002);   // a prompt's heads (T = 37)
+  checkProduct(dev, {12, 5, 5, 64}, kWideExponents, 8003);     // T = 5: the few-rows kernel, head by head
+}
+
+// Generation: one decoded token's products (weightᵀ·x as (OC, IC, 1), the lm head among them; and
+// the row-vector form 1 x IC x OC), and a prompt's N tokens (5 .. 64) through each path.
+TEST(CudaMatMul, MatchesTheFmaChainOnGptTwoPromptAndDecodeProducts) {
+  auto dev = cudaDevice();
+  constexpr Index C = 768, V = 50257;
+  std::vector<Product> shapes = {{1, 3 * C, C, 1}, {1, C, C, 1},     {1, 4 * C, C, 1}, {1, C, 4 * C, 1},
+                                 {1, V, C, 1},     {1, 1, C, 3 * C}, {1, 1, C, V},     {1, 1, 4 * C, C}};
+  for (Index n : {5, 8, 9, 17, 64}) {
+    shapes.push_back({1, 3 * C, C, n});
+    shapes.push_back({1, C, 4 * C, n});
+    shapes.push_back({1, V, C, n});
+    shapes.push_back({1, n, C, 3 * C});
+  }
+  std::uint64_t seed = 9000;
+  for (Product p : shapes) checkProduct(dev, p, seed % 2 == 0 ? kWideExponents : kCancelling, seed++);
+}
+
+// Overflow to infinity, signed zeros and subnormals in rows of their own.
+TEST(CudaMatMul, MatchesTheFmaChainWithInfinitiesZerosAndSubnormals) {
+  auto dev = cudaDevice();
+  const Product p{1, 33, 19, 70};
+  std::vector<Scalar> a(static_cast<std::size_t>(p.rows * p.inner)), b(static_cast<std::size_t>(p.inner * p.cols));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = operandValue(kWideExponents, 5, static_cast<Index>(i));
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = operandValue(kWideExponents, 6, static_cast<Index>(i));
+  for (Index k = 0; k < p.inner; ++k) a[static_cast<std::size_t>(k)] = 1e308;                // row 0 ...
+  for (Index k = 0; k < p.inner; ++k) b[static_cast<std::size_t>(k * p.cols)] = 1.0;         // ... times column 0 overflows
+  for (Index k = 0; k < p.inner; ++k) a[static_cast<std::size_t>(p.inner + k)] = -0.0;       // row 1: all -0.0
+  for (Index k = 0; k < p.inner; ++k) a[static_cast<std::size_t>(2 * p.inner + k)] = 3e-310;  // row 2: subnormal
+  auto product = gpuMatMul(upload(dev, a), upload(dev, b), p.rows, p.inner, p.cols);
+  ASSERT_TRUE(product.ok()) << product.error().message;
+  const auto actual = download(*product);
+  std::vector<Scalar> column(static_cast<std::size_t>(p.inner));
+  for (Index r = 0; r < p.rows; ++r)
+    for (Index c = 0; c < p.cols; ++c) {
+      for (Index k = 0; k < p.inner; ++k) column[static_cast<std::size_t>(k)] = b[static_cast<std::size_t>(k * p.cols + c)];
+      const Scalar expected = fmaChain(a.data() + r * p.inner, column.data(), p.inner);
+      ASSERT_TRUE(sameResult(expected, actual[static_cast<std::size_t>(r * p.cols + c)]))
+          << "output (" << r << ", " << c << "): " << expected << " vs " << actual[static_cast<std::size_t>(r * p.cols + c)];
+    }
   EXPECT_TRUE(std::isinf(actual[0]));
-  EXPECT_EQ(std::bit_cast<std::uint64_t>(actual[static_cast<std::size_t>(s.cols)]), 0u);  // +0.0: the sum starts at +0.0
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(actual[static_cast<std::size_t>(p.cols)]), 0u);  // +0.0: the chain starts at +0.0
 }
 
 TEST(CudaMatMul, AShapeMismatchIsAnError) {

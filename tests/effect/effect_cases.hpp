@@ -96,14 +96,15 @@ inline std::vector<Scalar> hostPeriodic(Index n) {
   return out;
 }
 
-// The matMul contract as a plain float64 loop: out[i][j] = ((0.0 + a[i][0]*b[0][j]) + ...), k ascending.
+// The matMul contract as a plain float64 loop: out[i][j] = fma(a[i][k], b[k][j], acc) for k ascending
+// from acc = +0.0, one rounding per term.
 inline std::vector<Scalar> referenceMatMul(const std::vector<Scalar>& a, const std::vector<Scalar>& b,
                                            Index rows, Index inner, Index cols) {
   std::vector<Scalar> out(static_cast<std::size_t>(rows * cols));
   for (Index i = 0; i < rows; ++i)
     for (Index j = 0; j < cols; ++j) {
       Scalar acc = 0.0;
-      for (Index k = 0; k < inner; ++k) acc = acc + a[i * inner + k] * b[k * cols + j];
+      for (Index k = 0; k < inner; ++k) acc = std::fma(a[i * inner + k], b[k * cols + j], acc);
       out[i * cols + j] = acc;
     }
   return out;

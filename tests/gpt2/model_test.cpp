@@ -1,5 +1,6 @@
 // GPT-2 (tiny preset) on the host handlers: each handler on its own (typed), and lists against
-// gpu/host bit for bit (logits of every position, 20 greedy tokens).
+// gpu/host bit for bit (logits of every position, 20 greedy tokens); and the 124M model's logits,
+// lists against gpu/host, at the real widths (768, 2304, 3072 and 50257 columns).
 #include <gtest/gtest.h>
 
 #include "handlers.hpp"
@@ -14,6 +15,27 @@ TEST(Gpt2CrossHandler, ListsAndGpuHostAgreeBitForBit) {
   osprey::Lists lists = osprey::testing::makeHandler<osprey::Lists>();
   osprey::GpuHost host = osprey::testing::makeHandler<osprey::GpuHost>();
   handlersAgreeBitForBit(lists, host);
+}
+
+// Every logit of every position of the prompt under GPT-2 124M (its deterministic initialisation):
+// 5 x 50257 doubles, compared as bits. The products here take the host device's packed SIMD
+// kernels at every real width, and the lm head's 50257 columns end in a partial column tile.
+TEST(Gpt2CrossHandler, The124MLogitsAgreeBitForBitOnListsAndGpuHost) {
+  const HostWeights weights = initialWeights(kGpt2_124M, kDefaultSeed);
+  const auto on = [&](auto& h) {
+    auto w = upload(h, weights);
+    if (!w.ok()) throw std::runtime_error(w.error().message);
+    auto f = prepareForward(h, std::move(*w));
+    if (!f.ok()) throw std::runtime_error(f.error().message);
+    return fullLogits(h, *f, kPrompt);
+  };
+  osprey::Lists lists = osprey::testing::makeHandler<osprey::Lists>();
+  osprey::GpuHost host = osprey::testing::makeHandler<osprey::GpuHost>();
+  const auto a = on(lists);
+  const auto b = on(host);
+  ASSERT_EQ(a.size(), kPrompt.size() * 50257);
+  ASSERT_TRUE(osprey::testing::sameBits(a, b))
+      << "first differing logit (row-major (T, V)): " << osprey::testing::firstBitDifference(a, b);
 }
 
 }  // namespace

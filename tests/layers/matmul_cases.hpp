@@ -1,6 +1,8 @@
 // Linear-layer cases (Conv1D weight and the tied, transposed weight), generic over the handler.
 #pragma once
 
+#include <cmath>
+
 #include "layers/layer_support.hpp"
 
 namespace gpt2::testing::matmul_cases {
@@ -72,13 +74,13 @@ void backwardSumsInFixedOrder(H& h) {
   for (Index n = 0; n < N; ++n)
     for (Index i = 0; i < IC; ++i) {
       Scalar acc = 0.0;
-      for (Index o = 0; o < OC; ++o) acc = acc + d[n * OC + o] * w[i * OC + o];
+      for (Index o = 0; o < OC; ++o) acc = std::fma(d[n * OC + o], w[i * OC + o], acc);
       dx[n * IC + i] = acc;
     }
   for (Index i = 0; i < IC; ++i)
     for (Index o = 0; o < OC; ++o) {
       Scalar acc = 0.0;
-      for (Index n = 0; n < N; ++n) acc = acc + x[n * IC + i] * d[n * OC + o];
+      for (Index n = 0; n < N; ++n) acc = std::fma(x[n * IC + i], d[n * OC + o], acc);
       dw[i * OC + o] = acc;
     }
   for (Index o = 0; o < OC; ++o) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -29,9 +30,10 @@ inline std::vector<Scalar> awkwardValues(std::size_t n, std::uint64_t seed) {
 // Counts around the look-ahead widths (8 for terms, 64 for rows), and empty.
 inline constexpr Index kCounts[] = {0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 128, 129, 200};
 
-// Element c of the result: sum_j a[j] * b[j] for j < count(c), with orderedSum; element c + n of
-// it: the same with 64 terms ahead, of a's first count(c) squared deviations; element c + 2n: the
-// running maximum of a[1 .. count) from a[0] with orderedFold.
+// Element c of the result: sum_j a[j] for j < count(c), with orderedSum; element c + n of it: the
+// dot product of a and b over those j with 64 terms ahead (orderedFold of Products, one fused
+// multiply-add each), then c + 2n: the same for a's squared deviations (the variance's terms);
+// element c + 3n: the running maximum of a[1 .. count) from a[0] with orderedFold.
 template <class H>
 void orderedSumsEqualPlainLoops(H& h) {
   constexpr std::size_t kMax = 200;
@@ -43,24 +45,29 @@ void orderedSumsEqualPlainLoops(H& h) {
   auto countBuf = lift(h, counts);
   const osprey::View cv = countBuf.view();
   const Scalar mean = 0.25;
-  auto got = must(h.build(3 * n, [=] OSPREY_FN(Index i) -> Scalar {
+  auto got = must(h.build(4 * n, [=] OSPREY_FN(Index i) -> Scalar {
     const Index which = i / n;
     const auto count = static_cast<Index>(cv[i % n]);
-    if (which == 0) return orderedSum(count, [&](osprey::Int j) { return x[j] * y[j]; });
-    if (which == 1) return orderedSum<64>(count, [&](osprey::Int j) { return SquaredDeviation{mean}(x.data[j.raw()]); });
+    if (which == 0) return orderedSum(count, [&](osprey::Int j) { return x[j]; });
+    if (which == 1)
+      return orderedFold<64>(0.0, 0, count, [&](osprey::Int j) { return Product{x[j], y[j]}; }, FusedMultiplyAdd{});
+    if (which == 2)
+      return orderedFold(0.0, 0, count, [&](osprey::Int j) { return SquaredDeviation{mean}(x.data[j.raw()]); },
+                         FusedMultiplyAdd{});
     if (count == 0) return 0.0;
     return orderedFold(x[0], 1, count, [&](osprey::Int j) { return x[j]; },
                        [](Scalar m, Scalar v) { return v > m ? v : m; });
   }));
   std::vector<Scalar> want;
-  for (int which = 0; which < 3; ++which) {
+  for (int which = 0; which < 4; ++which) {
     for (Index count : kCounts) {
-      Scalar acc = which == 2 && count > 0 ? a[0] : 0.0;
-      for (Index j = which == 2 ? 1 : 0; j < count; ++j) {
+      Scalar acc = which == 3 && count > 0 ? a[0] : 0.0;
+      for (Index j = which == 3 ? 1 : 0; j < count; ++j) {
         const auto k = static_cast<std::size_t>(j);
-        if (which == 0) acc = acc + a[k] * b[k];
-        if (which == 1) acc = acc + (a[k] - mean) * (a[k] - mean);
-        if (which == 2 && a[k] > acc) acc = a[k];
+        if (which == 0) acc = acc + a[k];
+        if (which == 1) acc = std::fma(a[k], b[k], acc);
+        if (which == 2) acc = std::fma(a[k] - mean, a[k] - mean, acc);
+        if (which == 3 && a[k] > acc) acc = a[k];
       }
       want.push_back(acc);
     }
@@ -119,8 +126,8 @@ void headProductsEqualPlainProducts(H& h) {
         for (Index j = 0; j < s.cols; ++j) {
           Scalar acc = 0.0;
           for (Index k = 0; k < s.inner; ++k)
-            acc = acc + left[static_cast<std::size_t>((head * s.rows + i) * s.inner + k)] *
-                            right[static_cast<std::size_t>((head * s.cols + j) * s.inner + k)];
+            acc = std::fma(left[static_cast<std::size_t>((head * s.rows + i) * s.inner + k)],
+                           right[static_cast<std::size_t>((head * s.cols + j) * s.inner + k)], acc);
           want.push_back(acc);
         }
     ASSERT_EQ(got.size(), want.size());

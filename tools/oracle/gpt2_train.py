@@ -31,7 +31,9 @@ input/output embedding, no dropout. AdamW: torch.optim.AdamW, weight decay on 2-
 (two parameter groups), foreach=False so the update is the plain per-tensor formula.
 
 Run (needs torch; CPU is enough, float64 throughout; on Debian `apt-get install python3-torch`
-gives torch 1.13 for /usr/bin/python3, which is what wrote the committed golden file):
+gives torch 1.13 for /usr/bin/python3). The committed golden file names the torch that wrote it
+in its header's metadata (`torch`); scripts/gpu-check.d/05-oracles.sh regenerates it there and
+compares it with the committed one (tools/oracle/compare_goldens.py):
     python3 tools/oracle/gpt2_train.py --out tests/golden/gpt2_train_tiny.safetensors
 """
 

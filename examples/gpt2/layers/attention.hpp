@@ -9,6 +9,8 @@
 //   att[t2]  = exp(pre[t2] - m) / (sum_t2 exp(pre[t2] - m))   t2 <= t; att = 0 for t2 > t
 //   out[t][i] = sum_t2 att[t2] * v[t2][i]                     (t2 ascending, from 0.0)
 //
+// Every sum of products here is a chain of fused multiply-adds in the order written (DESIGN.md §4).
+//
 // The sums over i and over t2 are per-head matrix products taken from h.matMul
 // (attention_heads.hpp says why their bits equal the position-by-position sums written above).
 // attentionDecode computes the same thing for ONE new query against a cache of keys/values, with
@@ -137,11 +139,12 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
   const osprey::Int Ti = Tc, Ci = C, HS = hs;
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
 
-  // pre (NH, Tc): the scaled score of every cached position, q · k over the head's channels.
-  auto pre = OSPREY_TRY(sumRows(h, OSPREY_TRY(checkedProduct(L, {NH, Tc})), hs,
-      [=] OSPREY_FN(osprey::Index i, osprey::Index d) -> osprey::Scalar {
+  // pre (NH, Tc): the scaled score of every cached position, q · k over the head's channels (a dot
+  // fold: the same fused multiply-adds, in the same order, as the forward's product).
+  auto pre = OSPREY_TRY(dotRows(h, OSPREY_TRY(checkedProduct(L, {NH, Tc})), hs,
+      [=] OSPREY_FN(osprey::Index i, osprey::Index d) -> Product {
         const auto [hh, t2] = divMod(osprey::Int(i), Ti);
-        return qv[hh * HS + d] * kv[t2 * Ci + hh * HS + d];
+        return Product{qv[hh * HS + d], kv[t2 * Ci + hh * HS + d]};
       },
       [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return score / sqrtHs; }));
   const auto pv = pre.view();
@@ -150,11 +153,11 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
   const auto mv = stats.maxes.view(), sv = stats.sums.view();
   // out[c] = sum over the cached positions t2 of att[hh][t2] * v[t2][c], att being computed in the
   // term exactly as the forward's att kernel computes it (the same double, not stored).
-  return sumRows(h, C, Tc,
-      [=] OSPREY_FN(osprey::Index c, osprey::Index t2) -> osprey::Scalar {
+  return dotRows(h, C, Tc,
+      [=] OSPREY_FN(osprey::Index c, osprey::Index t2) -> Product {
         const osprey::Int hh = osprey::Int(c) / HS;
         const osprey::Scalar att = osprey::math::exp(pv[hh * Ti + t2] - mv[hh]) / sv[hh];
-        return att * vv[osprey::Int(t2) * Ci + c];
+        return Product{att, vv[osprey::Int(t2) * Ci + c]};
       },
       AsIs{});
 }
@@ -190,11 +193,11 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   // the entries above the diagonal are left as the product made them.
   auto datt = OSPREY_TRY(heads::products(h, BH, T, hs, T, dout, doutHeads.rows(0), qkv, qkvHeads.transposed(2 * Ci)));
   const auto gv = datt.view();
-  // rowDot (B, NH, T): sum_t2 att * datt over the row's causal prefix.
-  auto rowDot = OSPREY_TRY(sumRaggedRows(h, R, detail::CausalPrefix{Ti},
-      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
+  // rowDot (B, NH, T): sum_t2 att * datt over the row's causal prefix (a dot fold).
+  auto rowDot = OSPREY_TRY(dotRaggedRows(h, R, detail::CausalPrefix{Ti},
+      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> Product {
         const osprey::Int at = osprey::Int(r) * Ti + t2;
-        return av[at] * gv[at];
+        return Product{av[at], gv[at]};
       },
       AsIs{}));
   const auto rv = rowDot.view();

@@ -3,8 +3,9 @@
 //
 // The layers (this directory) are GPT-2's forward and backward passes, each written ONCE against
 // the Tensor effect (include/osprey/effect.hpp) in the style of llm.c's train_gpt2.c: a shape
-// comment on every tensor, plain loops in a fixed order, strict IEEE (no FMA, transcendentals
-// only from osprey::math). Every handler therefore returns the same doubles, bit for bit.
+// comment on every tensor, plain loops in a fixed order, strict IEEE (every sum of products a
+// chain of fused multiply-adds in order and nothing else fused, transcendentals only from
+// osprey::math). Every handler therefore returns the same doubles, bit for bit.
 //
 // Dimension legend (all row-major):
 //   B   batch size                 T   sequence length (positions per sequence)

@@ -7,11 +7,15 @@
 //     the same fold started from term(r, 0) instead of a seed (a running maximum)
 //   sumRows(h, rows, cols, term, finish)
 //     foldRows from 0.0 with +
-//   foldRaggedRows, foldRaggedRowsFromFirst, sumRaggedRows(h, rows, length, ...)
+//   dotRows(h, rows, cols, term, finish)                           (term returns a Product{a, b})
+//     a dot product per row: foldRows from +0.0 with acc = fma(a, b, acc), the chain of fused
+//     multiply-adds in order that every product-sum is (DESIGN.md §4), matMul's outputs included
+//   foldRaggedRows, foldRaggedRowsFromFirst, sumRaggedRows, dotRaggedRows(h, rows, length, ...)
 //     the same with row r holding length(r) terms (attention's causal prefixes)
 //
-// term(Index r, Index c) -> Scalar and finish(Index r, Scalar acc) -> Scalar are kernels (OSPREY_FN,
-// Views and scalars captured by value); the term does its own checked index arithmetic.
+// term(Index r, Index c) -> Scalar (a Product for the dot folds) and finish(Index r, Scalar acc) ->
+// Scalar are kernels (OSPREY_FN, Views and scalars captured by value); the term does its own
+// checked index arithmetic.
 //
 // The reference definition (below) is one `build` over the rows, each row one in-order fold with
 // its terms computed ahead (ordered_sum.hpp). The order of the combines is the contract; *when*
@@ -23,6 +27,8 @@
 // rows no longer runs on 768 threads. Same terms, same combines in the same order: the same
 // doubles, which the typed tests check on every handler.
 #pragma once
+
+#include <type_traits>
 
 #include "gpt2/layers/common.hpp"
 #include "gpt2/layers/ordered_sum.hpp"
@@ -37,16 +43,26 @@ struct EveryRow {
 
 namespace reference {
 
+// Row r's fold over its `cols` terms, from `seed` or (fromFirst, cols > 0) from term(r, 0).
+template <class Term, class Combine>
+OSPREY_INLINE osprey::Scalar foldRow(osprey::Index r, osprey::Index cols, osprey::Scalar seed, bool fromFirst,
+                                     Term term, Combine combine) {
+  const auto termOf = [&](osprey::Int c) { return term(r, c.raw()); };
+  if constexpr (std::is_same_v<decltype(term(r, 0)), osprey::Scalar>) {
+    const bool first = fromFirst && cols > 0;
+    return orderedFold(first ? term(r, 0) : seed, first ? 1 : 0, cols, termOf, combine);
+  } else {  // a term that is not a value (a dot product's Product) cannot start the fold
+    return orderedFold(seed, 0, cols, termOf, combine);
+  }
+}
+
 // out (rows): the fold of each row r over its length(r) terms; `fromFirst` starts it from
 // term(r, 0) instead of `seed` (a row of length 0 then gives finish(r, seed), as the device does).
 template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
 osprey::Result<Buf<H>> foldRows(H& h, osprey::Index rows, Length length, osprey::Scalar seed, bool fromFirst,
                                 Term term, Combine combine, Finish finish) {
   return h.build(rows, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
-    const osprey::Index cols = length(r);
-    const bool first = fromFirst && cols > 0;
-    return finish(r, orderedFold(first ? term(r, 0) : seed, first ? 1 : 0, cols,
-                                 [&](osprey::Int c) -> osprey::Scalar { return term(r, c.raw()); }, combine));
+    return finish(r, foldRow(r, length(r), seed, fromFirst, term, combine));
   });
 }
 
@@ -114,6 +130,14 @@ struct Larger {
   static constexpr bool regroupable = true;
   OSPREY_FN osprey::Scalar operator()(osprey::Scalar m, osprey::Scalar x) const { return x > m ? x : m; }
 };
+// A term of a dot product: its two factors, which the combine multiplies and adds with one rounding.
+struct Product {
+  osprey::Scalar a, b;
+};
+// The combine of a dot product: acc = fma(a, b, acc). Not regroupable: the chain's order is its bits.
+struct FusedMultiplyAdd {
+  OSPREY_FN osprey::Scalar operator()(osprey::Scalar acc, Product p) const { return osprey::math::fma(p.a, p.b, acc); }
+};
 // The finish that keeps the fold as it is.
 struct AsIs {
   OSPREY_FN osprey::Scalar operator()(osprey::Index, osprey::Scalar acc) const { return acc; }
@@ -127,6 +151,17 @@ osprey::Result<Buf<H>> sumRows(H& h, osprey::Index rows, osprey::Index cols, Ter
 template <osprey::Tensor H, class Length, class Term, class Finish>
 osprey::Result<Buf<H>> sumRaggedRows(H& h, osprey::Index rows, Length length, Term term, Finish finish) {
   return foldRaggedRows(h, rows, length, 0.0, term, Plus{}, finish);
+}
+
+// finish(r, fma(a_{cols-1}, b_{cols-1}, ... fma(a_0, b_0, +0.0))) for every row r, where
+// term(r, c) = Product{a_c, b_c}: each row a dot product, fused multiply-adds in c order.
+template <osprey::Tensor H, class Term, class Finish>
+osprey::Result<Buf<H>> dotRows(H& h, osprey::Index rows, osprey::Index cols, Term term, Finish finish) {
+  return foldRows(h, rows, cols, 0.0, term, FusedMultiplyAdd{}, finish);
+}
+template <osprey::Tensor H, class Length, class Term, class Finish>
+osprey::Result<Buf<H>> dotRaggedRows(H& h, osprey::Index rows, Length length, Term term, Finish finish) {
+  return foldRaggedRows(h, rows, length, 0.0, term, FusedMultiplyAdd{}, finish);
 }
 
 }  // namespace gpt2

@@ -1,7 +1,9 @@
 // LayerNorm over the channels of each row, and its backward.
 //
 //   mean[n] = (sum_c x[n][c]) / C                         (c ascending, from 0.0)
-//   var[n]  = (sum_c (x[n][c] - mean[n])^2) / C           (biased, as PyTorch's LayerNorm)
+//   var[n]  = (sum_c (x[n][c] - mean[n])^2) / C           (biased, as PyTorch's LayerNorm; a dot
+//                                                          product of the deviations with themselves,
+//                                                          fused multiply-adds in c order)
 //   rstd[n] = 1 / sqrt(var[n] + 1e-5)
 //   out[n][c] = ((x[n][c] - mean[n]) * rstd[n]) * w[c] + b[c]
 //
@@ -30,12 +32,13 @@ struct LayerNormGrads {
   Buf<H> db;  // (C)
 };
 
-// The variance's term: a value's squared deviation from the mean.
+// The variance's term: a value's deviation from the mean, twice, for the dot fold that squares and
+// adds it with one rounding.
 struct SquaredDeviation {
   osprey::Scalar mean;
-  OSPREY_FN osprey::Scalar operator()(osprey::Scalar v) const {
+  OSPREY_FN Product operator()(osprey::Scalar v) const {
     const osprey::Scalar d = v - mean;
-    return d * d;
+    return Product{d, d};
   }
 };
 
@@ -63,8 +66,8 @@ osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Bu
       },
       [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar { return sum / Cs; }));
   const auto mv = mean.view();
-  auto rstd = OSPREY_TRY(sumRows(h, N, C,
-      [=] OSPREY_FN(osprey::Index n, osprey::Index c) -> osprey::Scalar {
+  auto rstd = OSPREY_TRY(dotRows(h, N, C,
+      [=] OSPREY_FN(osprey::Index n, osprey::Index c) -> Product {
         return SquaredDeviation{mv[n]}(xv[osprey::Int(n) * Ci + c]);
       },
       [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar {
@@ -84,6 +87,7 @@ osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Bu
 //   norm = (x - mean) * rstd,  dnorm = w * dout
 //   dx = ((dnorm - mean_c(dnorm)) - norm * mean_c(dnorm * norm)) * rstd
 //   dw[c] = sum_n norm * dout,  db[c] = sum_n dout   (n ascending, from 0.0)
+// The sums of products (dnorm * norm, norm * dout) are dot products: fused multiply-adds in order.
 template <osprey::Tensor H>
 osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, const Buf<H>& x,
                                                     const Buf<H>& w, const Buf<H>& mean,
@@ -101,15 +105,17 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
   const osprey::Int Ci = C;
   const auto Cs = static_cast<osprey::Scalar>(C);
 
-  // Per row: element 2n = mean_c(dnorm), element 2n+1 = mean_c(dnorm * norm).
-  auto stats = OSPREY_TRY(sumRows(h, OSPREY_TRY(checkedProduct(L, {N, 2})), C,
-      [=] OSPREY_FN(osprey::Index i, osprey::Index c) -> osprey::Scalar {
+  // Per row: element 2n = mean_c(dnorm), element 2n+1 = mean_c(dnorm * norm). One dot fold for
+  // both: dnorm's sum as fma(dnorm, 1.0, acc), which is acc + dnorm exactly (one rounding of the
+  // same exact sum).
+  auto stats = OSPREY_TRY(dotRows(h, OSPREY_TRY(checkedProduct(L, {N, 2})), C,
+      [=] OSPREY_FN(osprey::Index i, osprey::Index c) -> Product {
         const auto [n, which] = divMod(osprey::Int(i), 2);
         const osprey::Int at = n * Ci + c;
         const osprey::Scalar dnorm = wv[c] * dv[at];
-        if (which == 0) return dnorm;
+        if (which == 0) return Product{dnorm, 1.0};
         const osprey::Scalar norm = (xv[at] - mv[n]) * rv[n];
-        return dnorm * norm;
+        return Product{dnorm, norm};
       },
       [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar { return sum / Cs; }));
   const auto sv = stats.view();
@@ -121,11 +127,11 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
     return ((dnorm - sv[n * 2]) - norm * sv[n * 2 + 1]) * s;
   }));
   // Column sums over the rows n, ascending: row c of the fold is column c of the gradients.
-  auto dw = OSPREY_TRY(sumRows(h, C, N,
-      [=] OSPREY_FN(osprey::Index c, osprey::Index n) -> osprey::Scalar {
+  auto dw = OSPREY_TRY(dotRows(h, C, N,
+      [=] OSPREY_FN(osprey::Index c, osprey::Index n) -> Product {
         const osprey::Int i = osprey::Int(n) * Ci + c;
         const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
-        return norm * dv[i];
+        return Product{norm, dv[i]};
       },
       AsIs{}));
   auto db = OSPREY_TRY(sumRows(h, C, N,

@@ -1,7 +1,7 @@
 // In-order sums whose terms are computed ahead of their additions.
 //
-// Every sum in the layers is a left fold from 0.0 in index order, acc = ((0.0 + t0) + t1) + ...,
-// and that order fixes the bits. It does not fix when a term is *computed*: a term is a load or
+// Every sum in the layers is a left fold from 0.0 in index order, acc = ((0.0 + t0) + t1) + ...
+// (a dot product's: acc = fma(a_k, b_k, acc), k ascending), and that order fixes the bits. It does not fix when a term is *computed*: a term is a load or
 // two and perhaps a product or an exp, none of which depends on acc. Written as the plain loop, a
 // GPU thread (which issues in order) waits for each term's global load before it issues the
 // next, so a 768-long row costs 768 memory latencies; decoding's LayerNorm and attention rows
@@ -23,13 +23,16 @@ inline constexpr osprey::Index kTermsAhead = 8;
 // The loop's own counter is a plain Index: from <= c <= count, so neither c + j (j < count - c)
 // nor count - c can overflow, and the checked arithmetic of osprey::Int (which costs a one-row GPU
 // thread more than the loads it indexes) is left to the terms' own index expressions.
+// A term is a Scalar, or whatever else `combine` takes as its second argument (a dot product's
+// Product of two factors, fold_rows.hpp).
 template <osprey::Index Ahead = kTermsAhead, class Term, class Combine>
 OSPREY_INLINE osprey::Scalar orderedFold(osprey::Scalar acc, osprey::Int from, osprey::Int count, Term term,
                                          Combine combine) {
+  using Value = decltype(term(osprey::Int(0)));
   const osprey::Index end = count.raw();
   osprey::Index c = from.raw();
   for (; c < end && end - c >= Ahead; c += Ahead) {
-    osprey::Scalar t[Ahead];
+    Value t[Ahead];
     OSPREY_UNROLL
     for (osprey::Index j = 0; j < Ahead; ++j) t[j] = term(osprey::Int(c + j));
     OSPREY_UNROLL

@@ -10,8 +10,8 @@
 //
 // Contract, as on the host (DESIGN.md §4): parallelism over independent outputs only. fold stays
 // a sequential left fold in element order; matMul (src/gpu/cuda_matmul.cu) tiles rows and columns
-// across blocks and threads but accumulates each output in k order from 0.0, with no fused
-// multiply-add. The results are bit-identical to lists and gpu/host.
+// across blocks, warps and tensor-core fragments but accumulates each output as one chain of fused
+// multiply-adds in k order from +0.0. The results are bit-identical to lists and gpu/host.
 //
 // Failures are Errors, never a quiet run elsewhere: open() without a GPU says so (no fallback to
 // the host), every CUDA call goes through OSPREY_CUDA_CHECK, and every launch is checked.
@@ -87,15 +87,25 @@
 
 namespace osprey {
 
+// Which tensor-core tiling (output tile per block) a large exact product runs: the one estimated
+// fastest for the shape, or one named, for tests and benchmarks that compare them (Square128Deep,
+// 128 x 128 tiles with k in 32-deep slices, is never chosen: it is there to be measured). Every
+// tiling gives the same bits; products with at most 8 rows, or at most 8 columns and fewer columns
+// than rows, run on their own CUDA-core kernels whatever is asked.
+enum class ExactTiling : int { Chosen = -1, Square128, Wide128x144, Middle128x96, Small64, Square128Deep };
+
 // The exact product (src/gpu/cuda_matmul.cu): out (rows x cols) = a (rows x inner) * b (inner x
-// cols), row-major, queued on the current device's default stream. Returns the launch status
-// (cudaGetLastError after the launches); it does not wait for the kernel.
+// cols), row-major, each output the fma chain over k ascending from +0.0, queued on `stream` of
+// the current device. Returns the launch status (cudaGetLastError after the launches); it does not
+// wait for the kernel.
 cudaError_t launchExactMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner,
-                              Index cols, int multiprocessors);
+                              Index cols, int multiprocessors, cudaStream_t stream,
+                              ExactTiling tiling = ExactTiling::Chosen);
 // `batch` such products of one shape stored one after another (out, a and b each advance by one
 // product's elements per product); bit for bit `batch` calls of launchExactMatMul.
 cudaError_t launchExactMatMulBatched(Scalar* out, const Scalar* a, const Scalar* b, Index batch, Index rows,
-                                     Index inner, Index cols, int multiprocessors);
+                                     Index inner, Index cols, int multiprocessors, cudaStream_t stream,
+                                     ExactTiling tiling = ExactTiling::Chosen);
 
 class CudaDevice;
 
@@ -215,7 +225,7 @@ __global__ void __launch_bounds__(kFoldThreads)
 // not depend on the accumulator, so computing them early and in parallel leaves the fold's
 // combines, and its bits, those of one thread walking the row.
 constexpr int kRowFoldThreads = 256;
-constexpr int kRowFoldChunk = 1024;  // terms per chunk; two chunks = 16 KiB of shared memory
+constexpr int kRowFoldChunkBytes = 8192;  // one chunk of terms; two chunks = 16 KiB of shared memory
 constexpr int kRowFoldBlocksPerProcessor = 8;
 
 template <class Out, class L, class T, class C, class F>
@@ -228,7 +238,11 @@ __global__ void __launch_bounds__(kRowFoldThreads)
                 "row-fold closures must be trivially copyable: capture Views and scalars by value, never owning "
                 "handles (vectors, strings, buffers)");
 #endif
-  __shared__ Scalar terms[2][kRowFoldChunk];
+  // A term is a Scalar, or what the combine takes besides the accumulator (a dot product's two
+  // factors: gpt2/layers/fold_rows.hpp).
+  using Value = decltype(term(Index{}, Index{}));
+  constexpr int kRowFoldChunk = kRowFoldChunkBytes / static_cast<int>(sizeof(Value));
+  __shared__ Value terms[2][kRowFoldChunk];
   const int tid = static_cast<int>(threadIdx.x);
   Index cols = 0, chunks = 0;  // of the current row
   const auto chunkLength = [&](Index k) -> int {
@@ -237,7 +251,7 @@ __global__ void __launch_bounds__(kRowFoldThreads)
   };
   // Terms of chunk k of row r into buffer k % 2, by the threads first, first + step, ...
   const auto fill = [&](Index r, Index k, int first, int step) {
-    Scalar* into = terms[k % 2];
+    Value* into = terms[k % 2];
     const Index from = k * kRowFoldChunk;
     const int count = chunkLength(k);
     for (int e = first; e < count; e += step) into[e] = term(r, from + e);
@@ -250,10 +264,12 @@ __global__ void __launch_bounds__(kRowFoldThreads)
     Scalar acc = seed;
     for (Index k = 0; k < chunks; ++k) {
       if (tid == 0) {
-        const Scalar* values = terms[k % 2];
+        const Value* values = terms[k % 2];
         const int count = chunkLength(k);
         int e = 0;
-        if (k == 0 && fromFirst) acc = values[e++];
+        if constexpr (std::is_same_v<Value, Scalar>) {
+          if (k == 0 && fromFirst) acc = values[e++];
+        }
 #pragma unroll 8
         for (; e < count; ++e) acc = combine(acc, values[e]);
       } else if (tid >= 32 && k + 1 < chunks) {
@@ -650,7 +666,7 @@ class CudaDevice {
   Result<void> matMul(Scalar* out, View a, View b, Index rows, Index inner, Index cols) {
     OSPREY_CHECK(activate());
     const auto label = [&] { return fmt::format("matMul ({} x {}) * ({} x {})", rows, inner, inner, cols); };
-    OSPREY_CUDA_CHECK(launchExactMatMul(out, a.data, b.data, rows, inner, cols, m_multiprocessors),
+    OSPREY_CUDA_CHECK(launchExactMatMul(out, a.data, b.data, rows, inner, cols, m_multiprocessors, m_stream),
                       label() + " launch");
     if (m_checkEachLaunch) return settle(label());
     return {};
@@ -663,7 +679,7 @@ class CudaDevice {
     const auto label = [&] {
       return fmt::format("matMul of {} products ({} x {}) * ({} x {})", batch, rows, inner, inner, cols);
     };
-    OSPREY_CUDA_CHECK(launchExactMatMulBatched(out, a.data, b.data, batch, rows, inner, cols, m_multiprocessors),
+    OSPREY_CUDA_CHECK(launchExactMatMulBatched(out, a.data, b.data, batch, rows, inner, cols, m_multiprocessors, m_stream),
                       label() + " launch");
     if (m_checkEachLaunch) return settle(label());
     return {};

@@ -2,7 +2,8 @@
 //
 // Parallelism is over independent outputs only: each element of build is computed by exactly
 // the kernel call lists would make; fold stays a sequential left fold; matMul splits rows and
-// columns across threads and SIMD lanes but never one output's k loop. Bit-identical to lists.
+// columns across threads and SIMD lanes but never one output's k loop, a chain of fused
+// multiply-adds as lists' std::fma chain. Bit-identical to lists.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <sys/mman.h>
 
 #include "osprey/config.hpp"
 #include "osprey/gpu/buffer.hpp"
@@ -29,8 +31,17 @@
 
 namespace osprey {
 
-// The blocked, vectorised exact product (src/gpu/host_matmul.cpp).
+// The blocked, vectorised exact product (src/gpu/host_matmul.cpp), on the best kernel this CPU has.
 void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols);
+
+// The product's kernels by instruction set, so that tests can check each one this CPU can run
+// against the others (every one gives the same doubles).
+enum class HostMatMulIsa { Avx512, Avx2, Portable };
+// Whether this CPU can run `isa`'s kernel (AVX2's needs the FMA extension too).
+bool hostMatMulIsaAvailable(HostMatMulIsa isa);
+// hostMatMul on the kernel of `isa`, which must be available.
+void hostMatMulWith(HostMatMulIsa isa, Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner,
+                    Index cols);
 
 class HostDevice {
  public:
@@ -75,10 +86,10 @@ class HostDevice {
         return p;
       }
     }
-    auto* p = static_cast<Scalar*>(::operator new(bytes, std::align_val_t{64}, std::nothrow));
+    auto* p = fresh(bytes);
     if (!p) {
       releaseCache();
-      p = static_cast<Scalar*>(::operator new(bytes, std::align_val_t{64}, std::nothrow));
+      p = fresh(bytes);
     }
     if (!p) return Error{fmt::format("host: out of memory allocating {} bytes", requested)};
     std::lock_guard lock(m_cacheLock);
@@ -92,7 +103,7 @@ class HostDevice {
     const std::size_t bytes = live->second;
     m_live.erase(live);
     if (m_cachedBytes + bytes > m_cacheLimit) {
-      ::operator delete(p, std::align_val_t{64});
+      ::operator delete(p, alignmentFor(bytes));
       return;
     }
     m_idle[bytes].push_back(p);
@@ -102,7 +113,7 @@ class HostDevice {
   void releaseCache() {
     std::lock_guard lock(m_cacheLock);
     for (auto& [bytes, blocks] : m_idle)
-      for (Scalar* p : blocks) ::operator delete(p, std::align_val_t{64});
+      for (Scalar* p : blocks) ::operator delete(p, alignmentFor(bytes));
     m_idle.clear();
     m_cachedBytes = 0;
   }
@@ -168,6 +179,23 @@ class HostDevice {
   }
 
  private:
+  // Blocks of 2 MiB and more start on a 2 MiB boundary and ask for transparent huge pages: the
+  // first touch of a fresh block then faults once per 2 MiB instead of once per 4 KiB page. A 124M
+  // training step's first pass touches about 5 GB of new weights, moments and gradients; at 4 KiB
+  // a fault that was most of the first step's extra time (bench/peers/README-llmc.md).
+  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  static std::align_val_t alignmentFor(std::size_t bytes) {
+    return std::align_val_t{bytes >= kHugePage ? kHugePage : std::size_t{64}};
+  }
+  static Scalar* fresh(std::size_t bytes) {
+    void* p = ::operator new(bytes, alignmentFor(bytes), std::nothrow);
+#if defined(MADV_HUGEPAGE)
+    // Advice only: where the kernel has no transparent huge pages the block keeps 4 KiB pages.
+    if (p && bytes >= kHugePage) (void)::madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+#endif
+    return static_cast<Scalar*>(p);
+  }
+
   HostDevice() {
     const char* env = std::getenv("OSPREY_HOST_CACHE_MB");
     if (env && *env) m_cacheLimit = std::strtoull(env, nullptr, 10) << 20;

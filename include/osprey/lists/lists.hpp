@@ -1,8 +1,9 @@
 // The lists handler: the plain, sequential, obviously-correct reference over host memory.
 //
-// Every operation is the loop its definition names, in index order, with no threads, no SIMD
-// intrinsics and no fused multiply-add (the library is built with -ffp-contract=off). The other
-// handlers are checked bit for bit against this one.
+// Every operation is the loop its definition names, in index order, with no threads and no SIMD
+// intrinsics. The only fused multiply-adds are the ones the contract writes, one std::fma per term
+// of a product (the library is built with -ffp-contract=off, so the compiler fuses nothing else).
+// The other handlers are checked bit for bit against this one.
 //
 // ListsOf<T> stores its elements as T and computes as Scalar: every kernel and combine still
 // sees doubles, and each stored result is rounded to T once. Lists (T = double) is the reference;
@@ -10,6 +11,7 @@
 // of narrower storage, the way a fast handler's float or bfloat16 buffers will be read.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <new>
 #include <span>
@@ -98,11 +100,12 @@ class ListsOf {
   Result<Buffer> matMul(const Buffer& a, const Buffer& b, Index rows, Index inner, Index cols) {
     OSPREY_CHECK(checkMatMulShapes(length(a), length(b), rows, inner, cols));
     const ViewOf<T> x = a.view(), y = b.view();
-    // Each output accumulates in k order from 0.0: the contract every handler reproduces.
+    // Each output is a chain of fused multiply-adds in k order from +0.0: the contract every
+    // handler reproduces (DESIGN.md §4).
     return build(rows * cols, [x, y, inner, cols](Index o) -> Scalar {
       Index i = o / cols, j = o % cols;
       Scalar acc = 0.0;
-      for (Index k = 0; k < inner; ++k) acc = acc + x[i * inner + k] * y[k * cols + j];
+      for (Index k = 0; k < inner; ++k) acc = std::fma(x[i * inner + k], y[k * cols + j], acc);
       return acc;
     });
   }
