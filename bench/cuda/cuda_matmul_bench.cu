@@ -41,6 +41,7 @@
 #include <fmt/format.h>
 
 #include "osprey/gpu/cuda.hpp"
+#include "osprey/gpu/cuda_exact_lt.hpp"
 #include "osprey/gpu/surface.hpp"
 
 namespace osprey::bench {
@@ -507,6 +508,9 @@ int run() {
   fmt::print("RESULT|small launch checked (us)|each launch waited for|{:.2f}\n", eachUs);
   fmt::print("RESULT|fp64 cuBLAS DGEMM 8192^3 TFLOP/s|peak|{:.2f}\n", peak);
   fmt::print("RESULT|fp64 FMA probe TFLOP/s|vector units|{:.2f}\n", fma);
+  const ExactLtTally tally = exactLtTally();
+  fmt::print("RESULT|exact shapes on verified cuBLASLt / own kernel|{} / {}|{} candidates refused (bits differed)\n",
+             tally.onLt, tally.onOwn, tally.refused);
   return allIdentical ? 0 : 1;
 }
 

@@ -34,6 +34,7 @@
 #include <iterator>
 
 #include "osprey/gpu/cuda.hpp"
+#include "osprey/gpu/cuda_exact_lt.hpp"
 
 namespace osprey {
 namespace {
@@ -390,8 +391,8 @@ using TensorSquareDeep = TensorKernel<8, 4, 2, 4, 32, 3, 1>;  // 128 x 128, 32 k
 // The tiling asked for, or the one with the shortest estimated time: the busiest multiprocessor
 // runs ceil(tiles / SMs) tiles, as many at once as fit, at the tiling's efficiency scaled down when
 // fewer than 8 warps are resident (too few to hide the DMMA and load latencies).
-cudaError_t launchTensor(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
-                         Index cols, int multiprocessors, cudaStream_t stream, ExactTiling tiling) {
+cudaError_t launchOwnTensor(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
+                            Index cols, int multiprocessors, cudaStream_t stream, ExactTiling tiling) {
   struct Option {
     TensorChoice choice;
     int blocksPerProcessor;
@@ -429,6 +430,19 @@ cudaError_t launchTensor(double* out, const double* a, const double* b, Index ba
   }
   if (!best) return cudaErrorInvalidConfiguration;  // no tiling fits this GPU's multiprocessors
   return best->launch(out, a, b, batch, rows, inner, cols, stream);
+}
+
+// A tensor-core product as asked: a named tiling of the own kernel, or (Chosen) the fastest of the
+// own kernel's estimated best tiling and the cuBLASLt algorithms that reproduce its bits
+// (osprey/gpu/cuda_exact_lt.hpp).
+cudaError_t launchTensor(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
+                         Index cols, int multiprocessors, cudaStream_t stream, ExactTiling tiling) {
+  if (tiling != ExactTiling::Chosen)
+    return launchOwnTensor(out, a, b, batch, rows, inner, cols, multiprocessors, stream, tiling);
+  const OwnExactProduct own = [=](double* o, const double* x, const double* y) {
+    return launchOwnTensor(o, x, y, batch, rows, inner, cols, multiprocessors, stream, ExactTiling::Chosen);
+  };
+  return exactProductChosen(out, a, b, batch, rows, inner, cols, stream, own);
 }
 
 // ---- few columns ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -21,7 +22,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cublasLt.h>
+
 #include "handlers.hpp"
+#include "osprey/gpu/cuda_exact_lt.hpp"
 #include "osprey/gpu/cuda_handler.hpp"
 #include "osprey/gpu/size_class.hpp"
 #include "osprey/gpu/surface.hpp"
@@ -815,6 +819,48 @@ TEST(CudaMatMul, MatchesTheFmaChainWithInfinitiesZerosAndSubnormals) {
     }
   EXPECT_TRUE(std::isinf(actual[0]));
   EXPECT_EQ(std::bit_cast<std::uint64_t>(actual[static_cast<std::size_t>(p.cols)]), 0u);  // +0.0: the chain starts at +0.0
+}
+
+// The guard of the cuBLASLt path (osprey/gpu/cuda_exact_lt.hpp): an FP64 algorithm the heuristic
+// offers for a training shape, set to split k in 4 (split-K) is refused with an error saying why;
+// the same algorithm with split-K 1 and no reduction scheme passes. (Every algorithm that passes
+// is further checked bit for bit against the own kernel before it runs a shape: the products
+// above ran through that choice.)
+TEST(CudaMatMul, AnAlgorithmThatSplitsKIsRefused) {
+  (void)cudaDevice();
+  cublasLtHandle_t lt = nullptr;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layout = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ASSERT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_64F, CUDA_R_64F), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&layout, CUDA_R_64F, 768, 768, 768), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulHeuristicResult_t found{};
+  int count = 0;
+  ASSERT_EQ(cublasLtMatmulAlgoGetHeuristic(lt, desc, layout, layout, layout, layout, preference, 1, &found, &count),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(count, 1);
+  cublasLtMatmulAlgo_t algo = found.algo;
+  std::uint32_t splits = 1, scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  ASSERT_EQ(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits)),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme)),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_TRUE(checkKeepsKWhole(algo).ok()) << checkKeepsKWhole(algo).error().message;
+  splits = 4;
+  ASSERT_EQ(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits)),
+            CUBLAS_STATUS_SUCCESS);
+  const auto refused = checkKeepsKWhole(algo);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("splits k into 4 parts"), std::string::npos) << refused.error().message;
+  const ExactLtTally tally = exactLtTally();
+  std::printf("[ exact lt ] shapes on cuBLASLt %d, on the own kernel %d; candidates refused for a bit difference %d\n",
+              tally.onLt, tally.onOwn, tally.refused);
+  (void)cublasLtMatmulPreferenceDestroy(preference);
+  (void)cublasLtMatrixLayoutDestroy(layout);
+  (void)cublasLtMatmulDescDestroy(desc);
+  (void)cublasLtDestroy(lt);
 }
 
 TEST(CudaMatMul, AShapeMismatchIsAnError) {

@@ -87,8 +87,10 @@
 
 namespace osprey {
 
-// Which tensor-core tiling (output tile per block) a large exact product runs: the one estimated
-// fastest for the shape, or one named, for tests and benchmarks that compare them (Square128Deep,
+// Which tensor-core kernel a large exact product runs: Chosen, the fastest for the shape of the own
+// kernel's estimated best tiling and the cuBLASLt algorithms verified to give its bits
+// (osprey/gpu/cuda_exact_lt.hpp), or one tiling of the own kernel named, for tests and benchmarks
+// that compare them (Square128Deep,
 // 128 x 128 tiles with k in 32-deep slices, is never chosen: it is there to be measured). Every
 // tiling gives the same bits; products with at most 8 rows, or at most 8 columns and fewer columns
 // than rows, run on their own CUDA-core kernels whatever is asked.
