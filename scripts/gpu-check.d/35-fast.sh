@@ -30,14 +30,20 @@ exact_losses=$logs/exact-train-B16.out
   > "$exact_losses" 2> "$logs/exact-train-B16.err" ||
   echo "RESULT|exact train B16 T1024 (the losses fast is checked against)|FAIL|$(tail -1 "$logs/exact-train-B16.err")"
 losses_of() { sed -n 's/^step \([0-9]*\)\/[0-9]*: train loss \([0-9.eE+-]*\) .*/\1 \2/p' "$1"; }
-# losses_agree NAME FAST_OUT RTOL: the first $checked_steps losses within RTOL · loss of exact's
-# (docs/FAST.md: 1e-4 for bf16 products, 2e-5 for TF32).
+# losses_agree NAME FAST_OUT RTOL: step 1's loss (the same weights on both) within RTOL · loss of
+# exact's (docs/FAST.md: 1e-4 for bf16 products, 2e-5 for TF32), and the losses of steps 2 ..
+# $checked_steps within 1e-3 · loss: their weights already differ by the earlier steps' AdamW
+# updates, which amplify any difference in small gradients (measured at B16 T1024 on the H200:
+# 2.4e-4 bf16, 1.6e-4 TF32 by step 3; docs/FAST.md).
 losses_agree() {
   local verdict
   verdict=$(join <(losses_of "$exact_losses") <(losses_of "$2") | awk -v n="$checked_steps" -v r="$3" '
-    $1 <= n { seen++; d = $3 - $2; if (d < 0) d = -d; rel = d / $2; if (rel > worst) worst = rel }
+    $1 <= n { seen++; d = $3 - $2; if (d < 0) d = -d; rel = d / $2
+              if ($1 == 1) first = rel; else if (rel > later) later = rel
+              if (rel > ($1 == 1 ? r : 1e-3)) bad = 1 }
     END { if (seen < n) { print "FAIL " seen " of " n " steps to compare"; exit }
-          printf "%s worst relative gap %.2e (bound %g)\n", (worst <= r ? "PASS" : "FAIL"), worst, r }')
+          printf "%s step 1 gap %.2e (bound %g), steps 2-%d %.2e (bound 1e-3)\n", (bad ? "FAIL" : "PASS"), first, r, n,
+                 later }')
   echo "RESULT|$1: first $checked_steps losses vs exact|${verdict%% *}|${verdict#* }"
   [[ $verdict == PASS* ]]
 }

@@ -56,6 +56,7 @@ struct Descriptors {
 struct DeviceState {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
+  unsigned* tiny = nullptr;  // set by anyTinyOperand for the product in flight (stream order)
   bool usable = false;  // false when the handle or workspace could not be had: the own kernel runs
   std::map<Key, Choice> chosen;
   int refused = 0;
@@ -72,7 +73,8 @@ DeviceState& stateOfCurrentDevice() {
   if (!slot) {
     slot.reset(new DeviceState);
     slot->usable = cublasLtCreate(&slot->lt) == CUBLAS_STATUS_SUCCESS &&
-                   cudaMalloc(&slot->workspace, kWorkspace) == cudaSuccess;
+                   cudaMalloc(&slot->workspace, kWorkspace) == cudaSuccess &&
+                   cudaMalloc(&slot->tiny, sizeof(unsigned)) == cudaSuccess;
   }
   return *slot;
 }
@@ -134,7 +136,8 @@ cublasStatus_t runLt(const DeviceState& state, const Descriptors& s, const cubla
 }
 
 // Adversarial operands for the check: ±(1 + f)·2^e with e over [-40, 40] (random signs, so sums
-// cancel), one value in 16 a signed zero and one in 64 a subnormal. Element i of operand `which`.
+// cancel), one value in 16 a signed zero. Element i of operand `which`. (No value below
+// kTinyMagnitude: products with such operands never run on cuBLASLt, see anyTinyOperand.)
 __global__ void fillCheckOperand(double* v, Index n, unsigned which) {
   for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<Index>(blockDim.x) * gridDim.x) {
@@ -147,8 +150,45 @@ __global__ void fillCheckOperand(double* v, Index n, unsigned which) {
     const bool negative = h & 1;
     double x = ldexp(mantissa, exponent);
     if ((h >> 8) % 16 == 0) x = 0.0;
-    if ((h >> 16) % 64 == 0) x = ldexp(mantissa, -1060);
     v[i] = negative ? -x : x;
+  }
+}
+
+// The one difference measured between cuBLASLt's FP64 algorithms and the fma chain: where the
+// chain ends at -0.0 (a negative sum too small for any subnormal, rounded to zero), cuBLASLt gives
+// +0.0 (tests/cuda: CudaMatMul.AnUnderflowedChainKeepsItsNegativeZero). A chain reaches -0.0 only
+// through such an underflow: from +0.0, an exact zero sum rounds to +0.0. When every operand is
+// zero or at least 2^-250 in magnitude, every non-zero product is at least 2^-500, and a running
+// sum can only cancel against a product to a residue of at least 2^-500 · 2^-53, so no partial
+// sum ever underflows and the chain never reaches -0.0. A product whose operands hold a smaller
+// non-zero value is recomputed by exactChainFallback.
+constexpr double kTinyMagnitude = 0x1p-250;
+
+// *tiny = 1 when a (na) or b (nb) holds a non-zero value below kTinyMagnitude in magnitude (NaN
+// compares false and counts as not tiny; infinities and NaN gave the chain's bits in the check).
+__global__ void anyTinyOperand(const double* a, Index na, const double* b, Index nb, unsigned* tiny) {
+  bool found = false;
+  const Index stride = static_cast<Index>(blockDim.x) * gridDim.x;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < na + nb; i += stride) {
+    const double x = i < na ? a[i] : b[i - na];
+    found |= x != 0.0 && fabs(x) < kTinyMagnitude;
+  }
+  if (__syncthreads_or(found) && threadIdx.x == 0) *tiny = 1;
+}
+
+// When *tiny is set, every output again as the plain fma chain in k order from +0.0, one thread an
+// output (slow, and only for operands no trained GPT-2 holds); otherwise nothing.
+__global__ void exactChainFallback(const unsigned* tiny, double* out, const double* a, const double* b, Index batch,
+                                   Index rows, Index inner, Index cols) {
+  if (*tiny == 0) return;
+  const Index n = batch * rows * cols, stride = static_cast<Index>(blockDim.x) * gridDim.x;
+  for (Index o = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += stride) {
+    const Index z = o / (rows * cols), i = o / cols % rows, j = o % cols;
+    const double* x = a + (z * rows + i) * inner;
+    const double* y = b + z * inner * cols + j;
+    double acc = 0.0;
+    for (Index k = 0; k < inner; ++k) acc = __fma_rn(x[k], y[k * cols], acc);
+    out[o] = acc;
   }
 }
 
@@ -302,7 +342,13 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
   if (!at->second.lt) return own(out, a, b);
   Descriptors s;
   if (!describe(s, batch, rows, inner, cols, alignment)) return own(out, a, b);
+  // In stream order: clear the flag, look for tiny operands, the product, and its recomputation
+  // should the flag be set (see kTinyMagnitude). No host wait: the launches stay queued.
+  if (const cudaError_t status = cudaMemsetAsync(state.tiny, 0, sizeof(unsigned), stream); status != cudaSuccess)
+    return status;
+  anyTinyOperand<<<264, 256, 0, stream>>>(a, batch * rows * inner, b, batch * inner * cols, state.tiny);
   if (runLt(state, s, at->second.algo, out, a, b, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorLaunchFailure;
+  exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, out, a, b, batch, rows, inner, cols);
   return cudaGetLastError();
 }
 

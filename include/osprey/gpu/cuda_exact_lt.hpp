@@ -13,6 +13,12 @@
 // operands, and the fastest runs that shape from then on. Each choice gives the own kernel's bits,
 // so a result never depends on which won.
 //
+// One difference was measured: where the chain ends at -0.0 (an underflowed negative sum),
+// cuBLASLt gives +0.0. That needs an operand below 2^-250 in magnitude, so each product on
+// cuBLASLt is preceded by a scan of its operands and followed by a kernel that, when the scan
+// found such a value, recomputes every output as the plain chain (src/gpu/cuda_exact_lt.cu says
+// why the bound suffices). Both are queued in stream order; nothing waits for the host.
+//
 // Nothing is chosen while the stream is being captured into a graph (the checks synchronise); the
 // own kernel runs there unless the shape was chosen before. A shape whose check needs more memory
 // than is spare (a quarter of what is free, at most 4 GiB) keeps the own kernel.
