@@ -12,8 +12,9 @@
 # Environment:
 #   THREADS            OMP_NUM_THREADS for both (default 2)
 #   WORK               where the inputs go and llm.c runs (default: a new temporary directory)
-#   OSPREY_TOKENIZER   GPT-2 tokenizer directory (default <source>/../shared/data/gpt2)
-#   OSPREY_TEXT        training text (default <source>/../shared/data/tinyshakespeare/input.txt)
+#   OSPREY_TOKENIZER   GPT-2 tokenizer directory (default <source>/.cache/gpt2-tokenizer, which
+#                      scripts/fetch-tokenizer.sh fills)
+#   OSPREY_TEXT        training text (default <source>/.cache/tinyshakespeare.txt)
 #   HUGEPAGES=1        both programs' large mallocs on transparent huge pages (glibc >= 2.35
 #                      tunable glibc.malloc.hugetlb=1): fewer first-touch faults in step 0
 #
@@ -30,8 +31,8 @@ STEPS=${3:-5}
 ROUNDS=${4:-3}
 THREADS=${THREADS:-2}
 SOURCE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-TOKENIZER=${OSPREY_TOKENIZER:-$SOURCE/../shared/data/gpt2}
-TEXT=${OSPREY_TEXT:-$SOURCE/../shared/data/tinyshakespeare/input.txt}
+TOKENIZER=${OSPREY_TOKENIZER:-$SOURCE/.cache/gpt2-tokenizer}
+TEXT=${OSPREY_TEXT:-$SOURCE/.cache/tinyshakespeare.txt}
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/llmc-cpu.XXXXXX")}
 
 TRAIN_GPT2=$LLMC_DIR/train_gpt2

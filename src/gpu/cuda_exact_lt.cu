@@ -289,8 +289,16 @@ Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows,
       ++state.refused;
       continue;
     }
-    const float ms =
-        timeOf([&] { return runLt(state, s, algo, m.got, m.a, m.b, stream) == CUBLAS_STATUS_SUCCESS; }, stream, start, end);
+    // Timed as it will run: the operand scan, the product and the (idle) fallback launch.
+    const float ms = timeOf(
+        [&] {
+          if (cudaMemsetAsync(state.tiny, 0, sizeof(unsigned), stream) != cudaSuccess) return false;
+          anyTinyOperand<<<264, 256, 0, stream>>>(m.a, static_cast<Index>(na), m.b, static_cast<Index>(nb), state.tiny);
+          if (runLt(state, s, algo, m.got, m.a, m.b, stream) != CUBLAS_STATUS_SUCCESS) return false;
+          exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, m.got, m.a, m.b, batch, rows, inner, cols);
+          return cudaGetLastError() == cudaSuccess;
+        },
+        stream, start, end);
     if (ms < best) {
       best = ms;
       keep = Choice{true, algo};
