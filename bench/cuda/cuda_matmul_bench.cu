@@ -8,8 +8,7 @@
 // decoding shapes. For each tensor-core shape the exact product runs under the device's choice
 // of tiling and under each tiling by name (ExactTiling), so a run shows whether the choice was the
 // fastest; cuBLAS DGEMM (cublasDgemmStridedBatched for the batches) runs the same shape as the
-// yardstick. DGEMM is not bit-identical to anything in general (it may split k: ../shared/probes/
-// README.md); it is how fast fp64 products go on this GPU.
+// yardstick. DGEMM is not bit-identical to anything in general (it may split k: docs/EXACTNESS.md); it is how fast fp64 products go on this GPU.
 //
 // Ceilings measured here: cuBLAS DGEMM on 8192^3 (the fp64 tensor-core rate) and an fp64 FMA
 // probe (independent chains of fused multiply-adds on the vector units: the rate the few-rows and

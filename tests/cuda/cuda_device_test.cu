@@ -427,7 +427,7 @@ bool sameResult(Scalar expected, Scalar actual) {
 
 // The operands' values, as bit patterns from a hash of (seed, index), so that the device can build
 // a large operand in place and the host can recompute any row or column of it: the input regimes
-// of ../shared/probes/dmma_order.cu, plus one whose every product underflows to -0.0.
+// of the DMMA measurements (docs/EXACTNESS.md), plus one whose every product underflows to -0.0.
 enum Regime : int {
   kNarrowExponents,  // ±[1, 2) · 2^(-4 .. 4)
   kWideExponents,    // ±[1, 2) · 2^(-60 .. 60)

@@ -3,8 +3,8 @@
 // nvcc units only (src/gpu/cuda_exact_lt.cu, src/gpu/cuda_matmul.cu, tests).
 //
 // Why it may be used at all: on the H200, each cuBLASLt FP64 algorithm with split-K = 1 and no
-// reduction scheme computed exactly `acc = fma(a_k, b_k, acc)` for k ascending (docs/EXACTNESS.md,
-// probes), and cuBLAS's FP64 kernels outrun the device's own DMMA kernel. Why it is verified:
+// reduction scheme computed `acc = fma(a_k, b_k, acc)` for k ascending except for one case,
+// guarded below (docs/EXACTNESS.md), and cuBLAS's FP64 kernels outrun the device's own DMMA kernel. Why it is verified:
 // that is a measurement of one chip and library, not a documented guarantee. So, once per shape
 // (and operand alignment), the heuristic's candidates that pass checkKeepsKWhole are run on
 // adversarial operands of that shape (wide exponents, random signs, cancellation, signed zeros,
