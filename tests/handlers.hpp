@@ -105,6 +105,17 @@ inline std::size_t firstBitDifference(std::span<const Scalar> a, std::span<const
   return n;
 }
 
+// Bit identity checked as bits: +0.0 and -0.0 differ, NaNs compare by payload (EXPECT_EQ on
+// doubles would see neither). On failure it names the first differing element.
+#define EXPECT_SAME_BITS(a, b)                                                                        \
+  do {                                                                                                \
+    const std::vector<::osprey::Scalar> osprey_left_ = (a), osprey_right_ = (b);                      \
+    EXPECT_TRUE(::osprey::testing::sameBits(osprey_left_, osprey_right_))                             \
+        << #a << " and " << #b << " differ first at element "                                         \
+        << ::osprey::testing::firstBitDifference(osprey_left_, osprey_right_) << " of "               \
+        << osprey_left_.size() << " / " << osprey_right_.size();                                      \
+  } while (0)
+
 // A readable name per handler for typed-test output ("EffectTest/Lists.build...").
 template <class H>
 const char* handlerName();

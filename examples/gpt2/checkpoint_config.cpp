@@ -1,5 +1,6 @@
 // Reading and writing Hugging Face GPT-2 config.json files (see checkpoint_config.hpp).
 #include "gpt2/checkpoint_config.hpp"
+#include "osprey/io/input_file.hpp"
 
 #include <fstream>
 #include <sstream>
@@ -39,7 +40,9 @@ osprey::Result<Config> parseHfConfig(std::string_view text, const std::string& l
   Json j;
   try {
     j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::out_of_range& e) {  // a number beyond double's range, such as 1e400
+    return configError(label, fmt::format("a number is out of range ({})", e.what()));
+  } catch (const Json::exception& e) {
     return configError(label, fmt::format("not valid JSON ({})", e.what()));
   }
   if (!j.is_object()) return configError(label, "not a JSON object");
@@ -84,12 +87,8 @@ osprey::Result<Config> parseHfConfig(std::string_view text, const std::string& l
 }
 
 osprey::Result<Config> readHfConfig(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return configError(path.string(), "cannot open (missing or unreadable)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return configError(path.string(), "read failed");
-  return parseHfConfig(text.str(), path.string());
+  const std::string text = OSPREY_TRY(osprey::io::readWholeFile(path.string(), std::uint64_t{1} << 24));
+  return parseHfConfig(text, path.string());
 }
 
 std::string hfConfigText(const Config& c) {

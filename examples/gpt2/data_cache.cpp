@@ -12,6 +12,7 @@
 
 #include "gpt2/data_sha256.hpp"
 #include "osprey/io/atomic_file.hpp"
+#include "osprey/io/input_file.hpp"
 
 namespace gpt2::data {
 namespace {
@@ -30,13 +31,7 @@ void appendU64(std::string& out, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-osprey::Result<std::string> readWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return osprey::Error{fmt::format("{}: cannot open the training data for reading", path)};
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return osprey::Error{fmt::format("{}: read error", path)};
-  return bytes;
-}
+osprey::Result<std::string> readWholeFile(const std::string& path) { return osprey::io::readWholeFile(path); }
 
 }  // namespace
 
@@ -63,6 +58,10 @@ osprey::Result<CacheKey> currentKey(const std::string& dataPath, const std::stri
 }
 
 std::optional<std::vector<TokenId>> readCache(const std::string& cachePath, const CacheKey& key) {
+  // Only a regular file can be a cache (a FIFO in its place would block the read; anything else
+  // is left for the new cache, written beside it and renamed over it, to replace).
+  struct stat st {};
+  if (::stat(cachePath.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   std::ifstream in(cachePath, std::ios::binary);
   if (!in) return std::nullopt;
   unsigned char head[16];

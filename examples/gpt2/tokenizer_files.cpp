@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "gpt2/tokenizer.hpp"
+#include "osprey/io/input_file.hpp"
 
 namespace gpt2 {
 
@@ -26,16 +27,7 @@ bool isFile(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-osprey::Result<std::string> readWholeFile(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return osprey::Error{path.string() + ": is a directory, not a file"};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return osprey::Error{path.string() + ": cannot open (missing or unreadable)"};
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return osprey::Error{path.string() + ": read failed"};
-  return contents.str();
-}
+osprey::Result<std::string> readWholeFile(const fs::path& path) { return osprey::io::readWholeFile(path.string()); }
 
 // The repository's fetched copy and the shared data folder, when the build knows them.
 std::vector<fs::path> fallbackDirs() {

@@ -23,6 +23,7 @@
 #include "osprey/io/atomic_file.hpp"
 #include "osprey/io/safetensors.hpp"
 #include "osprey/io/safetensors_writer.hpp"
+#include "osprey/io/input_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -76,11 +77,7 @@ std::vector<osprey::io::TensorToSave> momentTensors(const HostWeights& m, const 
   return out;
 }
 
-osprey::Result<std::string> readText(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return osprey::Error{fmt::format("{}: cannot open for reading", path.string())};
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+osprey::Result<std::string> readText(const fs::path& path) { return osprey::io::readWholeFile(path.string()); }
 
 // Removes leftovers of saves that were interrupted (temporary and old checkpoints of any pid),
 // keeping `keep`.

@@ -18,7 +18,8 @@ Error fileError(const std::string& path, const std::string& problem) {
 }
 
 Result<InputFile> InputFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return fileError(path, fmt::format("cannot open: {}", std::strerror(errno)));
   auto owned = std::shared_ptr<const int>(new int(fd), [](const int* p) {
     ::close(*p);
@@ -28,9 +29,24 @@ Result<InputFile> InputFile::open(const std::string& path) {
   if (::fstat(fd, &info) != 0) {
     return fileError(path, fmt::format("cannot stat: {}", std::strerror(errno)));
   }
-  if (S_ISDIR(info.st_mode)) return fileError(path, "is a directory, not a checkpoint file");
+  if (S_ISDIR(info.st_mode)) return fileError(path, "is a directory, not a file");
+  if (S_ISFIFO(info.st_mode)) return fileError(path, "is a FIFO (named pipe), not a regular file");
+  if (S_ISSOCK(info.st_mode)) return fileError(path, "is a socket, not a regular file");
+  if (S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)) return fileError(path, "is a device, not a regular file");
   if (!S_ISREG(info.st_mode)) return fileError(path, "is not a regular file");
+  // Regular files ignore O_NONBLOCK; clearing it keeps reads plain whatever the file system does.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   return InputFile(path, std::move(owned), static_cast<std::uint64_t>(info.st_size));
+}
+
+Result<std::string> readWholeFile(const std::string& path, std::uint64_t limit) {
+  const InputFile file = OSPREY_TRY(InputFile::open(path));
+  if (file.size() > limit)
+    return fileError(path, fmt::format("is {} bytes, more than the {} this reader takes", file.size(), limit));
+  std::string bytes(static_cast<std::size_t>(file.size()), '\0');
+  OSPREY_CHECK(file.readAt(0, file.size(), reinterpret_cast<unsigned char*>(bytes.data())));
+  return bytes;
 }
 
 Result<void> InputFile::readAt(std::uint64_t offset, std::uint64_t length, unsigned char* dest) const {

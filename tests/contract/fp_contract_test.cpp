@@ -99,8 +99,9 @@ TEST(ExactContract, EveryProductTermIsOneFusedMultiplyAdd) {
 }
 
 // Every host kernel gives the lists handler's bits on shapes that cut tiles, strips and k blocks
-// (MR = 8 rows, NR = 16 columns, KC = 256), with values of wide range, signed zeros and
-// cancellation.
+// (MR = 8 rows, NR = 16 columns, KC = 256), and on GPT-2's real widths (768, 2304, 3072 and the
+// lm head's 50257 columns, one-row and one-column products), with values of wide range, signed
+// zeros and cancellation.
 TEST(ExactContract, EveryHostMatMulKernelMatchesLists) {
   struct Shape {
     Index rows, inner, cols;
@@ -114,7 +115,9 @@ TEST(ExactContract, EveryHostMatMulKernelMatchesLists) {
   };
   Lists lists;
   for (Shape s : {Shape{1, 1, 3}, Shape{7, 13, 17}, Shape{9, 300, 33}, Shape{17, 5, 2}, Shape{3, 257, 1},
-                  Shape{33, 0, 20}, Shape{16, 513, 48}}) {
+                  Shape{33, 0, 20}, Shape{16, 513, 48}, Shape{5, 768, 2304}, Shape{3, 768, 3072},
+                  Shape{4, 3072, 768}, Shape{9, 768, 768}, Shape{3, 768, 50257}, Shape{1, 768, 50257},
+                  Shape{2304, 768, 1}, Shape{50257, 768, 1}, Shape{768, 3072, 2}}) {
     std::vector<Scalar> a(static_cast<std::size_t>(s.rows * s.inner)), b(static_cast<std::size_t>(s.inner * s.cols));
     for (auto& v : a) v = next();
     for (auto& v : b) v = next();

@@ -587,7 +587,7 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
     // from a copy of the floats, whose twin is made afresh.
     auto copy = ok(h.fromList(std::span<const Scalar>(read(fused.param))));
     auto w = ok(h.build(n, Mixed{36})), bias = ok(h.build(1, Mixed{37}));
-    EXPECT_EQ(read(ok(h.matmulForward(fused.param, w, bias, 1, n, 1))), read(ok(h.matmulForward(copy, w, bias, 1, n, 1))));
+    EXPECT_SAME_BITS(read(ok(h.matmulForward(fused.param, w, bias, 1, n, 1))), read(ok(h.matmulForward(copy, w, bias, 1, n, 1))));
   }
   for (Index T : {1, 7, 64}) {
     SCOPED_TRACE(::testing::Message() << "T " << T);
@@ -648,14 +648,14 @@ TEST(Fast, DeferredFloatsAreTheLayersOwn) {
   const FastHandler::Buffer eagerOutputs[] = {eager.norm, eager.gelu, eager.dgelu, eager.dqkv};
   for (int k = 0; k < 4; ++k) {
     SCOPED_TRACE(::testing::Message() << "output " << k);
-    EXPECT_EQ(read(outputs[k]), read(eagerOutputs[k]));
+    EXPECT_SAME_BITS(read(outputs[k]), read(eagerOutputs[k]));
     EXPECT_FALSE(outputs[k].deferred());
     EXPECT_EQ(h.deferredFloatsWritten(), before + k + 1);
   }
   // A part reads the whole buffer's floats, once; TF32 products write the floats at once.
   auto norm = ok(h.layernormForward(x, w, b, N, C)).out;
   const auto eagerNorm = read(eager.norm);
-  EXPECT_EQ(read(norm.part(C, C)), std::vector<Scalar>(eagerNorm.begin() + C, eagerNorm.begin() + 2 * C));
+  EXPECT_SAME_BITS(read(norm.part(C, C)), std::vector<Scalar>(eagerNorm.begin() + C, eagerNorm.begin() + 2 * C));
   EXPECT_FALSE(norm.deferred());
   EXPECT_EQ(h.deferredFloatsWritten(), before + 5);
   // Until then the floats take no memory: a deferred output holds its bf16 twin alone.
@@ -681,7 +681,7 @@ TEST(Fast, DeferredFloatsAreTheLayersOwn) {
     orphan = ok(other.attentionBackward(dout, qkv, attention.att, B, T, AC, NH));
   }
   EXPECT_TRUE(orphan.deferred());
-  EXPECT_EQ(read(orphan), read(eager.dqkv));
+  EXPECT_SAME_BITS(read(orphan), read(eager.dqkv));
 }
 
 // The linear layer in front of flash attention with bf16 products: qkv is stored as bf16 (the
@@ -706,13 +706,13 @@ TEST(Fast, ProjectedAttentionStoresQkvAsBf16) {
   EXPECT_LT(gap, bound);
   report("attention input qkv (bf16 storage) vs reference", gap, bound);
   // Attention reads the same bf16 values whichever way qkv came.
-  EXPECT_EQ(read(pair.attn.out), read(ok(h.attentionForward(pair.qkv, B, T, C, NH)).out));
+  EXPECT_SAME_BITS(read(pair.attn.out), read(ok(h.attentionForward(pair.qkv, B, T, C, NH)).out));
   h.setProducts(FastHandler::Products::Tf32);
   const auto tf32 = ok(h.matmulAttentionForward(x, w, bias, B, T, C, NH));
   const auto tf32Qkv = ok(h.matmulForward(x, w, bias, N, C, 3 * C));
   EXPECT_FALSE(tf32.qkv.deferred());
-  EXPECT_EQ(read(tf32.qkv), read(tf32Qkv));
-  EXPECT_EQ(read(tf32.attn.out), read(ok(h.attentionForward(tf32Qkv, B, T, C, NH)).out));
+  EXPECT_SAME_BITS(read(tf32.qkv), read(tf32Qkv));
+  EXPECT_SAME_BITS(read(tf32.attn.out), read(ok(h.attentionForward(tf32Qkv, B, T, C, NH)).out));
 }
 
 // The fc layer and GELU with bf16 products: fc is stored as bf16 as qkv is, and GELU, both ways,
@@ -735,8 +735,8 @@ TEST(Fast, ProjectedGeluReadsFcAsBf16) {
   const double bound = 4.0 * productBound(IC, 7) * IC + (IC + 1) * std::ldexp(1.0, -8);
   EXPECT_LT(largestGap(fc, read(ok(reference::matmulForward(h, x, w, bias, N, IC, OC)))), bound);
   auto floats = ok(h.fromList(std::span<const Scalar>(fc)));  // the same values as floats
-  EXPECT_EQ(read(pair.gelu), read(ok(h.geluForward(floats))));
-  EXPECT_EQ(read(dfc), read(ok(h.geluBackward(dout, floats))));
+  EXPECT_SAME_BITS(read(pair.gelu), read(ok(h.geluForward(floats))));
+  EXPECT_SAME_BITS(read(dfc), read(ok(h.geluBackward(dout, floats))));
   // The backward pair: the projection's dx stored as bf16 too, which GELU's backward reads so.
   const Index C = 48;
   auto dy = ok(h.build(N * C, Mixed{57})), wp = ok(h.build(OC * C, Mixed{58}));
@@ -749,8 +749,8 @@ TEST(Fast, ProjectedGeluReadsFcAsBf16) {
   const double dfGap = largestGap(read(back.df), want), dfBound = std::ldexp(1.0, -8) * largestAbs(want);
   EXPECT_LT(dfGap, dfBound);
   report("gelu backward from a bf16-stored dx vs from the floats", dfGap, dfBound);
-  EXPECT_EQ(read(back.dw), read(m.dw));
-  EXPECT_EQ(read(back.dbias), read(m.dbias));
+  EXPECT_SAME_BITS(read(back.dw), read(m.dw));
+  EXPECT_SAME_BITS(read(back.dbias), read(m.dbias));
 }
 
 // A linear layer's bias gradient is the column sums of its dout. Where dout comes from a LayerNorm
@@ -799,7 +799,7 @@ TEST(Fast, BiasGradientsFromTheirProducers) {
       auto copy = ok(h.fromList(std::span<const Scalar>(read(g.dx))));
       const auto mc = ok(h.matmulBackward(copy, in, w, N, IC, C));
       EXPECT_EQ(h.biasSumsTaken(), taken + 1);
-      EXPECT_EQ(read(mc.dw), read(m.dw));
+      EXPECT_SAME_BITS(read(mc.dw), read(m.dw));
       EXPECT_LT(largestGap(read(mc.dbias), read(m.dbias)), N * std::ldexp(1.0, -8) * largestAbs(read(g.dx)));
     }
     {  // Flash attention's backward (head size 64): dqkv's column sums are the qkv layer's dbias.
@@ -930,7 +930,7 @@ TEST(Fast, HeadLossKeepsPaddedRows) {
       auto targetsExact = ok(exact.build(N, TargetIds{V}));
       const auto fused = ok(h.headLoss(z, wte, targets, N, C, V));
       const auto layers = ok(reference::headLoss(h, z, wte, targets, N, C, V));
-      EXPECT_EQ(read(fused.losses), read(layers.losses));
+      EXPECT_SAME_BITS(read(fused.losses), read(layers.losses));
       const bool padded = fast_detail::padsRows(N, V);
       EXPECT_EQ(fused.probs.size(), !padded ? N * V : halves ? (N * Vp + 1) / 2 : N * Vp);
       const auto want = ok(reference::headLoss(exact, zExact, wteExact, targetsExact, N, C, V));
@@ -986,8 +986,8 @@ TEST(Fast, CrossEntropyCacheChangesNoBit) {
         probs.data(), losses.data(), logits.data(), targets.data(), N, static_cast<int>(V), static_cast<int>(V),
         nullptr, 0);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-    EXPECT_EQ(read(withCache.losses), read(losses));
-    EXPECT_EQ(read(withCache.probs), read(probs));
+    EXPECT_SAME_BITS(read(withCache.losses), read(losses));
+    EXPECT_SAME_BITS(read(withCache.probs), read(probs));
   }
 }
 
@@ -1014,13 +1014,13 @@ TEST(Fast, AdamWOverTensorsIsEachTensorsUpdate) {
   for (Index k = 0; k < count; ++k) {
     SCOPED_TRACE(::testing::Message() << "tensor " << k << " of " << ps[k].size());
     const auto one = ok(h.adamwUpdate(ps[k], gs[k], ms[k], vs[k], 4, 1e-3, 0.9, 0.95, 1e-8, 0.1, decay[k]));
-    EXPECT_EQ(read(all[k].param), read(one.param));
-    EXPECT_EQ(read(all[k].m), read(one.m));
-    EXPECT_EQ(read(all[k].v), read(one.v));
+    EXPECT_SAME_BITS(read(all[k].param), read(one.param));
+    EXPECT_SAME_BITS(read(all[k].m), read(one.m));
+    EXPECT_SAME_BITS(read(all[k].v), read(one.v));
     // The twins the next step's products read: one row's product over every element of each.
     const Index n = ps[k].size();
     auto x = ok(h.build(n, Mixed{36})), bias = ok(h.build(1, Mixed{37}));
-    EXPECT_EQ(read(ok(h.matmulForward(x, all[k].param, bias, 1, n, 1))),
+    EXPECT_SAME_BITS(read(ok(h.matmulForward(x, all[k].param, bias, 1, n, 1))),
               read(ok(h.matmulForward(x, one.param, bias, 1, n, 1))));
   }
   EXPECT_FALSE(h.adamwUpdates(ps, gs, ms, vs, 0, 1e-3, 0.9, 0.95, 1e-8, 0.1, decay).ok());  // step 0
@@ -1059,7 +1059,7 @@ TEST(Fast, EncoderBackwardMatchesItsReference) {
         const auto onto = ok(h.encoderBackwardOnto(base, dout, tokens, N, T, C, V, maxT, posOffset));
         const auto ontoRef = ok(reference::encoderBackward(h, dout, tokens, &base, N, T, C, V, maxT, posOffset));
         EXPECT_LT(relativeGap(read(onto.dwte), read(ontoRef.dwte)), kFusedFloatGap);
-        EXPECT_EQ(read(onto.dwpe), read(alone.dwpe));
+        EXPECT_SAME_BITS(read(onto.dwpe), read(alone.dwpe));
         report("encoder backward dwte fused vs reference", relativeGap(read(onto.dwte), read(ontoRef.dwte)),
                kFusedFloatGap);
       }
@@ -1145,7 +1145,7 @@ TEST(Fast, FlashAttentionMatchesItsReference) {
           std::printf("[ measured ]   d%c: flash %.3g, unfused %.3g\n", "qkv"[section], gap,
                       largestGap(sectionOf(dqkvUnfused, C, section), w) / scale);
         }
-        EXPECT_EQ(read(ok(h.attentionBackward(dout, qkv, fused.att, B, T, C, NH))), dqkv);
+        EXPECT_SAME_BITS(read(ok(h.attentionBackward(dout, qkv, fused.att, B, T, C, NH))), dqkv);
         const auto foreign = h.attentionBackward(dout, qkv, unfused.att, B, T, C, NH);
         if (T != 65) {  // at T = 65 the probabilities have the flash state's length
           ASSERT_FALSE(foreign.ok());
@@ -1224,8 +1224,8 @@ TEST(Fast, FlashKernelsAgree) {
                                                                                {dqkv.data()}, B, T, C, NH, dsT))
                           .ok());
           if (run == 1) {
-            EXPECT_EQ(read(out), outs[kernel]) << "out, a second run";
-            EXPECT_EQ(read(dqkv), dqkvs[kernel]) << "dqkv, a second run";
+            EXPECT_SAME_BITS(read(out), outs[kernel]);  // out, a second run
+            EXPECT_SAME_BITS(read(dqkv), dqkvs[kernel]);  // dqkv, a second run
             continue;
           }
           outs[kernel] = read(out);
@@ -1355,10 +1355,10 @@ TEST(Fast, NormalisedRowEqualsLayerNormThenLinear) {
       auto x = ok(h.build(C, Mixed{21})), lw = ok(h.build(C, Mixed{22})), lb = ok(h.build(C, Mixed{23}));
       auto wT = ok(h.build(OC * C, Mixed{24})), bias = ok(h.build(OC, Mixed{25}));
       const auto ln = ok(h.layernormForward(x, lw, lb, 1, C));
-      EXPECT_EQ(read(ok(h.normLinear(x, lw, lb, wT, bias, 1, C, OC))), read(ok(h.linear(ln.out, wT, bias, 1, C, OC))));
-      EXPECT_EQ(read(ok(h.normLinearGelu(x, lw, lb, wT, bias, 1, C, OC))),
+      EXPECT_SAME_BITS(read(ok(h.normLinear(x, lw, lb, wT, bias, 1, C, OC))), read(ok(h.linear(ln.out, wT, bias, 1, C, OC))));
+      EXPECT_SAME_BITS(read(ok(h.normLinearGelu(x, lw, lb, wT, bias, 1, C, OC))),
                 read(ok(h.linearGelu(ln.out, wT, bias, 1, C, OC))));
-      EXPECT_EQ(read(ok(h.normLogits(x, lw, lb, wT, 1, C, OC))),
+      EXPECT_SAME_BITS(read(ok(h.normLogits(x, lw, lb, wT, 1, C, OC))),
                 read(ok(h.matmulForwardTransposed(ln.out, wT, 1, C, OC))));
     }
   }

@@ -106,6 +106,9 @@ TEST(Gpt2Config, RefusalsNameTheFileAndField) {
       {R"({"n_positions": 128, "n_embd": 64, "n_head": 3, "n_layer": 2, "vocab_size": 50257})", "n_head"},
       {R"({"n_positions": "128", "n_embd": 64, "n_head": 2, "n_layer": 2, "vocab_size": 50257})", "n_positions"},
       {"{not json", "not valid JSON"},
+      {"{" + base + R"(, "layer_norm_epsilon": 1e400})", "out of range"},
+      {"{" + base + R"(, "n_layer": 1e400})", "out of range"},
+      {"{" + base + R"(, "x": -1e999999})", "out of range"},
       {"[1, 2]", "not a JSON object"}};
   for (const auto& [json, field] : cases) {
     auto c = parseHfConfig(json, "dir/config.json");

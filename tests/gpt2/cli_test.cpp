@@ -1,8 +1,13 @@
 // osprey-gpt2's command line, run in-process: output contract (header line, identical text on
 // every handler), backend choice errors, prompt checks, tokenize/detokenize, init, logits.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <future>
 #include <sstream>
 
 #include "gpt2/cli.hpp"
@@ -247,6 +252,47 @@ TEST(Gpt2Cli, LogitsArePrintedWith17SignificantDigits) {
     ++count;
   }
   EXPECT_EQ(count, 50257u);
+}
+
+// A FIFO (or another non-regular file) where a file is read is an error naming it, at once: an
+// open for reading would otherwise wait forever for a writer. Each case runs under a watchdog
+// thread's deadline, so a regression fails the test instead of hanging the suite.
+TEST(Gpt2Cli, AFifoInPlaceOfAFileIsAnErrorNotAHang) {
+  TempDir tmp;
+  const std::string dir = (tmp / "model").string();
+  ASSERT_EQ(run({"init", "--preset", "tiny", "--dtype", "f64", "--out", dir}).status, 0);
+  const auto fifoInstead = [&](const std::string& name) {
+    const std::string path = dir + "/" + name;
+    std::filesystem::rename(path, path + ".real");
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << path;
+  };
+  const auto restore = [&](const std::string& name) {
+    const std::string path = dir + "/" + name;
+    std::filesystem::remove(path);
+    std::filesystem::rename(path + ".real", path);
+  };
+  const auto runWithin = [&](std::vector<std::string> args) {
+    auto result = std::async(std::launch::async, [args] { return run(args); });
+    if (result.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      ADD_FAILURE() << "osprey-gpt2 did not return within 60 s: it waits on a FIFO";
+      std::abort();  // the blocked thread cannot be joined
+    }
+    return result.get();
+  };
+  for (const std::string name : {"config.json", "model.safetensors"}) {
+    SCOPED_TRACE(name);
+    fifoInstead(name);
+    const auto r = runWithin({"generate", "--model", dir, "--prompt", "Hi", "--tokens", "2"});
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("FIFO"), std::string::npos) << r.err;
+    restore(name);
+  }
+  const std::string data = (tmp / "data.txt").string();
+  ASSERT_EQ(::mkfifo(data.c_str(), 0600), 0);
+  const auto r = runWithin({"train-step", "--preset", "tiny", "--data", data, "--batch", "1", "--seq", "8"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("data.txt"), std::string::npos) << r.err;
 }
 
 TEST(Gpt2Cli, UsageErrorsExitNonZero) {

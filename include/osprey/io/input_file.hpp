@@ -18,7 +18,9 @@ Error fileError(const std::string& path, const std::string& problem);
 
 class InputFile {
  public:
-  // Fails (naming the path) if it does not exist, cannot be read, or is not a regular file.
+  // Fails (naming the path) if it does not exist, cannot be read, or is not a regular file. A FIFO,
+  // socket or device in the file's place is refused at once, never waited on: the open does not
+  // block, and the file's kind is checked before a byte is read.
   static Result<InputFile> open(const std::string& path);
 
   const std::string& path() const { return m_path; }
@@ -35,5 +37,10 @@ class InputFile {
   std::shared_ptr<const int> m_fd;  // closed when the last copy goes
   std::uint64_t m_size = 0;
 };
+
+// The whole of a regular file (InputFile::open's rules: never a FIFO, socket, device or directory),
+// for the JSON and text files a run reads: config.json, vocab.json, merges.txt, training text,
+// a run's manifests. At most `limit` bytes, so a huge file is an error, not an allocation failure.
+Result<std::string> readWholeFile(const std::string& path, std::uint64_t limit = std::uint64_t{1} << 34);
 
 }  // namespace osprey::io
