@@ -72,14 +72,16 @@ bench: configure
 check-124m: tokenizer
 	@scripts/check-handlers.sh "$(GPT2)" "$$PROMPT" "$$TOKENS"
 
-# Training, end to end: a fresh tiny GPT-2 trained on ../shared/data/tinyshakespeare for a
+# Training, end to end: a fresh tiny GPT-2 trained on a text file (SHAKESPEARE_DATA, default
+# .cache/tinyshakespeare.txt: put tiny shakespeare's input.txt there, or name another file) for a
 # fixed wall time (the run stops after the step that reaches it and saves), validation every 25
 # steps, loss history in $(SHAKESPEARE_DIR)/loss.csv; then greedy text from the checkpoint.
-SHAKESPEARE_DATA    ?= ../shared/data/tinyshakespeare/input.txt
+SHAKESPEARE_DATA    ?= .cache/tinyshakespeare.txt
 SHAKESPEARE_DIR     ?= $(BUILD)/shakespeare
 SHAKESPEARE_MINUTES ?= 4
 SHAKESPEARE_PROMPT  ?= ROMEO:
 shakespeare: tokenizer
+	@test -f "$(SHAKESPEARE_DATA)" || { echo "make shakespeare: $(SHAKESPEARE_DATA) is missing: put tiny shakespeare's input.txt there or pass SHAKESPEARE_DATA=FILE" >&2; exit 1; }
 	rm -rf "$(SHAKESPEARE_DIR)"
 	"$(GPT2)" train --backend gpu --device host --preset tiny --data "$(SHAKESPEARE_DATA)" \
 	  --batch 4 --seq 64 --lr 3e-3 --steps 100000 --time-limit $$(( $(SHAKESPEARE_MINUTES) * 60 )) \

@@ -31,8 +31,6 @@ void appendU64(std::string& out, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-osprey::Result<std::string> readWholeFile(const std::string& path) { return osprey::io::readWholeFile(path); }
-
 }  // namespace
 
 std::string cachePathFor(const std::string& dataPath) { return dataPath + ".osprey-tokens"; }
@@ -125,7 +123,7 @@ osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath,
   if (key.dataSize == 0)
     return osprey::Error{fmt::format("{}: the training data is empty (0 bytes)", dataPath)};
   // One read serves both the digest and (on a cache miss) the tokenizer.
-  const std::string text = OSPREY_TRY(readWholeFile(dataPath));
+  const std::string text = OSPREY_TRY(osprey::io::readWholeFile(dataPath));
   key.dataSha256 = sha256Hex(text);
   const std::string cachePath = cachePathFor(dataPath);
   TokenizedText out;

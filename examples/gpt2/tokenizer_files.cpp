@@ -27,8 +27,6 @@ bool isFile(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-osprey::Result<std::string> readWholeFile(const fs::path& path) { return osprey::io::readWholeFile(path.string()); }
-
 // The repository's fetched copy and the shared data folder, when the build knows them.
 std::vector<fs::path> fallbackDirs() {
   std::vector<fs::path> dirs;
@@ -64,8 +62,8 @@ osprey::Result<Tokenizer> Tokenizer::load(const fs::path& dir) {
     // Half a pair is a broken directory: say which half is missing.
     if (!haveVocabulary) return osprey::Error{vocabulary.string() + ": missing (" + merges.string() + " is present)"};
     if (!haveMerges) return osprey::Error{merges.string() + ": missing (" + vocabulary.string() + " is present)"};
-    const std::string vocabularyText = OSPREY_TRY(readWholeFile(vocabulary));
-    const std::string mergesText = OSPREY_TRY(readWholeFile(merges));
+    const std::string vocabularyText = OSPREY_TRY(osprey::io::readWholeFile(vocabulary.string()));
+    const std::string mergesText = OSPREY_TRY(osprey::io::readWholeFile(merges.string()));
     return fromContents(vocabularyText, mergesText, vocabulary.string(), merges.string());
   }
   return osprey::Error{fmt::format("{}: no tokenizer files (expected vocab.json + merges.txt, or "

@@ -77,8 +77,6 @@ std::vector<osprey::io::TensorToSave> momentTensors(const HostWeights& m, const 
   return out;
 }
 
-osprey::Result<std::string> readText(const fs::path& path) { return osprey::io::readWholeFile(path.string()); }
-
 // Removes leftovers of saves that were interrupted (temporary and old checkpoints of any pid),
 // keeping `keep`.
 void removeLeftovers(const fs::path& saveDir, const fs::path& keep) {
@@ -208,7 +206,7 @@ osprey::Result<HostCheckpoint> loadTrainingCheckpoint(const fs::path& path) {
                                        path.string(), kManifest, kManifest)};
   }
   HostCheckpoint c;
-  const std::string manifest = OSPREY_TRY(readText(dir / kManifest));
+  const std::string manifest = OSPREY_TRY(osprey::io::readWholeFile((dir / kManifest).string()));
   c.state = OSPREY_TRY(parseTrainerState(manifest, (dir / kManifest).string()));
   const Config config = OSPREY_TRY(readHfConfig(dir / "config.json"));
   c.weights = OSPREY_TRY(loadWeightsFile((dir / kModel).string(), config));

@@ -15,7 +15,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <vector>
 
 #include <fmt/format.h>
 
