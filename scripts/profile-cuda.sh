@@ -2,7 +2,10 @@
 # Where the cuda device's GPU time goes, by kernel: Nsight Compute's duration of every kernel of
 # a short 124M decode and of one 124M exact training step (B=4, T=1024), summed by kernel name.
 #
-#   scripts/profile-cuda.sh [decode|train|all]     (after scripts/gpu-check.sh build)
+#   scripts/profile-cuda.sh [decode|train|steady|all]     (after scripts/gpu-check.sh build)
+#
+# `steady` profiles `train --steps 2` and `--steps 1` and prints their difference: one training
+# step after the first, without the first step's algorithm choice and checks.
 #
 # Environment: BUILD_DIR (default build-gpu), OUT (summaries copied to $OUT/profile/ when set),
 # DECODE_TOKENS (default 6), TRAIN_BATCH / TRAIN_SEQ (default 4 / 1024).
@@ -20,13 +23,16 @@ command -v ncu >/dev/null || { echo "profile-cuda: ncu is not on PATH" >&2; exit
 data=${OSPREY_TRAIN_DATA:-$root/.cache/tinyshakespeare.txt}
 ncu_args=(--clock-control none --csv --metrics gpu__time_duration.sum --launch-count "${LAUNCH_COUNT:-4000}")
 
-profile() {  # profile NAME -- command...
+measure() {  # measure NAME -- command...: the run's kernel times in $dir/NAME.csv
   local name=$1; shift; shift
   echo "== $name: $*"
   local start=$SECONDS
   ncu "${ncu_args[@]}" "$@" > "$dir/$name.csv" 2> "$dir/$name.err" || { echo "ncu failed:"; tail -5 "$dir/$name.err"; }
   echo "(${name}: $((SECONDS - start)) s under ncu)"
-  python3 "$root/tools/profile/kernel_times.py" "$dir/$name.csv" --top 30 | tee "$dir/$name.txt"
+}
+profile() {  # profile NAME -- command...
+  measure "$@"
+  python3 "$root/tools/profile/kernel_times.py" "$dir/$1.csv" --top 30 | tee "$dir/$1.txt"
 }
 
 if [[ $what = decode || $what = all ]]; then
@@ -36,6 +42,14 @@ fi
 if [[ $what = train || $what = all ]]; then
   profile train -- "$gpt2" train-step --preset 124M --data "$data" --batch "${TRAIN_BATCH:-4}" \
     --seq "${TRAIN_SEQ:-1024}" --backend gpu --device cuda
+fi
+if [[ $what = steady ]]; then
+  steps() { echo train --preset 124M --data "$data" --batch "${TRAIN_BATCH:-4}" --seq "${TRAIN_SEQ:-1024}" \
+    --steps "$1" --backend gpu --device cuda; }
+  measure steady-2 -- "$gpt2" $(steps 2)
+  measure steady-1 -- "$gpt2" $(steps 1)
+  python3 "$root/tools/profile/kernel_times.py" "$dir/steady-2.csv" --minus "$dir/steady-1.csv" --top 40 |
+    tee "$dir/steady.txt"
 fi
 if [[ -n ${OUT:-} ]]; then mkdir -p "$OUT/profile" && cp "$dir"/*.txt "$OUT/profile/" 2>/dev/null; fi
 exit 0

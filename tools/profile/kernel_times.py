@@ -2,7 +2,11 @@
 """Sum Nsight Compute's per-kernel durations by kernel, from `ncu --csv --metrics gpu__time_duration.sum`.
 
     ncu --csv --metrics gpu__time_duration.sum ... > run.csv
-    tools/profile/kernel_times.py run.csv [--top 25]
+    tools/profile/kernel_times.py run.csv [--top 25] [--minus shorter-run.csv]
+
+With --minus, the second run's totals are taken from the first's, kernel by kernel: profile
+`train --steps 2` and `--steps 1` and the difference is one steady step, without the first
+step's one-time work (algorithm choice and checks).
 
 Prints one line per kernel (template arguments and lambda types shortened), its launch count,
 total and mean time, and its share of all kernel time, largest first. Used by
@@ -25,14 +29,10 @@ def short_name(name: str) -> str:
     return name[:110]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("csv")
-    parser.add_argument("--top", type=int, default=25)
-    args = parser.parse_args()
+def read_times(path: str):
     total = defaultdict(float)
     count = defaultdict(int)
-    with open(args.csv, newline="") as f:
+    with open(path, newline="") as f:
         lines = [line for line in f if line.startswith('"')]
     for row in csv.DictReader(lines):
         if row.get("Metric Name") != "gpu__time_duration.sum":
@@ -43,6 +43,23 @@ def main() -> int:
         key = short_name(row["Kernel Name"])
         total[key] += value * scale
         count[key] += 1
+    return total, count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("csv")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--minus", help="a shorter run's csv whose kernels are subtracted")
+    args = parser.parse_args()
+    total, count = read_times(args.csv)
+    if args.minus:
+        less_total, less_count = read_times(args.minus)
+        for key in list(total):
+            total[key] -= less_total.get(key, 0.0)
+            count[key] -= less_count.get(key, 0)
+            if count[key] <= 0:
+                del total[key], count[key]
     if not total:
         print("kernel_times: no gpu__time_duration.sum rows in", args.csv, file=sys.stderr)
         return 1
