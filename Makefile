@@ -25,7 +25,7 @@ MODEL       ?=
 TIMING      ?=
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 
-GPT2 := $(BUILD)/examples/gpt2/osprey-gpt2
+GPT2 := $(BUILD)/gpt2/osprey-gpt2
 # Passed through the environment so any characters in the prompt survive the shell.
 export PROMPT TOKENS BACKEND MODEL
 

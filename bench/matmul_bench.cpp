@@ -17,7 +17,7 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
-#include "osprey/gpu/host_handler.hpp"
+#include "osprey/gpu/host/handler.hpp"
 #include "osprey/lists/lists.hpp"
 #include "random_values.hpp"
 

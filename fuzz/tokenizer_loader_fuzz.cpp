@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "gpt2/tokenizer.hpp"
+#include "gpt2/tokenizer/tokenizer.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);

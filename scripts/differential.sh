@@ -205,7 +205,7 @@ for name in $configs; do
   done
 
   [[ $cli -eq 1 && "$name" != wasm32 ]] || continue
-  gpt2="$ROOT/build-diff-$name/osprey/examples/gpt2/osprey-gpt2"
+  gpt2="$ROOT/build-diff-$name/osprey/gpt2/osprey-gpt2"
   for backend in lists gpu; do
     out="$results/cli/$name.$backend.txt"
     device=(); [[ $backend == gpu ]] && device=(--device host)

@@ -14,7 +14,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-gpu}
 [[ $build = /* ]] || build=$root/$build
-gpt2=$build/examples/gpt2/osprey-gpt2
+gpt2=$build/gpt2/osprey-gpt2
 what=${1:-all}
 dir=$build/profile
 mkdir -p "$dir"

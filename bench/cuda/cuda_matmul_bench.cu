@@ -39,8 +39,8 @@
 
 #include <fmt/format.h>
 
-#include "osprey/gpu/cuda.hpp"
-#include "osprey/gpu/cuda_exact_lt.hpp"
+#include "osprey/gpu/cuda/device.hpp"
+#include "osprey/gpu/cuda/exact_lt.hpp"
 #include "osprey/gpu/surface.hpp"
 
 namespace osprey::bench {

@@ -29,9 +29,9 @@
 
 #include <fmt/format.h>
 
-#include "gpt2/init.hpp"
-#include "gpt2/tokenizer.hpp"
-#include "gpt2/weights.hpp"
+#include "gpt2/model/init.hpp"
+#include "gpt2/tokenizer/tokenizer.hpp"
+#include "gpt2/model/weights.hpp"
 #include "osprey/io/llmc_checkpoint.hpp"
 
 namespace {

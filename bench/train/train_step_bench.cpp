@@ -25,11 +25,11 @@
 
 #include <fmt/format.h>
 
-#include "gpt2/init.hpp"
-#include "gpt2/train_adamw.hpp"
-#include "gpt2/train_host_copy.hpp"
-#include "gpt2/train_step.hpp"
-#include "osprey/gpu/host_handler.hpp"
+#include "gpt2/model/init.hpp"
+#include "gpt2/train/adamw.hpp"
+#include "gpt2/train/host_copy.hpp"
+#include "gpt2/train/step.hpp"
+#include "osprey/gpu/host/handler.hpp"
 #include "osprey/lists/lists.hpp"
 
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "osprey/gpu/host_handler.hpp"
+#include "osprey/gpu/host/handler.hpp"
 
 int main() {
   using namespace osprey;

@@ -17,13 +17,13 @@
 
 #include <fmt/format.h>
 
-#include "osprey/gpu/host_handler.hpp"
+#include "osprey/gpu/host/handler.hpp"
 #include "osprey/lists/lists.hpp"
 #include "osprey/result.hpp"
 #include "osprey/strict.hpp"
 #if defined(__CUDACC__)
-#include "osprey/gpu/cuda_handler.hpp"
-#include "osprey/gpu/fast.hpp"
+#include "osprey/gpu/cuda/handler.hpp"
+#include "osprey/gpu/cuda/fast.hpp"
 #endif
 
 namespace osprey {

@@ -6,7 +6,7 @@
 # $OUT/goldens/ when OUT is set, so a deliberate change can be committed from there.
 set -uo pipefail
 cd "$OSPREY_ROOT"
-gpt2=$OSPREY_BUILD_DIR/examples/gpt2/osprey-gpt2
+gpt2=$OSPREY_BUILD_DIR/gpt2/osprey-gpt2
 fresh=$OSPREY_GPU_CHECK_LOGS/goldens
 mkdir -p "$fresh"
 dest=${OUT:+$OUT/goldens}

@@ -6,7 +6,7 @@
 # host test suite); tiny is also compared against lists directly.
 set -uo pipefail
 cd "$OSPREY_ROOT"
-gpt2=$OSPREY_BUILD_DIR/examples/gpt2/osprey-gpt2
+gpt2=$OSPREY_BUILD_DIR/gpt2/osprey-gpt2
 logs=$OSPREY_GPU_CHECK_LOGS
 data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/.cache/tinyshakespeare.txt}
 prompt="The capital of France is"

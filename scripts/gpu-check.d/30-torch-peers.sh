@@ -3,7 +3,7 @@
 # and batch-1 greedy decoding, Osprey gpu/cuda vs PyTorch float64. Prints ratios.
 set -uo pipefail
 cd "$OSPREY_ROOT"
-gpt2=$OSPREY_BUILD_DIR/examples/gpt2/osprey-gpt2
+gpt2=$OSPREY_BUILD_DIR/gpt2/osprey-gpt2
 logs=$OSPREY_GPU_CHECK_LOGS
 data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/.cache/tinyshakespeare.txt}
 export PYTHONUNBUFFERED=1

@@ -11,7 +11,7 @@
 # OSPREY_TRAIN_DATA, FAST_STEPS (timed training steps after two warm-up steps; default 6), SKIP_TORCH=1.
 set -uo pipefail
 cd "$OSPREY_ROOT"
-gpt2=${OSPREY_GPT2:-$OSPREY_BUILD_DIR/examples/gpt2/osprey-gpt2}
+gpt2=${OSPREY_GPT2:-$OSPREY_BUILD_DIR/gpt2/osprey-gpt2}
 logs=$OSPREY_GPU_CHECK_LOGS
 data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/.cache/tinyshakespeare.txt}
 steps=$(( ${FAST_STEPS:-6} + 2 ))

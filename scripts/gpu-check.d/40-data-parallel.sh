@@ -15,7 +15,7 @@
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0), as shared machines require.
 set -uo pipefail
 cd "$OSPREY_ROOT"
-gpt2=$OSPREY_BUILD_DIR/examples/gpt2/osprey-gpt2
+gpt2=$OSPREY_BUILD_DIR/gpt2/osprey-gpt2
 logs=$OSPREY_GPU_CHECK_LOGS/data-parallel
 data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/.cache/tinyshakespeare.txt}
 mkdir -p "$logs"

@@ -42,7 +42,7 @@ inline void goldenInputsAreOurs(const block_golden::Golden& g) {
     auto it = g.inputs.find(name);
     ASSERT_NE(it, g.inputs.end()) << g.path << " lacks `" << name << "`; " << block_golden::kRegenerate;
     EXPECT_EQ(firstBitDifference(it->second, ours), ours.size())
-        << name << ": the golden file's values differ from examples/block/block_init.hpp's generator; "
+        << name << ": the golden file's values differ from tests/block/block_init.hpp's generator; "
         << block_golden::kRegenerate;
   }
 }

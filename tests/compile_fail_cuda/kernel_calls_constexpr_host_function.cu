@@ -7,7 +7,7 @@
 // EXPECT: calling a constexpr __host__ function("size")
 #include <string_view>
 
-#include "osprey/gpu/cuda_handler.hpp"
+#include "osprey/gpu/cuda/handler.hpp"
 
 namespace osprey::compile_fail {
 

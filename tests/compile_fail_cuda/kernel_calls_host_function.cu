@@ -9,7 +9,7 @@
 // EXPECT: calling a __host__ function("osprey::compile_fail::logIndex(long)")
 #include <cstdio>
 
-#include "osprey/gpu/cuda_handler.hpp"
+#include "osprey/gpu/cuda/handler.hpp"
 
 namespace osprey::compile_fail {
 

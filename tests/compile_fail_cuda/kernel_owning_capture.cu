@@ -6,7 +6,7 @@
 // EXPECT: a kernel closure must be trivially copyable
 #include <vector>
 
-#include "osprey/gpu/cuda_handler.hpp"
+#include "osprey/gpu/cuda/handler.hpp"
 
 namespace osprey::compile_fail {
 

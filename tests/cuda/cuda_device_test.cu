@@ -25,8 +25,8 @@
 #include <cublasLt.h>
 
 #include "handlers.hpp"
-#include "osprey/gpu/cuda_exact_lt.hpp"
-#include "osprey/gpu/cuda_handler.hpp"
+#include "osprey/gpu/cuda/exact_lt.hpp"
+#include "osprey/gpu/cuda/handler.hpp"
 #include "osprey/gpu/size_class.hpp"
 #include "osprey/gpu/surface.hpp"
 #include "osprey/under.hpp"
@@ -821,7 +821,7 @@ TEST(CudaMatMul, MatchesTheFmaChainWithInfinitiesZerosAndSubnormals) {
   EXPECT_EQ(std::bit_cast<std::uint64_t>(actual[static_cast<std::size_t>(p.cols)]), 0u);  // +0.0: the chain starts at +0.0
 }
 
-// The guard of the cuBLASLt path (osprey/gpu/cuda_exact_lt.hpp): an FP64 algorithm the heuristic
+// The guard of the cuBLASLt path (osprey/gpu/cuda/exact_lt.hpp): an FP64 algorithm the heuristic
 // offers for a training shape, set to split k in 4 (split-K) is refused with an error saying why;
 // the same algorithm with split-K 1 and no reduction scheme passes. (Every algorithm that passes
 // is further checked bit for bit against the own kernel before it runs a shape: the products

@@ -2,7 +2,7 @@
 // as it completes (CudaDevice::setCheckEachLaunch), so a kernel fault is the launching
 // operation's own Error in exactly the host's words.
 //
-// The cuda device normally defers fault checks to the next read-back (include/osprey/gpu/cuda.hpp).
+// The cuda device normally defers fault checks to the next read-back (include/osprey/gpu/cuda/device.hpp).
 // The typed test cases that expect the launching operation itself to fail (strict faults, bad
 // token ids in the layers) run on this handler; everything else runs on plain GpuCuda. The mode
 // belongs to the device, which every handler shares, so the handler restores the previous mode
@@ -13,7 +13,7 @@
 #include <stdexcept>
 
 #include "handlers.hpp"
-#include "osprey/gpu/cuda_handler.hpp"
+#include "osprey/gpu/cuda/handler.hpp"
 
 namespace osprey::testing {
 

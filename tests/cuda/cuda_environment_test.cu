@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "osprey/gpu/cuda.hpp"
+#include "osprey/gpu/cuda/device.hpp"
 
 namespace osprey::testing {
 namespace {

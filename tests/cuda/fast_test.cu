@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "gpt2/fast/fast_handler.hpp"
-#include "gpt2/init.hpp"
+#include "gpt2/model/init.hpp"
 #include "gpt2/model_cases.hpp"
-#include "gpt2/train_step.hpp"
+#include "gpt2/train/step.hpp"
 #include "handlers.hpp"
 #include "train/train_helpers.hpp"
 
@@ -257,7 +257,7 @@ TEST(Fast, Bf16ProductsWithinTheFloatSumBound) {
               worstHalf, std::ldexp(1.0, -8));
 }
 
-// Products whose cuBLASLt algorithm is chosen by timing (osprey/gpu/lt_choices.hpp) give the bits
+// Products whose cuBLASLt algorithm is chosen by timing (osprey/gpu/cuda/lt_choices.hpp) give the bits
 // of the heuristic's first candidate: each kind of product the layers run, at sizes where the
 // heuristic offers several candidates (and where the weight gradient's product splits k). A shape
 // is chosen once; later products of it reuse the choice.

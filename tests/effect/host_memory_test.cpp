@@ -3,7 +3,7 @@
 // the block it outgrew instead of asking the system for a new one.
 #include <gtest/gtest.h>
 
-#include "osprey/gpu/host.hpp"
+#include "osprey/gpu/host/device.hpp"
 #include "osprey/gpu/size_class.hpp"
 
 namespace {

@@ -7,13 +7,13 @@
 #include <fstream>
 #include <map>
 
-#include "gpt2/checkpoint_config.hpp"
-#include "gpt2/checkpoint_find.hpp"
-#include "gpt2/checkpoint_load.hpp"
-#include "gpt2/checkpoint_save.hpp"
-#include "gpt2/init.hpp"
+#include "gpt2/checkpoint/config.hpp"
+#include "gpt2/checkpoint/find.hpp"
+#include "gpt2/checkpoint/load.hpp"
+#include "gpt2/checkpoint/save.hpp"
+#include "gpt2/model/init.hpp"
 #include "gpt2/temp_dir.hpp"
-#include "gpt2/tokenizer.hpp"
+#include "gpt2/tokenizer/tokenizer.hpp"
 #include "osprey/io/llmc_checkpoint.hpp"
 #include "osprey/io/safetensors_writer.hpp"
 

@@ -10,9 +10,9 @@
 #include <future>
 #include <sstream>
 
-#include "gpt2/cli.hpp"
-#include "gpt2/generate.hpp"
-#include "gpt2/init.hpp"
+#include "gpt2/cli/cli.hpp"
+#include "gpt2/model/generate.hpp"
+#include "gpt2/model/init.hpp"
 #include "gpt2/temp_dir.hpp"
 #include "osprey/lists/lists.hpp"
 

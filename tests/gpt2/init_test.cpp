@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "gpt2/init.hpp"
-#include "gpt2/init_random.hpp"
+#include "gpt2/model/init.hpp"
+#include "gpt2/model/init_random.hpp"
 
 namespace gpt2 {
 namespace {

@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "gpt2/generate.hpp"
-#include "gpt2/init.hpp"
-#include "gpt2/model.hpp"
+#include "gpt2/model/generate.hpp"
+#include "gpt2/model/init.hpp"
+#include "gpt2/model/model.hpp"
 #include "handlers.hpp"
 
 namespace gpt2::testing {

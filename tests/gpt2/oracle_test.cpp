@@ -13,11 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpt2/generate.hpp"
-#include "gpt2/init.hpp"
-#include "gpt2/model.hpp"
+#include "gpt2/model/generate.hpp"
+#include "gpt2/model/init.hpp"
+#include "gpt2/model/model.hpp"
 #include "gpt2/temp_dir.hpp"
-#include "gpt2/tokenizer.hpp"
+#include "gpt2/tokenizer/tokenizer.hpp"
 #include "handlers.hpp"
 
 namespace gpt2 {
@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 const char* const kGoldenPath = "tests/golden/gpt2_tiny_logits.json";
 const char* const kRegenerate =
-    "generate it with `python3 tools/oracle/gpt2_tiny.py --osprey build/examples/gpt2/osprey-gpt2` "
+    "generate it with `python3 tools/oracle/gpt2_tiny.py --osprey build/gpt2/osprey-gpt2` "
     "(needs torch and transformers; runs on CPU in seconds) and commit it";
 
 struct Golden {

@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "gpt2/model_cases.hpp"
-#include "gpt2/train_step.hpp"
+#include "gpt2/train/step.hpp"
 #include "train/train_helpers.hpp"
 
 namespace gpt2::testing {

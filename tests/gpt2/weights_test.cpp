@@ -3,8 +3,8 @@
 
 #include <set>
 
-#include "gpt2/config.hpp"
-#include "gpt2/weights.hpp"
+#include "gpt2/model/config.hpp"
+#include "gpt2/model/weights.hpp"
 
 namespace gpt2 {
 namespace {

@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpt2/tokenizer.hpp"
-#include "gpt2/tokenizer_bytes.hpp"
+#include "gpt2/tokenizer/tokenizer.hpp"
+#include "gpt2/tokenizer/bytes.hpp"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <unistd.h>
 
-#include "gpt2/tokenizer.hpp"
-#include "gpt2/train_checkpoint.hpp"
+#include "gpt2/tokenizer/tokenizer.hpp"
+#include "gpt2/train/checkpoint.hpp"
 #include "osprey/io/atomic_file.hpp"
 #include "train_helpers.hpp"
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "gpt2/cli.hpp"
-#include "gpt2/run.hpp"
+#include "gpt2/cli/cli.hpp"
+#include "gpt2/cli/run.hpp"
 
 namespace osprey::testing::train {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "gpt2/data_batches.hpp"
-#include "gpt2/data_cache.hpp"
-#include "gpt2/data_sha256.hpp"
+#include "gpt2/train/data_batches.hpp"
+#include "gpt2/train/data_cache.hpp"
+#include "gpt2/train/data_sha256.hpp"
 
 namespace fs = std::filesystem;
 using namespace gpt2::data;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "cli_run.hpp"
-#include "gpt2/train_launch.hpp"
-#include "gpt2/train_rank_env.hpp"
+#include "gpt2/train/launch.hpp"
+#include "gpt2/train/rank_env.hpp"
 
 namespace fs = std::filesystem;
 using namespace gpt2::train;

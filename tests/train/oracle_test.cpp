@@ -13,8 +13,8 @@
 #include <map>
 #include <string>
 
-#include "gpt2/train_adamw.hpp"
-#include "gpt2/train_step.hpp"
+#include "gpt2/train/adamw.hpp"
+#include "gpt2/train/step.hpp"
 #include "handlers.hpp"
 #include "osprey/io/safetensors.hpp"
 

@@ -6,8 +6,8 @@
 
 #include <thread>
 
-#include "gpt2/train_adamw.hpp"
-#include "gpt2/train_parallel_step.hpp"
+#include "gpt2/train/adamw.hpp"
+#include "gpt2/train/parallel_step.hpp"
 #include "handlers.hpp"
 #include "thread_rank_group.hpp"
 #include "train_helpers.hpp"

@@ -1,4 +1,4 @@
-// Ranks as threads of one process: a RankGroup (examples/gpt2/train_ranks.hpp) whose transport is
+// Ranks as threads of one process: a RankGroup (gpt2/train/ranks.hpp) whose transport is
 // shared memory, so the data-parallel step runs N ranks on the CPU in a test. Each exchange copies
 // tensors to the host, meets the other threads at a barrier, and reads what it needs; sums run in
 // rank order on the host.
@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "gpt2/train_host_copy.hpp"
-#include "gpt2/train_ranks.hpp"
+#include "gpt2/train/host_copy.hpp"
+#include "gpt2/train/ranks.hpp"
 
 namespace osprey::testing::train {
 

@@ -14,9 +14,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "gpt2/cli.hpp"
-#include "gpt2/run.hpp"
-#include "gpt2/train_checkpoint.hpp"
+#include "gpt2/cli/cli.hpp"
+#include "gpt2/cli/run.hpp"
+#include "gpt2/train/checkpoint.hpp"
 #include "osprey/io/safetensors.hpp"
 #include "cli_run.hpp"
 #include "train_helpers.hpp"

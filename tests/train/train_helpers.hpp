@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "gpt2/data_batches.hpp"
-#include "gpt2/init.hpp"
-#include "gpt2/train_host_copy.hpp"
-#include "gpt2/weights.hpp"
+#include "gpt2/train/data_batches.hpp"
+#include "gpt2/model/init.hpp"
+#include "gpt2/train/host_copy.hpp"
+#include "gpt2/model/weights.hpp"
 
 namespace osprey::testing::train {
 

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "gpt2/train_adamw.hpp"
-#include "gpt2/train_step.hpp"
+#include "gpt2/train/adamw.hpp"
+#include "gpt2/train/step.hpp"
 #include "handlers.hpp"
 #include "train_helpers.hpp"
 

@@ -15,7 +15,7 @@
 #include "differential/dump.hpp"
 #include "osprey/lists/lists.hpp"
 #if !defined(OSPREY_DIFFERENTIAL_LISTS_ONLY)
-#include "osprey/gpu/host_handler.hpp"
+#include "osprey/gpu/host/handler.hpp"
 #endif
 
 namespace {

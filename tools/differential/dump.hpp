@@ -30,14 +30,14 @@
 
 #include <fmt/format.h>
 
-#include "gpt2/config.hpp"
-#include "gpt2/generate.hpp"
-#include "gpt2/init.hpp"
-#include "gpt2/model.hpp"
-#include "gpt2/train_adamw.hpp"
-#include "gpt2/train_host_copy.hpp"
-#include "gpt2/train_step.hpp"
-#include "gpt2/weights.hpp"
+#include "gpt2/model/config.hpp"
+#include "gpt2/model/generate.hpp"
+#include "gpt2/model/init.hpp"
+#include "gpt2/model/model.hpp"
+#include "gpt2/train/adamw.hpp"
+#include "gpt2/train/host_copy.hpp"
+#include "gpt2/train/step.hpp"
+#include "gpt2/model/weights.hpp"
 
 namespace differential {
 

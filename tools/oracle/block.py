@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch float64 oracle for the width-4 transformer block (examples/block/block.hpp).
+"""PyTorch float64 oracle for the width-4 transformer block (tests/block/block.hpp).
 
 Computes one GPT-2 block with PyTorch's own layers (F.layer_norm, explicit causal softmax checked
 against F.scaled_dot_product_attention, F.gelu(approximate="tanh")) in float64 on the CPU, from

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pure-Python float64 oracle for the width-4 transformer block (examples/block/block.hpp).
+"""Pure-Python float64 oracle for the width-4 transformer block (tests/block/block.hpp).
 
 Writes tests/golden/block4.json: the input, every parameter, and every intermediate of one GPT-2
 block (LayerNorm, causal 2-head self-attention, residual, LayerNorm, GELU-tanh MLP, residual).

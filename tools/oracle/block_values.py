@@ -1,4 +1,4 @@
-"""The width-4 block's input and parameters, made exactly as examples/block/block_init.hpp does.
+"""The width-4 block's input and parameters, made exactly as tests/block/block_init.hpp does.
 
 splitmix64 (state advanced by 0x9E3779B97F4A7C15), each output z -> u = (z >> 11) * 2^-53 in [0, 1)
 -> 2u - 1 in [-1, 1); tensor value = offset + scale * (2u - 1). Every step is exact or a single

@@ -23,7 +23,7 @@ continuation exactly; parameter_sums tell "Osprey's initialisation changed since
 was made" apart from "the forward pass is wrong".
 
 Run from the repository root, after building (needs torch and transformers; CPU is enough):
-    python3 tools/oracle/gpt2_tiny.py --osprey build/examples/gpt2/osprey-gpt2
+    python3 tools/oracle/gpt2_tiny.py --osprey build/gpt2/osprey-gpt2
 """
 
 import argparse
@@ -54,7 +54,7 @@ def load_model(model_dir, torch, GPT2LMHeadModel):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--osprey", default="build/examples/gpt2/osprey-gpt2", help="osprey-gpt2 binary")
+    parser.add_argument("--osprey", default="build/gpt2/osprey-gpt2", help="osprey-gpt2 binary")
     parser.add_argument("--model-dir", help="an existing directory written by `osprey-gpt2 init "
                         "--preset tiny --dtype f64` (default: write one to a temporary folder)")
     parser.add_argument("--seed", type=int, default=1337, help="Osprey's initialisation seed")

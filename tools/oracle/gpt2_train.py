@@ -50,7 +50,7 @@ SCRIPT = "tools/oracle/gpt2_train.py"
 
 
 def parameter_specs(L, C, V, maxT):
-    """Names and shapes in Osprey's fixed order (examples/gpt2/weights.hpp)."""
+    """Names and shapes in Osprey's fixed order (gpt2/model/weights.hpp)."""
     specs = [("wte.weight", (V, C)), ("wpe.weight", (maxT, C))]
     for l in range(L):
         h = f"h.{l}."

@@ -37,7 +37,7 @@ class GpuBuffer {
   // data() (of this buffer, a copy or a part) calls make(), which allocates the block and fills it
   // with the values the buffer holds, and returns it (released with the last copy, as any
   // buffer's block). The fast handler makes the floats of outputs that its own layers read only as
-  // bf16 copies this way (examples/gpt2/fast/bf16_twins.hpp), so a training step neither stores
+  // bf16 copies this way (gpt2/fast/bf16_twins.hpp), so a training step neither stores
   // nor writes the floats of its LayerNorm and GELU outputs unless something else reads them.
   // make() returns null where it could not allocate (having said why): the reads then see no
   // memory, and the device's copy or kernel reports the null address.

@@ -1,0 +1,102 @@
+// Loading GPT-2 checkpoints (see checkpoint_load.hpp).
+#include "gpt2/checkpoint/load.hpp"
+
+#include <system_error>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "gpt2/checkpoint/config.hpp"
+#include "osprey/io/tensor_file.hpp"
+
+namespace gpt2 {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kPrefix = "transformer.";
+
+std::string shapeText(const std::vector<Index>& shape) {
+  return fmt::format("({})", fmt::join(shape, ", "));
+}
+
+// The name under which `file` holds parameter `name`: bare (openai-community/gpt2's own
+// spelling) or with the `transformer.` prefix (what save_pretrained writes); both is ambiguous.
+osprey::Result<std::string> storedName(const osprey::io::TensorFile& file, const std::string& name) {
+  const bool bare = file.contains(name), prefixed = file.contains(kPrefix + name);
+  if (bare && prefixed)
+    return osprey::Error{fmt::format("{}: holds both `{}` and `{}{}`; which one is meant is unclear",
+                                     file.path(), name, kPrefix, name)};
+  if (bare) return name;
+  if (prefixed) return std::string(kPrefix) + name;
+  return osprey::Error{fmt::format("{}: tensor `{}` is missing", file.path(), name)};
+}
+
+// lm_head.weight, when present, must be wte itself: Osprey's output projection is tied.
+osprey::Result<void> checkTiedHead(const osprey::io::TensorFile& file, const HostWeights& w) {
+  for (const std::string& name : {std::string("lm_head.weight"), std::string(kPrefix) + "lm_head.weight"}) {
+    if (!file.contains(name)) continue;
+    auto head = OSPREY_TRY(file.read(name));
+    if (head.values != w.wte().values)
+      return osprey::Error{fmt::format(
+          "{}: `{}` differs from wte.weight; Osprey's GPT-2 ties the output projection to the token "
+          "embedding (tie_word_embeddings), so an untied lm_head cannot be loaded",
+          file.path(), name)};
+  }
+  return {};
+}
+
+}  // namespace
+
+osprey::Result<HostWeights> loadWeightsFile(const std::string& path, const Config& config) {
+  auto file = OSPREY_TRY(osprey::io::TensorFile::open(path));
+  HostWeights w{config, {}};
+  for (const ParameterSpec& spec : parameterSpecs(config)) {
+    const std::string name = OSPREY_TRY(storedName(file, spec.name));
+    auto info = OSPREY_TRY(file.info(name));
+    if (info.shape != spec.shape)
+      return osprey::Error{fmt::format("{}: tensor `{}` has shape {}, expected {}", path, name,
+                                       shapeText(info.shape), shapeText(spec.shape))};
+    auto data = OSPREY_TRY(file.read(name));
+    w.tensors.push_back(HostTensor{std::move(data.values)});
+  }
+  OSPREY_CHECK(checkShapes(w, path));
+  if (!file.isLlmc()) OSPREY_CHECK(checkTiedHead(file, w));
+  return w;
+}
+
+osprey::Result<LoadedCheckpoint> loadCheckpoint(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const fs::path configPath = path / "config.json", weightsPath = path / "model.safetensors";
+    if (!fs::exists(configPath, ec))
+      return osprey::Error{fmt::format("{}: not a Hugging Face GPT-2 directory (no config.json)",
+                                       path.string())};
+    if (!fs::exists(weightsPath, ec))
+      return osprey::Error{fmt::format(
+          "{}: no model.safetensors (only safetensors weights are read; convert pytorch_model.bin "
+          "with transformers' save_pretrained(..., safe_serialization=True))",
+          path.string())};
+    const Config config = OSPREY_TRY(readHfConfig(configPath));
+    auto weights = OSPREY_TRY(loadWeightsFile(weightsPath.string(), config));
+    return LoadedCheckpoint{std::move(weights), path.string(), path};
+  }
+  if (!fs::exists(path, ec))
+    return osprey::Error{fmt::format("{}: no such file or directory", path.string())};
+
+  // A single file: an llm.c checkpoint carries its config in its header.
+  auto file = OSPREY_TRY(osprey::io::TensorFile::open(path.string()));
+  if (!file.isLlmc())
+    return osprey::Error{fmt::format("{}: a safetensors file on its own has no config; give the "
+                                     "model directory that holds it and its config.json",
+                                     path.string())};
+  auto llmc = OSPREY_TRY(osprey::io::LlmcCheckpoint::open(path.string()));
+  const auto& lc = llmc.config();
+  const Config config{lc.maxT, lc.V, lc.L, lc.NH, lc.C};
+  if (auto problem = configProblem(config))
+    return osprey::Error{fmt::format("{}: {}", path.string(), *problem)};
+  auto weights = OSPREY_TRY(loadWeightsFile(path.string(), config));
+  return LoadedCheckpoint{std::move(weights), path.string(), std::nullopt};
+}
+
+}  // namespace gpt2

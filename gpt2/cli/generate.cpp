@@ -1,0 +1,63 @@
+// `osprey-gpt2 generate`: greedy continuation of a prompt, streamed as tokens arrive.
+//
+// The prompt must be at least one token: an empty prompt is an error rather than a silent start
+// from <|endoftext|> (the text printed would then not begin with what the user typed). The
+// prompt may be any bytes: byte-level BPE encodes invalid UTF-8 too.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "gpt2/cli/cli.hpp"
+#include "gpt2/model/generate.hpp"
+
+namespace gpt2 {
+namespace {
+
+struct GenerateOptions {
+  ModelRequest model;
+  BackendChoice backend;
+  std::string prompt;
+  Index tokens = 20;
+  bool timing = false;
+  std::string decodeWeights;  // "bf16", "float", or empty: the backend's own
+};
+
+osprey::Result<void> generateCommand(const GenerateOptions& o, CliContext& ctx) {
+  const JobRunner runner = OSPREY_TRY(selectRunner(o.backend, ctx.entries));
+  if (o.prompt.empty())
+    return osprey::Error{"the prompt is empty: give --prompt TEXT (GPT-2 continues at least one token)"};
+  if (o.decodeWeights == "bf16" && o.backend.backend != "fast")
+    return osprey::Error{fmt::format("--decode-weights bf16 applies to the fast backend; the {} backend decodes "
+                                     "from the model's own weights", o.backend.backend)};
+  auto chosen = OSPREY_TRY(chooseModel(o.model));
+  if (!chosen.notice.empty()) {
+    ctx.streams.err << chosen.notice << "\n";
+    ctx.streams.err.flush();
+  }
+  auto tokenizer = OSPREY_TRY(tokenizerFor(chosen.directory));
+  const std::vector<int> prompt = OSPREY_TRY(tokenizer.encode(o.prompt));
+  OSPREY_CHECK(checkFitsContext(chosen.weights.config, static_cast<Index>(prompt.size()), o.tokens));
+  ModelJob job = GenerateJob{std::move(chosen.weights), chosen.label, std::move(tokenizer), o.prompt,
+                             prompt, o.tokens, o.timing, o.decodeWeights == "float"};
+  return runner(job, ctx.streams);
+}
+
+}  // namespace
+
+void addGenerateCommand(CLI::App& app, CliContext& ctx) {
+  auto options = std::make_shared<GenerateOptions>();
+  CLI::App* sub = app.add_subcommand("generate", "continue a prompt greedily, streaming the text");
+  addBackendOptions(*sub, options->backend);
+  addModelOptions(*sub, options->model);
+  sub->add_option("--prompt", options->prompt, "text to continue")->required();
+  sub->add_option("--tokens", options->tokens, "how many tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--timing", options->timing, "print timings on stderr");
+  sub->add_option("--decode-weights", options->decodeWeights,
+                  "fast backend: the weights decoding reads, bf16 copies (default) or the floats")
+      ->check(CLI::IsMember({"bf16", "float"}));
+  sub->callback([options, &ctx] { ctx.result = generateCommand(*options, ctx); });
+}
+
+}  // namespace gpt2

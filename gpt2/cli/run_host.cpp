@@ -1,0 +1,16 @@
+// The run body instantiated for the gpu handler on the host device (compiled by the host
+// compiler, so host kernels are plain lambdas, not nvcc's slower wrappers).
+#include "gpt2/cli/run_job.hpp"
+#include "osprey/under.hpp"
+
+namespace gpt2 {
+
+template osprey::Result<void> runJob<osprey::GpuHost>(osprey::GpuHost&, ModelJob&, const Streams&);
+
+osprey::Result<void> runJobOnGpuHost(ModelJob& job, const Streams& streams) {
+  auto device = OSPREY_TRY(osprey::HostDevice::open());
+  osprey::GpuHost h(device);
+  return osprey::strictly([&] { return runJob(h, job, streams); });
+}
+
+}  // namespace gpt2

@@ -1,0 +1,370 @@
+// GPT-2's forward pass, written once against the Tensor effect: the full pass over a sequence,
+// and the one-position step that continues a sequence from its key/value cache.
+//
+// Dimension legend: see config.hpp (maxT, V, L, NH, C) and layers/common.hpp (B, T, N = B·T,
+// Tc = positions held in a cache). Every buffer below carries its shape in a comment.
+//
+//   x      = wte[tokens] + wpe[positions]                        (N, C)
+//   for each block l:
+//     a    = ln_1(x);  qkv = a · c_attn + b                       (N, C), (N, 3C)
+//     y    = causal attention(qkv) · c_proj + b                   (N, C)
+//     x    = x + y
+//     m    = gelu(ln_2(x) · c_fc + b) · c_proj + b                (N, 4C) -> (N, C)
+//     x    = x + m
+//   logits = ln_f(x) · wteᵀ                                       (N, V)   (tied embedding)
+//
+// Layout for the forward pass: the four matrices of each block are held transposed, (OC, IC),
+// in ForwardWeights (prepared once per run from the checkpoint's Conv1D (IC, OC) layout). Every
+// product is then computed as Wᵀ · xᵀ, whose rows read contiguous memory even when x is a single
+// row (the KV-cached step), and which performs, for each output, exactly the sum of x · W:
+// sum_k x[n][k] · W[k][o] with k ascending from 0.0 (IEEE products commute). The lm head is the
+// same product with wte (V, C), which already is (OC, IC).
+//
+// The cached step computes the same rows as the full pass: every layer is row-independent
+// except attention, and attentionDecode equals the last row of attentionForward bit for bit
+// (layers/attention.hpp); the lm head's outputs are independent dot products in k order. So
+// logits from a cache equal the full recomputation's, bit for bit (tests/gpt2/generate_test.cpp).
+//
+// No line here names a handler or a device; kernels live in named templates with explicit
+// return types (DESIGN.md §3, CUDA notes).
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "gpt2/layers/layers.hpp"
+#include "gpt2/model/weights.hpp"
+
+namespace gpt2 {
+
+// One block's tensors as the forward pass reads them.
+template <osprey::Tensor H>
+struct BlockForwardWeights {
+  Buf<H> ln1Weight, ln1Bias;    // (C), (C)
+  Buf<H> attnT, attnBias;       // (3C, C) = c_attn.weightᵀ, (3C)
+  Buf<H> attnProjT, attnProjBias;  // (C, C) = attn.c_proj.weightᵀ, (C)
+  Buf<H> ln2Weight, ln2Bias;    // (C), (C)
+  Buf<H> fcT, fcBias;           // (4C, C) = c_fc.weightᵀ, (4C)
+  Buf<H> fcProjT, fcProjBias;   // (C, 4C) = mlp.c_proj.weightᵀ, (C)
+};
+
+// The model as the forward pass reads it (see the layout note above).
+template <osprey::Tensor H>
+struct ForwardWeights {
+  Config config;
+  Buf<H> wte;                   // (V, C): the embedding, and the lm head's (OC, IC) matrix
+  Buf<H> wpe;                   // (maxT, C)
+  std::vector<BlockForwardWeights<H>> blocks;  // L blocks
+  Buf<H> lnfWeight, lnfBias;    // (C), (C)
+};
+
+// ForwardWeights from the checkpoint layout. Consumes `w` (each original matrix is released as
+// soon as its transpose exists, so the peak is one extra matrix, not a second model).
+template <osprey::Tensor H>
+osprey::Result<ForwardWeights<H>> prepareForward(H& h, Weights<Buf<H>>&& w) {
+  const Config c = w.config;
+  const osprey::Index C = c.C;
+  if (static_cast<osprey::Index>(w.tensors.size()) != parameterTensorCount(c))
+    return osprey::Error{fmt::format("gpt2: {} weight tensors, expected {}", w.tensors.size(),
+                                     parameterTensorCount(c))};
+  auto take = [&](osprey::Index i) -> Buf<H> {
+    return std::exchange(w.tensors[static_cast<std::size_t>(i)], Buf<H>{});
+  };
+  ForwardWeights<H> f{c, take(kWteIndex), take(kWpeIndex), {}, take(lnfWeightIndex(c)),
+                      take(lnfBiasIndex(c))};
+  f.blocks.reserve(static_cast<std::size_t>(c.L));
+  for (osprey::Index l = 0; l < c.L; ++l) {
+    auto at = [&](BlockSlot slot) { return take(blockTensorIndex(l, slot)); };
+    BlockForwardWeights<H> b;
+    b.ln1Weight = at(BlockSlot::Ln1Weight);
+    b.ln1Bias = at(BlockSlot::Ln1Bias);
+    b.attnT = OSPREY_TRY(transpose(h, at(BlockSlot::AttnWeight), C, 3 * C));
+    b.attnBias = at(BlockSlot::AttnBias);
+    b.attnProjT = OSPREY_TRY(transpose(h, at(BlockSlot::AttnProjWeight), C, C));
+    b.attnProjBias = at(BlockSlot::AttnProjBias);
+    b.ln2Weight = at(BlockSlot::Ln2Weight);
+    b.ln2Bias = at(BlockSlot::Ln2Bias);
+    b.fcT = OSPREY_TRY(transpose(h, at(BlockSlot::FcWeight), C, 4 * C));
+    b.fcBias = at(BlockSlot::FcBias);
+    b.fcProjT = OSPREY_TRY(transpose(h, at(BlockSlot::FcProjWeight), 4 * C, C));
+    b.fcProjBias = at(BlockSlot::FcProjBias);
+    f.blocks.push_back(std::move(b));
+  }
+  return f;
+}
+
+// outT (OC, N) = wT (OC, IC) · xᵀ: the product matmulForwardTransposed computes before its final
+// transpose. One row (decoding) is its own transpose — x (1, IC) and xᵀ (IC, 1) are the same
+// doubles in the same order — so it goes to matMul as it is, without a copy.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> productTransposed(H& h, const Buf<H>& x, const Buf<H>& wT, osprey::Index N,
+                                         osprey::Index IC, osprey::Index OC) {
+  const char* L = "linear";
+  OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct(L, {N, IC})), L, "x"));
+  OSPREY_CHECK(checkLength(h, wT, OSPREY_TRY(checkedProduct(L, {OC, IC})), L, "weight"));
+  if (N == 1) return h.matMul(wT, x, OC, IC, 1);                                     // (OC, 1)
+  auto xT = OSPREY_TRY(transpose(h, x, N, IC));                                      // (IC, N)
+  return h.matMul(wT, xT, OC, IC, N);                                                // (OC, N)
+}
+
+// out (N, OC) = prod (N, OC) + bias (OC) on every row.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> addBias(H& h, const Buf<H>& prod, const Buf<H>& bias, osprey::Index OC) {
+  const auto pv = prod.view(), bv = bias.view();
+  const osprey::Int O = OC;
+  return h.build(h.length(prod), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    return pv[i] + bv[osprey::Int(i) % O];
+  });
+}
+
+// The element a linear layer's output kernel finally writes: the biased product itself.
+struct Biased {
+  OSPREY_FN osprey::Scalar operator()(osprey::Index, osprey::Scalar y) const { return y; }
+};
+
+// out (N, OC) = then(i, prodT (OC, N) transposed + bias (OC) on every row), element i: the
+// transpose only copies, so this is addBias(transpose(prodT)) in one kernel, and `then` lets the
+// layer that reads the result (a residual sum, a GELU) be the same kernel too.
+template <osprey::Tensor H, class Then = Biased>
+osprey::Result<Buf<H>> transposeAddBias(H& h, const Buf<H>& prodT, const Buf<H>& bias, osprey::Index N,
+                                        osprey::Index OC, Then then = {}) {
+  const auto pv = prodT.view(), bv = bias.view();
+  const osprey::Int O = OC, Ni = N;
+  return h.build(h.length(prodT), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [n, o] = divMod(osprey::Int(i), O);  // output (n, o) reads prodT[o][n]
+    return then(i, pv[o * Ni + n] + bv[o]);
+  });
+}
+
+// linear, linearResidual and linearGelu are derived operations too: a handler may answer each
+// whole (its bias and element-wise work in the product's own kernel; the fast handler's one-row
+// decoding path) with a member of the same name and arguments.
+//
+// Whether the handler answers matmulForwardTransposed itself (a fused path): then linear() asks
+// it for the product, and the output kernel cannot take on the next layer's work.
+template <class H>
+concept AnswersLinear = requires(H& h, const Buf<H>& b, osprey::Index n) { h.matmulForwardTransposed(b, b, n, n, n); };
+
+// Element i = then(i, (x · W + bias)[i]), with W held as wT (OC, IC): the product taken transposed
+// (OC, N), then the transpose back, the bias add and `then` in one kernel.
+template <osprey::Tensor H, class Then = Biased>
+osprey::Result<Buf<H>> linearThen(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf<H>& bias, osprey::Index N,
+                                  osprey::Index IC, osprey::Index OC, Then then = {}) {
+  OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
+  return transposeAddBias(h, OSPREY_TRY(productTransposed(h, x, wT, N, IC, OC)), bias, N, OC, then);
+}
+
+// out (N, OC) = x (N, IC) · W + bias (OC), with W held as wT (OC, IC). The product first, then
+// the bias: the same operations as matmulForward on W itself. A handler that answers
+// matmulForwardTransposed itself (a fused path) is asked for the product; otherwise linearThen.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf<H>& bias,
+                              osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(linear, x, wT, bias, N, IC, OC)
+  if constexpr (AnswersLinear<H>) {
+    OSPREY_CHECK(checkLength(h, bias, OC, "linear", "bias"));
+    return addBias(h, OSPREY_TRY(matmulForwardTransposed(h, x, wT, N, IC, OC)), bias, OC);
+  } else {
+    return linearThen(h, x, wT, bias, N, IC, OC);
+  }
+}
+
+// x + linear(in): the residual connection after a linear layer. Unless the handler answers the
+// product or the residual itself, the bias, the transpose and the residual sum are one kernel:
+// x[i] + (prod + bias), the same two additions as residualForward(x, linear(...)).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> linearResidual(H& h, const Buf<H>& x, const Buf<H>& in, const Buf<H>& wT,
+                                      const Buf<H>& bias, osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(linearResidual, x, in, wT, bias, N, IC, OC)
+  if constexpr (AnswersLinear<H> || requires { h.residualForward(x, x); }) {
+    return residualForward(h, x, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
+  } else {
+    OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("residual", {N, OC})), "residual", "a"));
+    const auto xv = x.view();
+    return linearThen(h, in, wT, bias, N, IC, OC,
+                      [=] OSPREY_FN(osprey::Index i, osprey::Scalar y) -> osprey::Scalar { return xv[i] + y; });
+  }
+}
+
+// gelu(linear(in)), with the GELU in the linear layer's output kernel unless the handler answers
+// the product or the GELU itself: geluValue(prod + bias), as geluForward computes it.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> linearGelu(H& h, const Buf<H>& in, const Buf<H>& wT, const Buf<H>& bias, osprey::Index N,
+                                  osprey::Index IC, osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(linearGelu, in, wT, bias, N, IC, OC)
+  if constexpr (AnswersLinear<H> || requires { h.geluForward(in); }) {
+    return geluForward(h, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
+  } else {
+    return linearThen(h, in, wT, bias, N, IC, OC,
+                      [] OSPREY_FN(osprey::Index, osprey::Scalar y) -> osprey::Scalar { return geluValue(y); });
+  }
+}
+
+// linear(layernorm(x)): the LayerNorm in front of a block's attention, whose statistics inference
+// does not keep. x (N, IC) -> (N, OC). normLinearGelu is the same in front of the MLP. Derived
+// operations: a handler may answer each whole (the fast handler's one-row decoding normalises the
+// row inside the product's own kernel).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> normLinear(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
+                                  const Buf<H>& wT, const Buf<H>& bias, osprey::Index N, osprey::Index IC,
+                                  osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(normLinear, x, lnWeight, lnBias, wT, bias, N, IC, OC)
+  auto ln = OSPREY_TRY(layernormForward(h, x, lnWeight, lnBias, N, IC));                // (N, IC)
+  return linear(h, ln.out, wT, bias, N, IC, OC);
+}
+
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> normLinearGelu(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
+                                      const Buf<H>& wT, const Buf<H>& bias, osprey::Index N, osprey::Index IC,
+                                      osprey::Index OC) {
+  OSPREY_GPT2_DERIVED(normLinearGelu, x, lnWeight, lnBias, wT, bias, N, IC, OC)
+  auto ln = OSPREY_TRY(layernormForward(h, x, lnWeight, lnBias, N, IC));                // (N, IC)
+  return linearGelu(h, ln.out, wT, bias, N, IC, OC);
+}
+
+// One block's keys and values for the positions seen so far.
+template <osprey::Tensor H>
+struct LayerCache {
+  Buf<H> keys;    // (Tc, C)
+  Buf<H> values;  // (Tc, C)
+};
+
+// The key/value cache of one sequence: a LayerCache per block, all of `length` positions.
+template <osprey::Tensor H>
+struct KvCache {
+  std::vector<LayerCache<H>> layers;  // L entries
+  osprey::Index length = 0;           // Tc
+};
+
+// The last position's logits, and the cache that continues the sequence.
+template <osprey::Tensor H>
+struct StepOut {
+  Buf<H> logits;  // (V)
+  KvCache<H> cache;
+};
+
+// out (C) = row `row` of x (rows, C).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> takeRow(H& h, const Buf<H>& x, osprey::Index rows, osprey::Index C,
+                               osprey::Index row) {
+  OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("takeRow", {rows, C})), "takeRow", "x"));
+  if (row < 0 || row >= rows)
+    return osprey::Error{fmt::format("takeRow: row {} outside {} rows", row, rows)};
+  const auto xv = x.view();
+  const osprey::Int first = osprey::Int(row) * osprey::Int(C);
+  return h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar { return xv[first + c]; });
+}
+
+// Block b after its attention: x (N, C) is the block's input, att (N, C) attention's output
+// before c_proj. Returns the block's output (N, C).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> blockAfterAttention(H& h, const BlockForwardWeights<H>& b, osprey::Index C,
+                                           const Buf<H>& x, const Buf<H>& att, osprey::Index N) {
+  auto x1 = OSPREY_TRY(linearResidual(h, x, att, b.attnProjT, b.attnProjBias, N, C, C));  // (N, C)
+  auto g = OSPREY_TRY(normLinearGelu(h, x1, b.ln2Weight, b.ln2Bias, b.fcT, b.fcBias, N, C, 4 * C));  // (N, 4C)
+  return linearResidual(h, x1, g, b.fcProjT, b.fcProjBias, N, 4 * C, C);                 // (N, C)
+}
+
+// The full pass over B sequences of T tokens each. tokens (B·T) hold ids as doubles. Returns the
+// final hidden states after ln_f (B·T, C); when `cache` is given (B must be 1), it receives each
+// block's keys and values for the T positions.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> forwardHidden(H& h, const ForwardWeights<H>& w, const Buf<H>& tokens,
+                                     osprey::Index B, osprey::Index T, KvCache<H>* cache) {
+  const Config& c = w.config;
+  const osprey::Index C = c.C, N = OSPREY_TRY(checkedProduct("gpt2 forward", {B, T}));
+  if (T < 1 || T > c.maxT)
+    return osprey::Error{fmt::format("gpt2 forward: {} positions do not fit the context of {}", T, c.maxT)};
+  if (cache && B != 1) return osprey::Error{"gpt2 forward: a key/value cache holds one sequence"};
+  if (cache) *cache = KvCache<H>{{}, T};
+
+  auto x = OSPREY_TRY(encoderForward(h, tokens, w.wte, w.wpe, N, T, C, 0));            // (N, C)
+  for (const BlockForwardWeights<H>& b : w.blocks) {
+    auto qkv = OSPREY_TRY(normLinear(h, x, b.ln1Weight, b.ln1Bias, b.attnT, b.attnBias, N, C, 3 * C));  // (N, 3C)
+    auto att = OSPREY_TRY(attentionForward(h, qkv, B, T, C, c.NH));                    // (N, C)
+    if (cache) {
+      auto keys = OSPREY_TRY(sliceColumns(h, qkv, N, 3 * C, C, C));                    // (T, C)
+      auto values = OSPREY_TRY(sliceColumns(h, qkv, N, 3 * C, 2 * C, C));              // (T, C)
+      cache->layers.push_back(LayerCache<H>{std::move(keys), std::move(values)});
+    }
+    x = OSPREY_TRY(blockAfterAttention(h, b, C, x, att.out, N));                       // (N, C)
+  }
+  auto lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight, w.lnfBias, N, C));         // (N, C)
+  return std::move(lnf.out);
+}
+
+// logits (N, V) = hidden (N, C) · wteᵀ: GPT-2's output projection is the token embedding. For
+// one row the product (V, 1) already is the logits (1, V) in memory: no transpose back.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> lmHeadOf(H& h, const Buf<H>& hidden, const Buf<H>& wte, osprey::Index N, osprey::Index C,
+                                osprey::Index V) {
+  if constexpr (!AnswersLinear<H>) {
+    if (N == 1) return productTransposed(h, hidden, wte, 1, C, V);                   // (V)
+  }
+  return matmulForwardTransposed(h, hidden, wte, N, C, V);
+}
+
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> lmHead(H& h, const ForwardWeights<H>& w, const Buf<H>& hidden, osprey::Index N) {
+  return lmHeadOf(h, hidden, w.wte, N, w.config.C, w.config.V);
+}
+
+// logits (N, V) of x (N, C) before ln_f: the final LayerNorm, then the lm head. A derived
+// operation: the fast handler normalises one row inside the lm head's kernel while decoding.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> normLogits(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
+                                  const Buf<H>& wte, osprey::Index N, osprey::Index C, osprey::Index V) {
+  OSPREY_GPT2_DERIVED(normLogits, x, lnWeight, lnBias, wte, N, C, V)
+  auto ln = OSPREY_TRY(layernormForward(h, x, lnWeight, lnBias, N, C));                // (N, C)
+  return lmHeadOf(h, ln.out, wte, N, C, V);
+}
+
+// logits (B·T, V) of every position: the full pass (checks, full recomputation).
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> forwardLogits(H& h, const ForwardWeights<H>& w, const Buf<H>& tokens,
+                                     osprey::Index B, osprey::Index T) {
+  auto hidden = OSPREY_TRY(forwardHidden(h, w, tokens, B, T, static_cast<KvCache<H>*>(nullptr)));
+  return lmHead(h, w, hidden, B * T);
+}
+
+// The prompt's pass: tokens (T) of one sequence -> the last position's logits (V) and the cache.
+template <osprey::Tensor H>
+osprey::Result<StepOut<H>> prefill(H& h, const ForwardWeights<H>& w, const Buf<H>& tokens,
+                                   osprey::Index T) {
+  KvCache<H> cache;
+  auto hidden = OSPREY_TRY(forwardHidden(h, w, tokens, 1, T, &cache));                 // (T, C)
+  auto last = OSPREY_TRY(takeRow(h, hidden, T, w.config.C, T - 1));                    // (C)
+  auto logits = OSPREY_TRY(lmHead(h, w, last, 1));                                     // (V)
+  return StepOut<H>{std::move(logits), std::move(cache)};
+}
+
+// One new position: token (1) [its id as a double] at position cache.length, attending to the
+// cached positions and itself. Returns its logits (V) and the cache grown by one position.
+template <osprey::Tensor H>
+osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache,
+                                      const Buf<H>& token) {
+  const Config& c = w.config;
+  const osprey::Index C = c.C, Tc = cache.length;
+  if (Tc < 1 || Tc >= c.maxT)
+    return osprey::Error{fmt::format("gpt2 decode: position {} is outside the context of {}", Tc, c.maxT)};
+  if (cache.layers.size() != w.blocks.size())
+    return osprey::Error{fmt::format("gpt2 decode: the cache has {} blocks, the model {}",
+                                     cache.layers.size(), w.blocks.size())};
+  KvCache<H> next{{}, Tc + 1};
+  next.layers.reserve(cache.layers.size());
+
+  auto x = OSPREY_TRY(encoderForward(h, token, w.wte, w.wpe, 1, 1, C, Tc));            // (1, C)
+  for (std::size_t l = 0; l < w.blocks.size(); ++l) {
+    const BlockForwardWeights<H>& b = w.blocks[l];
+    const LayerCache<H>& held = cache.layers[l];
+    auto qkv = OSPREY_TRY(normLinear(h, x, b.ln1Weight, b.ln1Bias, b.attnT, b.attnBias, 1, C, 3 * C));  // (3C)
+    // The cache grows by this position's key and value, columns [C, 2C) and [2C, 3C) of qkv.
+    auto att = OSPREY_TRY(attendAppending(h, qkv, held.keys, held.values, Tc, C, c.NH));  // (C), 2 x (Tc+1, C)
+    next.layers.push_back(LayerCache<H>{std::move(att.keys), std::move(att.values)});
+    x = OSPREY_TRY(blockAfterAttention(h, b, C, x, att.out, 1));                       // (1, C)
+  }
+  auto logits = OSPREY_TRY(normLogits(h, x, w.lnfWeight, w.lnfBias, w.wte, 1, C, c.V));  // (V)
+  return StepOut<H>{std::move(logits), std::move(next)};
+}
+
+}  // namespace gpt2

@@ -1,0 +1,371 @@
+// Exact products through cuBLASLt, each algorithm verified against the own tensor-core kernel
+// before it runs a shape (osprey/gpu/cuda/exact_lt.hpp says why and how).
+//
+// Row-major in, column-major in cuBLASLt: out (rows x cols) = a (rows x inner) · b (inner x cols) is,
+// read column-major, outᵀ (cols x rows) = bᵀ (cols x inner) · aᵀ (inner x rows), with no transposes:
+// b's memory is bᵀ with leading dimension cols, a's is aᵀ with leading dimension inner. Each
+// output is sum_k b[k][j] · a[i][k], the same terms (fma(x, y, acc) = fma(y, x, acc)) in the same
+// order.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "osprey/gpu/cuda/device.hpp"
+#include "osprey/gpu/cuda/exact_lt.hpp"
+
+namespace osprey {
+namespace {
+
+constexpr int kCandidates = 16;                         // asked of the heuristic
+constexpr int kTimedRuns = 3;                           // after one warm-up run
+constexpr std::size_t kWorkspace = std::size_t{32} << 20;  // offered to every algorithm
+constexpr std::size_t kMostCheckBytes = std::size_t{4} << 30;
+
+// A shape as the choice depends on it: sizes, batch, and the alignment every operand shares.
+using Key = std::array<std::int64_t, 5>;
+
+struct Choice {
+  bool lt;
+  cublasLtMatmulAlgo_t algo;
+};
+
+// cuBLASLt's descriptors for one shape, made and destroyed together.
+struct Descriptors {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t x = nullptr, y = nullptr, d = nullptr;  // bᵀ, aᵀ, outᵀ
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~Descriptors() {
+    if (preference) (void)cublasLtMatmulPreferenceDestroy(preference);
+    if (d) (void)cublasLtMatrixLayoutDestroy(d);
+    if (y) (void)cublasLtMatrixLayoutDestroy(y);
+    if (x) (void)cublasLtMatrixLayoutDestroy(x);
+    if (desc) (void)cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// One device's handle, workspace and choices.
+struct DeviceState {
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  unsigned* tiny = nullptr;  // set by anyTinyOperand for the product in flight (stream order)
+  bool usable = false;  // false when the handle or workspace could not be had: the own kernel runs
+  std::map<Key, Choice> chosen;
+  int refused = 0;
+};
+
+std::mutex g_mutex;
+std::map<int, std::unique_ptr<DeviceState>> g_devices;
+
+// The current device's state, made on first use.
+DeviceState& stateOfCurrentDevice() {
+  int device = 0;
+  (void)cudaGetDevice(&device);
+  auto& slot = g_devices[device];
+  if (!slot) {
+    slot.reset(new DeviceState);
+    slot->usable = cublasLtCreate(&slot->lt) == CUBLAS_STATUS_SUCCESS &&
+                   cudaMalloc(&slot->workspace, kWorkspace) == cudaSuccess &&
+                   cudaMalloc(&slot->tiny, sizeof(unsigned)) == cudaSuccess;
+  }
+  return *slot;
+}
+
+// The largest power of two up to 256 that divides every operand's address and every product's
+// stride in bytes (the alignment cuBLASLt's candidates must be allowed to assume).
+std::int64_t alignmentOf(const double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
+                         Index cols) {
+  std::uint64_t bits = reinterpret_cast<std::uintptr_t>(out) | reinterpret_cast<std::uintptr_t>(a) |
+                       reinterpret_cast<std::uintptr_t>(b) | 256u;
+  if (batch > 1)
+    bits |= static_cast<std::uint64_t>(rows * cols * 8) | static_cast<std::uint64_t>(rows * inner * 8) |
+            static_cast<std::uint64_t>(inner * cols * 8);
+  bits |= static_cast<std::uint64_t>(cols * 8) | static_cast<std::uint64_t>(inner * 8);  // leading dimensions
+  return static_cast<std::int64_t>(bits & (~bits + 1));
+}
+
+bool describe(Descriptors& s, Index batch, Index rows, Index inner, Index cols, std::int64_t alignment) {
+  const auto ok = [](cublasStatus_t status) { return status == CUBLAS_STATUS_SUCCESS; };
+  if (!ok(cublasLtMatmulDescCreate(&s.desc, CUBLAS_COMPUTE_64F, CUDA_R_64F))) return false;
+  if (!ok(cublasLtMatrixLayoutCreate(&s.x, CUDA_R_64F, static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(inner),
+                                     cols)) ||
+      !ok(cublasLtMatrixLayoutCreate(&s.y, CUDA_R_64F, static_cast<std::uint64_t>(inner), static_cast<std::uint64_t>(rows),
+                                     inner)) ||
+      !ok(cublasLtMatrixLayoutCreate(&s.d, CUDA_R_64F, static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows),
+                                     cols)))
+    return false;
+  if (batch > 1) {
+    const std::int32_t count = static_cast<std::int32_t>(batch);
+    const std::int64_t strides[3] = {inner * cols, rows * inner, rows * cols};
+    const cublasLtMatrixLayout_t layouts[3] = {s.x, s.y, s.d};
+    for (int i = 0; i < 3; ++i) {
+      if (!ok(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count))) ||
+          !ok(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
+                                               sizeof(strides[i]))))
+        return false;
+    }
+  }
+  if (!ok(cublasLtMatmulPreferenceCreate(&s.preference))) return false;
+  const std::uint64_t workspace = kWorkspace;
+  const auto bytes = static_cast<std::uint32_t>(alignment);
+  return ok(cublasLtMatmulPreferenceSetAttribute(s.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                 sizeof(workspace))) &&
+         ok(cublasLtMatmulPreferenceSetAttribute(s.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &bytes,
+                                                 sizeof(bytes))) &&
+         ok(cublasLtMatmulPreferenceSetAttribute(s.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &bytes,
+                                                 sizeof(bytes))) &&
+         ok(cublasLtMatmulPreferenceSetAttribute(s.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &bytes,
+                                                 sizeof(bytes))) &&
+         ok(cublasLtMatmulPreferenceSetAttribute(s.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &bytes,
+                                                 sizeof(bytes)));
+}
+
+cublasStatus_t runLt(const DeviceState& state, const Descriptors& s, const cublasLtMatmulAlgo_t& algo, double* out,
+                     const double* a, const double* b, cudaStream_t stream) {
+  const double one = 1.0, zero = 0.0;
+  return cublasLtMatmul(state.lt, s.desc, &one, b, s.x, a, s.y, &zero, out, s.d, out, s.d, &algo, state.workspace,
+                        kWorkspace, stream);
+}
+
+// Adversarial operands for the check: ±(1 + f)·2^e with e over [-40, 40] (random signs, so sums
+// cancel), one value in 16 a signed zero. Element i of operand `which`. (No value below
+// kTinyMagnitude: products with such operands never run on cuBLASLt, see anyTinyOperand.)
+__global__ void fillCheckOperand(double* v, Index n, unsigned which) {
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<Index>(blockDim.x) * gridDim.x) {
+    std::uint64_t h = static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull + which * 0xD1B54A32D192ED03ull + 1;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    const double mantissa = 1.0 + static_cast<double>(h >> 12) * 0x1p-52;
+    const int exponent = static_cast<int>((h >> 3) % 81) - 40;
+    const bool negative = h & 1;
+    double x = ldexp(mantissa, exponent);
+    if ((h >> 8) % 16 == 0) x = 0.0;
+    v[i] = negative ? -x : x;
+  }
+}
+
+// The one difference measured between cuBLASLt's FP64 algorithms and the fma chain: where the
+// chain ends at -0.0 (a negative sum too small for any subnormal, rounded to zero), cuBLASLt gives
+// +0.0 (tests/cuda: CudaMatMul.AnUnderflowedChainKeepsItsNegativeZero). A chain reaches -0.0 only
+// through such an underflow: from +0.0, an exact zero sum rounds to +0.0. When every operand is
+// zero or at least 2^-250 in magnitude, every non-zero product is at least 2^-500, and a running
+// sum can only cancel against a product to a residue of at least 2^-500 · 2^-53, so no partial
+// sum ever underflows and the chain never reaches -0.0. A product whose operands hold a smaller
+// non-zero value is recomputed by exactChainFallback.
+constexpr double kTinyMagnitude = 0x1p-250;
+
+// *tiny = 1 when a (na) or b (nb) holds a non-zero value below kTinyMagnitude in magnitude (NaN
+// compares false and counts as not tiny; infinities and NaN gave the chain's bits in the check).
+__global__ void anyTinyOperand(const double* a, Index na, const double* b, Index nb, unsigned* tiny) {
+  bool found = false;
+  const Index stride = static_cast<Index>(blockDim.x) * gridDim.x;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < na + nb; i += stride) {
+    const double x = i < na ? a[i] : b[i - na];
+    found |= x != 0.0 && fabs(x) < kTinyMagnitude;
+  }
+  if (__syncthreads_or(found) && threadIdx.x == 0) *tiny = 1;
+}
+
+// When *tiny is set, every output again as the plain fma chain in k order from +0.0, one thread an
+// output (slow, and only for operands no trained GPT-2 holds); otherwise nothing.
+__global__ void exactChainFallback(const unsigned* tiny, double* out, const double* a, const double* b, Index batch,
+                                   Index rows, Index inner, Index cols) {
+  if (*tiny == 0) return;
+  const Index n = batch * rows * cols, stride = static_cast<Index>(blockDim.x) * gridDim.x;
+  for (Index o = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += stride) {
+    const Index z = o / (rows * cols), i = o / cols % rows, j = o % cols;
+    const double* x = a + (z * rows + i) * inner;
+    const double* y = b + z * inner * cols + j;
+    double acc = 0.0;
+    for (Index k = 0; k < inner; ++k) acc = __fma_rn(x[k], y[k * cols], acc);
+    out[o] = acc;
+  }
+}
+
+// How many of n doubles differ in their bits between x and y.
+__global__ void countDifferences(const double* x, const double* y, Index n, unsigned long long* count) {
+  unsigned long long mine = 0;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<Index>(blockDim.x) * gridDim.x)
+    mine += __double_as_longlong(x[i]) != __double_as_longlong(y[i]);
+  if (mine) atomicAdd(count, mine);
+}
+
+// Device memory for one check, freed together.
+struct CheckBuffers {
+  double *a = nullptr, *b = nullptr, *want = nullptr, *got = nullptr;
+  unsigned long long* count = nullptr;
+  ~CheckBuffers() {
+    if (a) (void)cudaFree(a);
+    if (b) (void)cudaFree(b);
+    if (want) (void)cudaFree(want);
+    if (got) (void)cudaFree(got);
+    if (count) (void)cudaFree(count);
+  }
+};
+
+// Time of kTimedRuns runs of `run` after one warm-up, in ms; infinity when a run fails.
+template <class Run>
+float timeOf(Run run, cudaStream_t stream, cudaEvent_t start, cudaEvent_t end) {
+  if (!run()) return std::numeric_limits<float>::infinity();
+  (void)cudaEventRecord(start, stream);
+  for (int r = 0; r < kTimedRuns; ++r)
+    if (!run()) return std::numeric_limits<float>::infinity();
+  (void)cudaEventRecord(end, stream);
+  if (cudaEventSynchronize(end) != cudaSuccess) return std::numeric_limits<float>::infinity();
+  float ms = 0.0f;
+  (void)cudaEventElapsedTime(&ms, start, end);
+  return ms;
+}
+
+// The choice for one shape: the verified candidates and the own kernel timed on the check's
+// operands. Any CUDA failure on the way leaves the own kernel (a cuBLASLt candidate is an option,
+// never a need), and clears the error it left.
+Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows, Index inner, Index cols,
+              cudaStream_t stream, const OwnExactProduct& own) {
+  Choice keep{false, {}};  // the own kernel
+  std::array<cublasLtMatmulHeuristicResult_t, kCandidates> found{};
+  int count = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(state.lt, s.desc, s.x, s.y, s.d, s.d, s.preference, kCandidates, found.data(),
+                                     &count) != CUBLAS_STATUS_SUCCESS ||
+      count < 1)
+    return keep;
+  std::array<cublasLtMatmulAlgo_t, kCandidates> whole{};
+  int wholeCount = 0;
+  for (int i = 0; i < count; ++i)
+    if (checkKeepsKWhole(found[i].algo).ok()) whole[wholeCount++] = found[i].algo;
+  if (wholeCount == 0) return keep;
+
+  const auto na = static_cast<std::size_t>(batch * rows * inner), nb = static_cast<std::size_t>(batch * inner * cols),
+             nout = static_cast<std::size_t>(batch * rows * cols);
+  const std::size_t bytes = 8 * (na + nb + 2 * nout);
+  std::size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess || bytes > free / 4 || bytes > kMostCheckBytes) return keep;
+  CheckBuffers m;  // 256-byte aligned: every candidate allowed for `alignment` may run on them
+  if (cudaMalloc(&m.a, 8 * na) != cudaSuccess || cudaMalloc(&m.b, 8 * nb) != cudaSuccess ||
+      cudaMalloc(&m.want, 8 * nout) != cudaSuccess || cudaMalloc(&m.got, 8 * nout) != cudaSuccess ||
+      cudaMalloc(&m.count, sizeof(unsigned long long)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return keep;
+  }
+  fillCheckOperand<<<264, 256, 0, stream>>>(m.a, static_cast<Index>(na), 1);
+  fillCheckOperand<<<264, 256, 0, stream>>>(m.b, static_cast<Index>(nb), 2);
+  if (own(m.want, m.a, m.b) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return keep;
+  }
+  cudaEvent_t start = nullptr, end = nullptr;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&end) != cudaSuccess) {
+    if (start) (void)cudaEventDestroy(start);
+    (void)cudaGetLastError();
+    return keep;
+  }
+  float best = timeOf([&] { return own(m.got, m.a, m.b) == cudaSuccess; }, stream, start, end);
+  for (int w = 0; w < wholeCount; ++w) {
+    const cublasLtMatmulAlgo_t& algo = whole[w];
+    unsigned long long differing = 0;
+    if (cudaMemsetAsync(m.count, 0, sizeof(differing), stream) != cudaSuccess ||
+        runLt(state, s, algo, m.got, m.a, m.b, stream) != CUBLAS_STATUS_SUCCESS) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    countDifferences<<<264, 256, 0, stream>>>(m.want, m.got, static_cast<Index>(nout), m.count);
+    if (cudaMemcpyAsync(&differing, m.count, sizeof(differing), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+        cudaStreamSynchronize(stream) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    if (differing != 0) {  // not the fma chain in k order: never used for this shape
+      ++state.refused;
+      continue;
+    }
+    // Timed as it will run: the operand scan, the product and the (idle) fallback launch.
+    const float ms = timeOf(
+        [&] {
+          if (cudaMemsetAsync(state.tiny, 0, sizeof(unsigned), stream) != cudaSuccess) return false;
+          anyTinyOperand<<<264, 256, 0, stream>>>(m.a, static_cast<Index>(na), m.b, static_cast<Index>(nb), state.tiny);
+          if (runLt(state, s, algo, m.got, m.a, m.b, stream) != CUBLAS_STATUS_SUCCESS) return false;
+          exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, m.got, m.a, m.b, batch, rows, inner, cols);
+          return cudaGetLastError() == cudaSuccess;
+        },
+        stream, start, end);
+    if (ms < best) {
+      best = ms;
+      keep = Choice{true, algo};
+    }
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(end);
+  (void)cudaStreamSynchronize(stream);
+  (void)cudaGetLastError();
+  return keep;
+}
+
+}  // namespace
+
+Result<void> checkKeepsKWhole(const cublasLtMatmulAlgo_t& algo) {
+  std::uint32_t splits = 1, scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  int id = -1;
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written) !=
+          CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme),
+                                           &written) != CUBLAS_STATUS_SUCCESS)
+    return Error{"cuBLASLt algorithm: its split-K configuration cannot be read, so it is refused for exact products"};
+  (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &written);
+  if (splits > 1 || scheme != CUBLASLT_REDUCTION_SCHEME_NONE)
+    return Error{fmt::format("cuBLASLt algorithm {} splits k into {} parts (reduction scheme {}): a split sum is not "
+                             "the exact contract's fma chain in k order, so it is refused for exact products",
+                             id, splits, scheme)};
+  return {};
+}
+
+cudaError_t exactProductChosen(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
+                               Index cols, cudaStream_t stream, const OwnExactProduct& own) {
+  const std::int64_t alignment = alignmentOf(out, a, b, batch, rows, inner, cols);
+  const Key key{batch, rows, inner, cols, alignment};
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) return cudaGetLastError();
+  std::lock_guard lock(g_mutex);
+  DeviceState& state = stateOfCurrentDevice();
+  if (!state.usable) return own(out, a, b);
+  auto at = state.chosen.find(key);
+  if (at == state.chosen.end()) {
+    if (capturing != cudaStreamCaptureStatusNone) return own(out, a, b);
+    Descriptors s;
+    Choice c{false, {}};
+    if (describe(s, batch, rows, inner, cols, alignment)) c = choose(state, s, batch, rows, inner, cols, stream, own);
+    at = state.chosen.insert(std::make_pair(key, c)).first;
+  }
+  if (!at->second.lt) return own(out, a, b);
+  Descriptors s;
+  if (!describe(s, batch, rows, inner, cols, alignment)) return own(out, a, b);
+  // In stream order: clear the flag, look for tiny operands, the product, and its recomputation
+  // should the flag be set (see kTinyMagnitude). No host wait: the launches stay queued.
+  if (const cudaError_t status = cudaMemsetAsync(state.tiny, 0, sizeof(unsigned), stream); status != cudaSuccess)
+    return status;
+  anyTinyOperand<<<264, 256, 0, stream>>>(a, batch * rows * inner, b, batch * inner * cols, state.tiny);
+  if (runLt(state, s, at->second.algo, out, a, b, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorLaunchFailure;
+  exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, out, a, b, batch, rows, inner, cols);
+  return cudaGetLastError();
+}
+
+ExactLtTally exactLtTally() {
+  std::lock_guard lock(g_mutex);
+  ExactLtTally t;
+  DeviceState& state = stateOfCurrentDevice();
+  for (const auto& [key, choice] : state.chosen) (choice.lt ? t.onLt : t.onOwn) += 1;
+  t.refused = state.refused;
+  return t;
+}
+
+}  // namespace osprey

@@ -1,0 +1,756 @@
+// The cuda device's exact matMul: out (rows x cols) = a (rows x inner) * b (inner x cols), row-major.
+//
+// Contract (DESIGN.md §4), the same as lists and src/gpu/host/matmul.cpp:
+//   acc = +0.0; for k = 0 .. inner-1: acc = fma(a[i][k], b[k][j], acc)
+// one correctly rounded fused multiply-add per term, k ascending. The build passes -fmad=false, so
+// the only fused operations are the ones written here: __fma_rn, and the FP64 tensor cores' DMMA.
+//
+// Large products run on the FP64 tensor cores (mma.sync m8n8k4 f64). One DMMA adds four terms to
+// an 8 x 8 accumulator tile: D = C + A·B with A 8 x 4 and B 4 x 8. On the H200 it computes each
+// element of D as the fma chain c, then a0·b0, a1·b1, a2·b2, a3·b3 in that order, each rounded
+// once (measured bit for bit against std::fma chains on 17 million elements in five input regimes:
+// docs/EXACTNESS.md; no document promises it, so tests/cuda/cuda_device_test.cu checks every shape
+// the model uses). A chain of DMMAs into the same accumulator, k ascending four at a time, is therefore the
+// contract's chain. Everything here keeps it that way:
+//   * every output lives in one accumulator register of one thread from the first term to the
+//     last; blocks, warps and tiles only ever group different outputs (no split or sliced k);
+//   * k is walked in ascending slices (16 or 32 deep) by every warp of a block; within a slice,
+//     DMMA steps of four k ascending;
+//   * no padding term ever enters a real output: fma(0, 0, acc) is not the identity when acc is
+//     -0.0 (an underflowed chain), so the k that do not fill a whole DMMA step (inner % 4 of them,
+//     in the last slice) are added by each thread with __fma_rn, straight onto its accumulator
+//     registers, in k order. Rows and columns beyond the matrix compute on zero-filled tiles and
+//     are never stored.
+//
+// Few columns (cols <= 8: decoding multiplies weightᵀ by the token's column) and few rows
+// (rows <= 8) take CUDA-core kernels of their own, built to stream the large operand once; each
+// output is one thread's __fma_rn chain in k order.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+
+#include "osprey/gpu/cuda/device.hpp"
+#include "osprey/gpu/cuda/exact_lt.hpp"
+
+namespace osprey {
+namespace {
+
+// ---- asynchronous copies --------------------------------------------------------------------------
+
+// A global -> shared copy of Bytes (8 or 16) that does not block; `valid == false` writes zeros
+// and reads nothing (src-size 0), so `src` need only be a mapped address.
+template <int Bytes>
+__device__ __forceinline__ void copyAsync(double* dst, const double* src, bool valid) {
+  static_assert(Bytes == 8 || Bytes == 16, "cp.async copies 8 or 16 bytes here");
+  const unsigned shared = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int srcBytes = valid ? Bytes : 0;
+  if constexpr (Bytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(src), "r"(srcBytes)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(shared), "l"(src), "r"(srcBytes)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void waitCopies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+// Kernels that ask for more than 48 KiB of dynamic shared memory must say so, once per device
+// (each device loads its own copy of the module).
+class SharedMemoryOptIn {
+ public:
+  template <class Kernel>
+  cudaError_t ensure(Kernel* kernel, std::size_t bytes) {
+    int device = 0;
+    if (const cudaError_t status = cudaGetDevice(&device); status != cudaSuccess) return status;
+    const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
+    if (bit != 0 && (m_done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+    const cudaError_t status =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    if (status == cudaSuccess) m_done.fetch_or(bit, std::memory_order_acq_rel);
+    return status;
+  }
+
+ private:
+  std::atomic<std::uint64_t> m_done{0};
+};
+
+// Where product z of a batch starts, relative to product 0: out, a and b advance by these many
+// elements per product (all zero for a single product).
+struct Batching {
+  Index out = 0, a = 0, b = 0;
+};
+
+// ---- large products: the FP64 tensor cores ---------------------------------------------------------
+
+// D = C + A·B on one 8 x 8 x 4 tile, the accumulator in place (c0, c1: this lane's two elements).
+__device__ __forceinline__ void dmma(double& c0, double& c1, double a, double b) {
+  asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+      : "+d"(c0), "+d"(c1)
+      : "d"(a), "d"(b));
+}
+
+constexpr int kStep = 4;  // k per DMMA
+
+// One tiling of the product on the tensor cores. Each warp owns WarpTilesM x WarpTilesN DMMA tiles
+// (8 x 8 outputs each); the block's WarpsM x WarpsN warps own a kBlockRows x kBlockCols tile of
+// the output. Slices of a (kBlockRows x Depth) and b (Depth x kBlockCols) stream into shared
+// memory Stages - 1 slices ahead of the DMMAs. Wide: inner and cols are even and every
+// operand is 16-byte aligned, so copies and stores move two doubles at a time.
+//
+// The lane layouts are the PTX ISA's for mma.m8n8k4 with .f64 (ISA "Matrix Fragments for
+// mma.m8n8k4 with .f64 floating point type"): A's element (row lane/4, k lane%4); B's (k lane%4,
+// column lane/4); C and D's (row lane/4, columns 2·(lane%4) and 2·(lane%4) + 1).
+template <int WarpTilesM, int WarpTilesN, int WarpsM, int WarpsN, int Depth, int Stages, int MinBlocks, bool Wide>
+struct TensorTiling {
+  static constexpr int kWarpRows = 8 * WarpTilesM;
+  static constexpr int kWarpCols = 8 * WarpTilesN;
+  static constexpr int kBlockRows = kWarpRows * WarpsM;
+  static constexpr int kBlockCols = kWarpCols * WarpsN;
+  static constexpr int kThreads = 32 * WarpsM * WarpsN;
+  static constexpr int kDepth = Depth;  // k per slice
+  static constexpr int kStages = Stages;
+  static constexpr int kMinBlocks = MinBlocks;  // resident a multiprocessor: bounds the registers
+  // Shared rows padded so that one fragment load (32 lanes, 8 bytes each) touches 32 different
+  // bank pairs: a's 8 rows x 4 k with a row stride = 4 (mod 8) doubles, b's 4 k-rows x 8 columns
+  // with a row stride = 8 (mod 16). Both strides are even, so rows stay 16-byte aligned.
+  static constexpr int kLdA = Depth + 4;
+  static constexpr int kLdB = kBlockCols + (kBlockCols % 16 == 0 ? 8 : 0);
+  static constexpr int kStageA = kBlockRows * kLdA;
+  static constexpr int kStageB = Depth * kLdB;
+  static constexpr std::size_t kSharedBytes = sizeof(double) * Stages * (kStageA + kStageB);
+  static constexpr int kVector = Wide ? 2 : 1;  // doubles per copy and per store
+  static constexpr int kChunksA = kBlockRows * Depth / kVector;
+  static constexpr int kChunksB = Depth * kBlockCols / kVector;
+  static constexpr int kCopiesA = (kChunksA + kThreads - 1) / kThreads;
+  static constexpr int kCopiesB = (kChunksB + kThreads - 1) / kThreads;
+  static_assert(kLdA % 8 == 4 && kLdB % 16 == 8, "fragment loads must not conflict on banks");
+  static_assert(kBlockCols % 8 == 0 && Depth % kStep == 0 && Stages >= 2,
+                "whole DMMA tiles and steps, at least double buffering");
+
+  // Chunk e of a slice: of a, tile row m and slice column k; of b, slice row k and tile column n.
+  OSPREY_FN static void chunkOfA(int e, int& m, int& k) {
+    m = e / (Depth / kVector);
+    k = (e % (Depth / kVector)) * kVector;
+  }
+  OSPREY_FN static void chunkOfB(int e, int& k, int& n) {
+    k = e / (kBlockCols / kVector);
+    n = (e % (kBlockCols / kVector)) * kVector;
+  }
+  // The first tile row and column of warp w's outputs.
+  OSPREY_FN static int warpRow(int w) { return (w % WarpsM) * kWarpRows; }
+  OSPREY_FN static int warpCol(int w) { return (w / WarpsM) * kWarpCols; }
+  // This lane's element of an A fragment (row, k), of a B fragment (k, column), and of the
+  // accumulator (row, first of two columns), within one 8 x 8 x 4 tile.
+  OSPREY_FN static int fragmentRowA(int lane) { return lane / 4; }
+  OSPREY_FN static int fragmentKA(int lane) { return lane % 4; }
+  OSPREY_FN static int fragmentKB(int lane) { return lane % 4; }
+  OSPREY_FN static int fragmentColB(int lane) { return lane / 4; }
+  OSPREY_FN static int accumulatorRow(int lane) { return lane / 4; }
+  OSPREY_FN static int accumulatorCol(int lane) { return 2 * (lane % 4); }
+};
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
+    tensorMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
+                       Index rows, Index inner, Index cols, Batching batching) {
+  constexpr int kStages = T::kStages;
+  constexpr int kTilesM = T::kWarpRows / 8, kTilesN = T::kWarpCols / 8;
+  constexpr int kCopyBytes = 8 * T::kVector;
+  extern __shared__ __align__(16) double tensorShared[];
+  double* tileA = tensorShared;                     // [stage][m][k] = a[row0 + m][k0 + k]
+  double* tileB = tensorShared + kStages * T::kStageA;  // [stage][k][n] = b[k0 + k][col0 + n]
+
+  const Index z = blockIdx.z;
+  out += z * batching.out;
+  a += z * batching.a;
+  b += z * batching.b;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid % 32, warp = tid / 32;
+  const Index row0 = static_cast<Index>(blockIdx.y) * T::kBlockRows;
+  const Index col0 = static_cast<Index>(blockIdx.x) * T::kBlockCols;
+  constexpr int kDepth = T::kDepth;
+  const Index slices = (inner + kDepth - 1) / kDepth;
+  const Index fullSlices = inner / kDepth;
+
+  // Queue the copies of slice t into stage s. Consecutive threads copy consecutive chunks of a
+  // row (of a: along k; of b: along the columns), so the global reads coalesce.
+  auto copySlice = [&](int s, Index t) {
+    const Index k0 = t * kDepth;
+#pragma unroll
+    for (int c = 0; c < T::kCopiesA; ++c) {
+      const int e = tid + c * T::kThreads;
+      if (T::kChunksA % T::kThreads == 0 || e < T::kChunksA) {
+        int m = 0, k = 0;
+        T::chunkOfA(e, m, k);
+        const Index row = row0 + m, col = k0 + k;
+        const bool valid = row < rows && col < inner;
+        copyAsync<kCopyBytes>(tileA + s * T::kStageA + m * T::kLdA + k, valid ? a + row * inner + col : a, valid);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < T::kCopiesB; ++c) {
+      const int e = tid + c * T::kThreads;
+      if (T::kChunksB % T::kThreads == 0 || e < T::kChunksB) {
+        int k = 0, n = 0;
+        T::chunkOfB(e, k, n);
+        const Index row = k0 + k, col = col0 + n;
+        const bool valid = row < inner && col < cols;
+        copyAsync<kCopyBytes>(tileB + s * T::kStageB + k * T::kLdB + n, valid ? b + row * cols + col : b, valid);
+      }
+    }
+  };
+
+  double acc[kTilesM][kTilesN][2];
+#pragma unroll
+  for (int i = 0; i < kTilesM; ++i)
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) acc[i][j][0] = acc[i][j][1] = 0.0;
+
+  const int warpRow = T::warpRow(warp), warpCol = T::warpCol(warp);
+  // This lane's element of its warp's first A and B fragments, in stage 0 of the slice.
+  const double* fragmentA = tileA + (warpRow + T::fragmentRowA(lane)) * T::kLdA + T::fragmentKA(lane);
+  const double* fragmentB = tileB + T::fragmentKB(lane) * T::kLdB + warpCol + T::fragmentColB(lane);
+
+  // DMMA step q of stage s (slice k = 4q .. 4q + 3) on every tile of the warp.
+  auto step = [&](int s, int q) {
+    double fa[kTilesM], fb[kTilesN];
+#pragma unroll
+    for (int i = 0; i < kTilesM; ++i) fa[i] = fragmentA[s * T::kStageA + i * 8 * T::kLdA + q * kStep];
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) fb[j] = fragmentB[s * T::kStageB + q * kStep * T::kLdB + j * 8];
+#pragma unroll
+    for (int i = 0; i < kTilesM; ++i)
+#pragma unroll
+      for (int j = 0; j < kTilesN; ++j) dmma(acc[i][j][0], acc[i][j][1], fa[i], fb[j]);
+  };
+
+  // The last slice's terms k = from .. depth - 1 (fewer than a DMMA step), one __fma_rn each on
+  // this lane's own accumulators, k ascending.
+  auto tail = [&](int s, int from, int depth) {
+    const int row = warpRow + T::accumulatorRow(lane), col = warpCol + T::accumulatorCol(lane);
+    for (int k = from; k < depth; ++k) {
+#pragma unroll
+      for (int i = 0; i < kTilesM; ++i) {
+        const double av = tileA[s * T::kStageA + (row + 8 * i) * T::kLdA + k];
+#pragma unroll
+        for (int j = 0; j < kTilesN; ++j) {
+          const double* bk = tileB + s * T::kStageB + k * T::kLdB + col + 8 * j;
+          acc[i][j][0] = __fma_rn(av, bk[0], acc[i][j][0]);
+          acc[i][j][1] = __fma_rn(av, bk[1], acc[i][j][1]);
+        }
+      }
+    }
+  };
+
+#pragma unroll
+  for (int p = 0; p < kStages - 1; ++p) {
+    if (p < slices) copySlice(p, p);
+    commitCopies();
+  }
+  for (Index t = 0; t < slices; ++t) {
+    waitCopies<kStages - 2>();  // this thread's copies of slice t have landed ...
+    __syncthreads();            // ... and everyone's; and everyone is done with slice t - 1's stage
+    const Index next = t + kStages - 1;
+    if (next < slices) copySlice(static_cast<int>(next % kStages), next);
+    commitCopies();  // one group per slice, possibly empty, so the wait above counts slices
+    const int s = static_cast<int>(t % kStages);
+    if (t < fullSlices) {
+#pragma unroll
+      for (int q = 0; q < kDepth / kStep; ++q) step(s, q);
+    } else {
+      const int depth = static_cast<int>(inner - t * kDepth);
+      const int steps = depth / kStep;
+#pragma unroll
+      for (int q = 0; q < kDepth / kStep; ++q)
+        if (q < steps) step(s, q);
+      tail(s, steps * kStep, depth);
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < kTilesM; ++i) {
+    const Index row = row0 + warpRow + 8 * i + T::accumulatorRow(lane);
+    if (row >= rows) continue;
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) {
+      const Index col = col0 + warpCol + 8 * j + T::accumulatorCol(lane);
+      double* to = out + row * cols + col;
+      if constexpr (T::kVector == 2) {
+        if (col < cols) *reinterpret_cast<double2*>(to) = make_double2(acc[i][j][0], acc[i][j][1]);
+      } else {
+        if (col < cols) to[0] = acc[i][j][0];
+        if (col + 1 < cols) to[1] = acc[i][j][1];
+      }
+    }
+  }
+}
+
+// A tiling as the launcher sees it: its tile, how well it uses a multiprocessor, and its launch.
+struct TensorChoice {
+  int blockRows, blockCols, warps;
+  // The share of a multiprocessor's DMMA rate a resident set of these blocks sustains (shared
+  // memory and L2 bytes per DMMA grow as tiles shrink): an estimate, used only to choose.
+  double efficiency;
+};
+
+template <int WarpTilesM, int WarpTilesN, int WarpsM, int WarpsN, int Depth, int Stages, int MinBlocks>
+struct TensorKernel {
+  template <bool Wide>
+  using Tiling = TensorTiling<WarpTilesM, WarpTilesN, WarpsM, WarpsN, Depth, Stages, MinBlocks, Wide>;
+
+  static constexpr TensorChoice choice(double efficiency) {
+    return {Tiling<true>::kBlockRows, Tiling<true>::kBlockCols, Tiling<true>::kThreads / 32, efficiency};
+  }
+
+  // Blocks of this tiling one multiprocessor holds at once (registers and shared memory), on the
+  // current device; 0 when the tiling cannot run there.
+  static int blocksPerProcessor() {
+    static std::atomic<int> known[64] = {};
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    if (device < 64 && known[device].load(std::memory_order_relaxed) > 0) return known[device].load();
+    using T = Tiling<true>;
+    int blocks = 0;
+    if (optIn<true>() != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, tensorMatMulKernel<T>, T::kThreads, T::kSharedBytes) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    if (device < 64) known[device].store(blocks);
+    return blocks;
+  }
+
+  template <bool Wide>
+  static cudaError_t optIn() {
+    using T = Tiling<Wide>;
+    static SharedMemoryOptIn once;
+    return once.ensure(tensorMatMulKernel<T>, T::kSharedBytes);
+  }
+
+  // The whole product, or `batch` products one after another (grid z). The grid's y and z extents
+  // are capped at 65535 blocks, so very tall products go in bands of rows, long batches in runs.
+  template <bool Wide>
+  static cudaError_t launchAs(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
+                              Index cols, cudaStream_t stream) {
+    using T = Tiling<Wide>;
+    if (const cudaError_t status = optIn<Wide>(); status != cudaSuccess) return status;
+    constexpr Index kMaxBlocksYZ = 65535;
+    const Index colBlocks = (cols + T::kBlockCols - 1) / T::kBlockCols;
+    const Batching batching{rows * cols, rows * inner, inner * cols};
+    for (Index first = 0; first < batch; first += kMaxBlocksYZ) {
+      const Index run = batch - first < kMaxBlocksYZ ? batch - first : kMaxBlocksYZ;
+      for (Index band = 0; band < rows; band += kMaxBlocksYZ * T::kBlockRows) {
+        const Index bandRows = rows - band < kMaxBlocksYZ * T::kBlockRows ? rows - band : kMaxBlocksYZ * T::kBlockRows;
+        const dim3 grid(static_cast<unsigned>(colBlocks), static_cast<unsigned>((bandRows + T::kBlockRows - 1) / T::kBlockRows),
+                        static_cast<unsigned>(run));
+        // A band is a product of bandRows rows whose a and out start `band` rows further on;
+        // batching keeps the full product's strides.
+        tensorMatMulKernel<T><<<grid, T::kThreads, T::kSharedBytes, stream>>>(
+            out + first * batching.out + band * cols, a + first * batching.a + band * inner, b + first * batching.b,
+            bandRows, inner, cols, batching);
+        if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
+      }
+    }
+    return cudaSuccess;
+  }
+
+  static cudaError_t launch(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
+                            Index cols, cudaStream_t stream) {
+    const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    const bool wide = inner % 2 == 0 && cols % 2 == 0 && aligned(out) && aligned(a) && aligned(b);
+    return wide ? launchAs<true>(out, a, b, batch, rows, inner, cols, stream)
+                : launchAs<false>(out, a, b, batch, rows, inner, cols, stream);
+  }
+};
+
+// The tilings (warp tiles, warps, k per slice, stages, blocks a multiprocessor). 128 x 128 (eight
+// warps of 64 x 32) reuses each shared-memory fragment the most; 128 x 144 and 128 x 96 fill 132
+// multiprocessors evenly where 128 x 128 would leave a partial last wave (1024 x 2304 outputs: 128
+// tiles of 128 x 144, one wave, against 144 of 128 x 128, two); 64 x 64 spreads small or narrow
+// outputs (an attention head's 1024 x 64) over more multiprocessors. The 32-deep 128 x 128
+// (three stages, half the barriers) is there to be measured against the 16-deep one: the choice
+// below does not take it.
+using TensorSquare = TensorKernel<8, 4, 2, 4, 16, 4, 1>;      // 128 x 128
+using TensorWide = TensorKernel<4, 9, 4, 2, 16, 4, 1>;        // 128 x 144
+using TensorMiddle = TensorKernel<4, 6, 4, 2, 16, 4, 1>;      // 128 x 96
+using TensorSmall = TensorKernel<4, 4, 2, 2, 16, 3, 2>;       // 64 x 64
+using TensorSquareDeep = TensorKernel<8, 4, 2, 4, 32, 3, 1>;  // 128 x 128, 32 k a slice
+
+// The tiling asked for, or the one with the shortest estimated time: the busiest multiprocessor
+// runs ceil(tiles / SMs) tiles, as many at once as fit, at the tiling's efficiency scaled down when
+// fewer than 8 warps are resident (too few to hide the DMMA and load latencies).
+cudaError_t launchOwnTensor(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
+                            Index cols, int multiprocessors, cudaStream_t stream, ExactTiling tiling) {
+  struct Option {
+    TensorChoice choice;
+    int blocksPerProcessor;
+    cudaError_t (*launch)(double*, const double*, const double*, Index, Index, Index, Index, cudaStream_t);
+  };
+  // In ExactTiling's order; an efficiency of 0 is never chosen.
+  const Option options[] = {
+      {TensorSquare::choice(1.0), TensorSquare::blocksPerProcessor(), &TensorSquare::launch},
+      {TensorWide::choice(1.0), TensorWide::blocksPerProcessor(), &TensorWide::launch},
+      {TensorMiddle::choice(0.95), TensorMiddle::blocksPerProcessor(), &TensorMiddle::launch},
+      {TensorSmall::choice(0.7), TensorSmall::blocksPerProcessor(), &TensorSmall::launch},
+      {TensorSquareDeep::choice(0.0), TensorSquareDeep::blocksPerProcessor(), &TensorSquareDeep::launch},
+  };
+  if (tiling != ExactTiling::Chosen) {
+    const auto named = static_cast<std::size_t>(tiling);
+    if (named >= std::size(options) || options[named].blocksPerProcessor < 1) return cudaErrorInvalidValue;
+    return options[named].launch(out, a, b, batch, rows, inner, cols, stream);
+  }
+  const double processors = multiprocessors > 0 ? multiprocessors : 1;
+  const Option* best = nullptr;
+  double bestTime = 0.0;
+  for (const Option& o : options) {
+    if (o.blocksPerProcessor < 1 || o.choice.efficiency <= 0.0) continue;
+    const double tiles = static_cast<double>(batch) * static_cast<double>((rows + o.choice.blockRows - 1) / o.choice.blockRows) *
+                         static_cast<double>((cols + o.choice.blockCols - 1) / o.choice.blockCols);
+    const double perProcessor = std::ceil(tiles / processors);
+    const double resident = perProcessor < o.blocksPerProcessor ? perProcessor : o.blocksPerProcessor;
+    const double warps = resident * o.choice.warps;
+    const double rate = o.choice.efficiency * (warps < 8.0 ? warps / 8.0 : 1.0);
+    const double time = perProcessor * o.choice.blockRows * o.choice.blockCols / rate;
+    if (!best || time < bestTime) {
+      best = &o;
+      bestTime = time;
+    }
+  }
+  if (!best) return cudaErrorInvalidConfiguration;  // no tiling fits this GPU's multiprocessors
+  return best->launch(out, a, b, batch, rows, inner, cols, stream);
+}
+
+// A tensor-core product as asked: a named tiling of the own kernel, or (Chosen) the fastest of the
+// own kernel's estimated best tiling and the cuBLASLt algorithms that reproduce its bits
+// (osprey/gpu/cuda/exact_lt.hpp).
+cudaError_t launchTensor(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
+                         Index cols, int multiprocessors, cudaStream_t stream, ExactTiling tiling) {
+  if (tiling != ExactTiling::Chosen)
+    return launchOwnTensor(out, a, b, batch, rows, inner, cols, multiprocessors, stream, tiling);
+  const OwnExactProduct own = [=](double* o, const double* x, const double* y) {
+    return launchOwnTensor(o, x, y, batch, rows, inner, cols, multiprocessors, stream, ExactTiling::Chosen);
+  };
+  return exactProductChosen(out, a, b, batch, rows, inner, cols, stream, own);
+}
+
+// ---- few columns ----------------------------------------------------------------------------------
+
+// Products with few columns: out (rows x cols) = a (rows x inner) * b (inner x cols), cols <= 8.
+// This is the shape of one-token decoding: the model computes x · W as Wᵀ · xᵀ (gpt2/model/model.hpp),
+// so a weight matrix held transposed (OC x IC) is `a` and the token's activations, one column
+// per token, are `b`. Two things bound it: streaming `a` once (2 FLOPs per 8 bytes), and each
+// output being one sequential chain of `inner` dependent fused multiply-adds (about 8 cycles each
+// on an H200, so 3072 of them take 12 µs however the rest is arranged). The kernel is built so
+// that the chain is all that is left:
+//   * rows are spread thin: a block owns only Rows rows, so a 768-row weight is 192 blocks, not
+//     24 (with 32-row blocks, each multiprocessor pulled 786 KB with 16 KB in flight);
+//   * warp 0 computes; warps 1-3 copy kNarrowSlice elements of the block's rows per stage (a warp
+//     copies 32 consecutive k of one row), and the matching rows of b, Stages - 1 stages ahead;
+//   * lanes r < Rows of warp 0 walk their row of the stage, k ascending, with the next group of
+//     operands already loaded from shared memory while the current group's fmas run.
+// Every output is acc = fma(a[i][k], b[k][j], acc) from +0.0, k ascending: the contract's chain.
+// With several columns a lane's Cols chains interleave, which hides the latency.
+constexpr int kNarrowCols = 8;      // at most this many columns take this path
+constexpr int kNarrowThreads = 128;  // warp 0 computes; warps 1-3 copy
+constexpr int kNarrowCopiers = kNarrowThreads - 32;
+constexpr int kNarrowSlice = 1024;   // elements of `a` per stage: Rows x depth
+constexpr int kNarrowStages = 4;     // stages in flight, or 3 when 3 hold the whole product
+constexpr Index kNarrowTallRows = 16384;  // from here on, 16 rows per block
+constexpr int kNarrowAhead = 16;     // k per group of operands loaded ahead (one column)
+
+template <int Cols, int Rows, int Stages>
+struct Narrow {
+  static constexpr int kDepth = kNarrowSlice / Rows;  // k per stage
+  // Even (rows stay 16-byte aligned) and 4 banks apart: the computing lanes' 16-byte loads of their
+  // own rows do not conflict.
+  static constexpr int kLd = kDepth + 2;
+  static constexpr int kStageA = Rows * kLd;
+  static constexpr int kStageB = kDepth * Cols;
+  static constexpr size_t kSharedBytes = sizeof(double) * Stages * (kStageA + kStageB);
+  static_assert(kNarrowSlice % Rows == 0 && kDepth % 32 == 0, "a warp copies 32 consecutive k of one row");
+  static_assert(kDepth % kNarrowAhead == 0, "whole groups per full stage");
+  static_assert(Rows <= 32 && kNarrowCopiers % 32 == 0, "one warp computes, whole warps copy");
+};
+
+template <int Cols, int Rows, int Stages>
+__global__ void __launch_bounds__(kNarrowThreads)
+    narrowMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
+                       Index rows, Index inner) {
+  using N = Narrow<Cols, Rows, Stages>;
+  extern __shared__ __align__(16) double narrowShared[];
+  double* tileA = narrowShared;                        // [stage][r][k]: a[row0 + r][k0 + k]
+  double* tileB = narrowShared + Stages * N::kStageA;  // [stage][k][j]: b[k0 + k][j]
+  const int tid = static_cast<int>(threadIdx.x);
+  const bool computes = tid < 32;
+  const int ctid = tid - 32;  // copier index, for warps 1-3
+  const Index row0 = static_cast<Index>(blockIdx.x) * Rows;
+  const Index slices = (inner + N::kDepth - 1) / N::kDepth;
+  auto depthOf = [&](Index t) {
+    const Index left = inner - t * N::kDepth;
+    return left < N::kDepth ? static_cast<int>(left) : N::kDepth;
+  };
+
+  // Copiers: queue the copies of slice t into its stage (always one commit group, possibly empty,
+  // so the waits can count groups).
+  auto copySlice = [&](Index t) {
+    if (t < slices) {
+      const int s = static_cast<int>(t % Stages);
+      const Index k0 = t * N::kDepth;
+      for (int e = ctid; e < kNarrowSlice; e += kNarrowCopiers) {
+        const int r = e / N::kDepth, k = e % N::kDepth;
+        const Index row = row0 + r, col = k0 + k;
+        const bool valid = row < rows && col < inner;
+        copyAsync<8>(&tileA[s * N::kStageA + r * N::kLd + k], valid ? a + row * inner + col : a, valid);
+      }
+      // Rows k0 .. k0 + depth - 1 of b are one contiguous run of depth * Cols doubles.
+      const int count = depthOf(t) * Cols;
+      for (int e = ctid; e < N::kStageB; e += kNarrowCopiers) {
+        const bool valid = e < count;
+        copyAsync<8>(&tileB[s * N::kStageB + e], valid ? b + k0 * Cols + e : b, valid);
+      }
+    }
+    commitCopies();
+  };
+
+  double acc[Cols];
+#pragma unroll
+  for (int j = 0; j < Cols; ++j) acc[j] = 0.0;
+
+  if (!computes) {
+    for (int p = 0; p < Stages - 1; ++p) copySlice(p);
+    waitCopies<Stages - 2>();  // this copier's part of slice 0 has landed
+  }
+  __syncthreads();  // every copier's part of slice 0 has landed
+  for (Index t = 0; t < slices; ++t) {
+    const int s = static_cast<int>(t % Stages);
+    if (!computes) {
+      // Slice t + stages - 1 goes into the stage slice t - 1 used (the computing lanes left it at
+      // the last barrier); slice t + 1 lands while the computing lanes walk slice t.
+      copySlice(t + Stages - 1);
+      waitCopies<Stages - 2>();
+    } else if (tid < Rows) {
+      const int depth = depthOf(t);
+      const double* myRow = tileA + s * N::kStageA + tid * N::kLd;
+      const double* bs = tileB + s * N::kStageB;
+      if constexpr (Cols == 1) {
+        // Groups of kNarrowAhead k, two per 16-byte load (b's are the same address for every
+        // lane: a broadcast); group g + 1 is loaded before group g's chain of fmas runs.
+        constexpr int kPairs = kNarrowAhead / 2;
+        const int groups = depth / kNarrowAhead;
+        double2 av[kPairs], bv[kPairs];
+        if (groups > 0) {
+#pragma unroll
+          for (int q = 0; q < kPairs; ++q) {
+            av[q] = reinterpret_cast<const double2*>(myRow)[q];
+            bv[q] = reinterpret_cast<const double2*>(bs)[q];
+          }
+        }
+        for (int g = 0; g < groups; ++g) {
+          double2 an[kPairs], bn[kPairs];
+          const int next = (g + 1 < groups ? g + 1 : g) * kNarrowAhead;
+#pragma unroll
+          for (int q = 0; q < kPairs; ++q) {
+            an[q] = reinterpret_cast<const double2*>(myRow + next)[q];
+            bn[q] = reinterpret_cast<const double2*>(bs + next)[q];
+          }
+#pragma unroll
+          for (int q = 0; q < kPairs; ++q) {
+            acc[0] = __fma_rn(av[q].x, bv[q].x, acc[0]);
+            acc[0] = __fma_rn(av[q].y, bv[q].y, acc[0]);
+          }
+#pragma unroll
+          for (int q = 0; q < kPairs; ++q) {
+            av[q] = an[q];
+            bv[q] = bn[q];
+          }
+        }
+        for (int k = groups * kNarrowAhead; k < depth; ++k) acc[0] = __fma_rn(myRow[k], bs[k], acc[0]);
+      } else {
+#pragma unroll 4
+        for (int k = 0; k < depth; ++k) {
+          const double av = myRow[k];
+#pragma unroll
+          for (int j = 0; j < Cols; ++j) acc[j] = __fma_rn(av, bs[k * Cols + j], acc[j]);
+        }
+      }
+    }
+    __syncthreads();  // slice t is walked; every copier's part of slice t + 1 has landed
+  }
+  const Index row = row0 + tid;
+  if (tid < Rows && row < rows) {
+#pragma unroll
+    for (int j = 0; j < Cols; ++j) out[row * Cols + j] = acc[j];
+  }
+}
+
+template <int Cols, int Rows, int Stages = kNarrowStages>
+cudaError_t launchNarrowRows(double* out, const double* a, const double* b, Index rows, Index inner,
+                             cudaStream_t stream) {
+  using N = Narrow<Cols, Rows, Stages>;
+  static SharedMemoryOptIn once;
+  if (const cudaError_t status = once.ensure(narrowMatMulKernel<Cols, Rows, Stages>, N::kSharedBytes);
+      status != cudaSuccess)
+    return status;
+  narrowMatMulKernel<Cols, Rows, Stages>
+      <<<static_cast<unsigned>((rows + Rows - 1) / Rows), kNarrowThreads, N::kSharedBytes, stream>>>(out, a, b, rows,
+                                                                                                    inner);
+  return cudaGetLastError();
+}
+
+template <int Cols>
+cudaError_t launchNarrow(double* out, const double* a, const double* b, Index rows, Index inner, cudaStream_t stream) {
+  if (rows >= kNarrowTallRows) return launchNarrowRows<Cols, 16>(out, a, b, rows, inner, stream);
+  // Three stages hold a 768-deep product whole (3 x 256): 31 KB of shared memory a block instead
+  // of 41, so a 3072-row weight's 768 blocks are resident at once (7 a multiprocessor, not 5).
+  if (inner <= 3 * Narrow<Cols, 4, 3>::kDepth) return launchNarrowRows<Cols, 4, 3>(out, a, b, rows, inner, stream);
+  return launchNarrowRows<Cols, 4>(out, a, b, rows, inner, stream);
+}
+
+// ---- few rows ---------------------------------------------------------------------------------------
+
+// Products with few rows: out (rows x cols), rows <= 8 (a row vector times a matrix). The mirror
+// image of the kernel above: here b (inner x cols) is the large operand, and a block of
+// kFewRowsCols threads owns that many columns, one column per thread and every row of it in
+// registers. Slices of b (each of its rows contiguous across the block's columns, so the copies
+// coalesce) and of a stream through shared memory kFewRowsStages - 1 slices ahead; each thread
+// reads its own column of the b slice (consecutive threads, consecutive addresses) and the a
+// values every thread shares (a broadcast). A thread's Rows chains interleave, k ascending each.
+constexpr int kFewRows = 8;         // at most this many rows take this path
+constexpr int kFewRowsCols = 64;    // columns (= threads) per block
+constexpr int kFewRowsDepth = 16;   // k per slice
+constexpr int kFewRowsStages = 4;   // slices in flight
+
+template <int Rows>
+__global__ void __launch_bounds__(kFewRowsCols)
+    fewRowsMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
+                        Index inner, Index cols) {
+  __shared__ __align__(16) double tileA[kFewRowsStages][Rows][kFewRowsDepth];         // a[r][k0 + k]
+  __shared__ __align__(16) double tileB[kFewRowsStages][kFewRowsDepth][kFewRowsCols];  // b[k0 + k][col0 + n]
+  const int tid = static_cast<int>(threadIdx.x);
+  const Index col0 = static_cast<Index>(blockIdx.x) * kFewRowsCols;
+
+  auto copySlice = [&](int s, Index k0, bool any) {
+    if (any) {
+#pragma unroll
+      for (int k = 0; k < kFewRowsDepth; ++k) {
+        const Index row = k0 + k, col = col0 + tid;
+        const bool valid = row < inner && col < cols;
+        copyAsync<8>(&tileB[s][k][tid], valid ? b + row * cols + col : b, valid);
+      }
+      for (int e = tid; e < Rows * kFewRowsDepth; e += kFewRowsCols) {
+        const int r = e / kFewRowsDepth, k = e % kFewRowsDepth;
+        const bool valid = k0 + k < inner;
+        copyAsync<8>(&tileA[s][r][k], valid ? a + r * inner + k0 + k : a, valid);
+      }
+    }
+    commitCopies();
+  };
+
+  double acc[Rows];
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) acc[r] = 0.0;
+  const Index slices = (inner + kFewRowsDepth - 1) / kFewRowsDepth;
+#pragma unroll
+  for (int p = 0; p < kFewRowsStages - 1; ++p) copySlice(p, p * kFewRowsDepth, p < slices);
+  for (Index t = 0; t < slices; ++t) {
+    const Index next = t + kFewRowsStages - 1;
+    copySlice(static_cast<int>(next % kFewRowsStages), next * kFewRowsDepth, next < slices);
+    waitCopies<kFewRowsStages - 1>();
+    __syncthreads();
+    const int s = static_cast<int>(t % kFewRowsStages);
+    const Index left = inner - t * kFewRowsDepth;
+    const int depth = left < kFewRowsDepth ? static_cast<int>(left) : kFewRowsDepth;
+    for (int k = 0; k < depth; ++k) {
+      const double bv = tileB[s][k][tid];
+#pragma unroll
+      for (int r = 0; r < Rows; ++r) acc[r] = __fma_rn(tileA[s][r][k], bv, acc[r]);
+    }
+    __syncthreads();
+  }
+  const Index col = col0 + tid;
+  if (col < cols) {
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) out[r * cols + col] = acc[r];
+  }
+}
+
+template <int Rows>
+cudaError_t launchFewRows(double* out, const double* a, const double* b, Index inner, Index cols, cudaStream_t stream) {
+  fewRowsMatMulKernel<Rows><<<static_cast<unsigned>((cols + kFewRowsCols - 1) / kFewRowsCols), kFewRowsCols, 0, stream>>>(
+      out, a, b, inner, cols);
+  return cudaGetLastError();
+}
+
+// Few columns first (decoding: weightᵀ times one token's column), then few rows; a product small
+// both ways takes whichever kernel has more parallel outputs per launch.
+bool takesNarrow(Index rows, Index cols) { return cols <= kNarrowCols && cols < rows; }
+bool takesFewRows(Index rows) { return rows <= kFewRows; }
+
+cudaError_t launchSmall(double* out, const double* a, const double* b, Index rows, Index inner, Index cols,
+                        cudaStream_t stream) {
+  if (takesNarrow(rows, cols)) {
+    switch (cols) {
+      case 1: return launchNarrow<1>(out, a, b, rows, inner, stream);
+      case 2: return launchNarrow<2>(out, a, b, rows, inner, stream);
+      case 3: return launchNarrow<3>(out, a, b, rows, inner, stream);
+      case 4: return launchNarrow<4>(out, a, b, rows, inner, stream);
+      case 5: return launchNarrow<5>(out, a, b, rows, inner, stream);
+      case 6: return launchNarrow<6>(out, a, b, rows, inner, stream);
+      case 7: return launchNarrow<7>(out, a, b, rows, inner, stream);
+      default: return launchNarrow<8>(out, a, b, rows, inner, stream);
+    }
+  }
+  switch (rows) {
+    case 1: return launchFewRows<1>(out, a, b, inner, cols, stream);
+    case 2: return launchFewRows<2>(out, a, b, inner, cols, stream);
+    case 3: return launchFewRows<3>(out, a, b, inner, cols, stream);
+    case 4: return launchFewRows<4>(out, a, b, inner, cols, stream);
+    case 5: return launchFewRows<5>(out, a, b, inner, cols, stream);
+    case 6: return launchFewRows<6>(out, a, b, inner, cols, stream);
+    case 7: return launchFewRows<7>(out, a, b, inner, cols, stream);
+    default: return launchFewRows<8>(out, a, b, inner, cols, stream);
+  }
+}
+
+}  // namespace
+
+cudaError_t launchExactMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols,
+                              int multiprocessors, cudaStream_t stream, ExactTiling tiling) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  if (takesNarrow(rows, cols) || takesFewRows(rows)) return launchSmall(out, a, b, rows, inner, cols, stream);
+  return launchTensor(out, a, b, 1, rows, inner, cols, multiprocessors, stream, tiling);
+}
+
+// `batch` products of one shape, product z being out_z = a_z * b_z with a_z at a + z·rows·inner,
+// b_z at b + z·inner·cols and out_z at out + z·rows·cols (attention's per-head products). Each
+// output is the single product's chain, so the batch equals `batch` calls of launchExactMatMul
+// bit for bit; tensor-core shapes go to one launch (grid z), and shapes that take the few-rows or
+// few-columns kernels are launched product by product.
+cudaError_t launchExactMatMulBatched(Scalar* out, const Scalar* a, const Scalar* b, Index batch, Index rows,
+                                     Index inner, Index cols, int multiprocessors, cudaStream_t stream,
+                                     ExactTiling tiling) {
+  if (batch == 0 || rows == 0 || cols == 0) return cudaSuccess;
+  if (takesNarrow(rows, cols) || takesFewRows(rows)) {
+    for (Index z = 0; z < batch; ++z) {
+      const cudaError_t status =
+          launchSmall(out + z * rows * cols, a + z * rows * inner, b + z * inner * cols, rows, inner, cols, stream);
+      if (status != cudaSuccess) return status;
+    }
+    return cudaSuccess;
+  }
+  return launchTensor(out, a, b, batch, rows, inner, cols, multiprocessors, stream, tiling);
+}
+
+}  // namespace osprey
