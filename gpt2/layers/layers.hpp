@@ -10,6 +10,7 @@
 #include "gpt2/layers/gelu.hpp"
 #include "gpt2/layers/head_loss.hpp"
 #include "gpt2/layers/layernorm.hpp"
+#include "gpt2/layers/linear.hpp"
 #include "gpt2/layers/matmul.hpp"
 #include "gpt2/layers/projected.hpp"
 #include "gpt2/layers/residual.hpp"
