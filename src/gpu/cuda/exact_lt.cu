@@ -32,16 +32,14 @@ constexpr std::size_t kMostCheckBytes = std::size_t{4} << 30;
 // A shape as the choice depends on it: sizes, batch, and the alignment every operand shares.
 using Key = std::array<std::int64_t, 5>;
 
-struct Choice {
-  bool lt;
-  cublasLtMatmulAlgo_t algo;
-};
-
 // cuBLASLt's descriptors for one shape, made and destroyed together.
 struct Descriptors {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t x = nullptr, y = nullptr, d = nullptr;  // bᵀ, aᵀ, outᵀ
   cublasLtMatmulPreference_t preference = nullptr;
+  Descriptors() = default;
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
   ~Descriptors() {
     if (preference) (void)cublasLtMatmulPreferenceDestroy(preference);
     if (d) (void)cublasLtMatrixLayoutDestroy(d);
@@ -49,6 +47,14 @@ struct Descriptors {
     if (x) (void)cublasLtMatrixLayoutDestroy(x);
     if (desc) (void)cublasLtMatmulDescDestroy(desc);
   }
+};
+
+// What runs one shape: a verified cuBLASLt algorithm with the descriptors it was chosen with (kept,
+// so a product after the first makes none), or the own kernel.
+struct Choice {
+  bool lt = false;
+  cublasLtMatmulAlgo_t algo{};
+  std::shared_ptr<const Descriptors> descriptors;
 };
 
 // One device's handle, workspace and choices.
@@ -232,7 +238,7 @@ float timeOf(Run run, cudaStream_t stream, cudaEvent_t start, cudaEvent_t end) {
 // never a need), and clears the error it left.
 Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows, Index inner, Index cols,
               cudaStream_t stream, const OwnExactProduct& own) {
-  Choice keep{false, {}};  // the own kernel
+  Choice keep;  // the own kernel
   std::array<cublasLtMatmulHeuristicResult_t, kCandidates> found{};
   int count = 0;
   if (cublasLtMatmulAlgoGetHeuristic(state.lt, s.desc, s.x, s.y, s.d, s.d, s.preference, kCandidates, found.data(),
@@ -300,7 +306,7 @@ Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows,
         stream, start, end);
     if (ms < best) {
       best = ms;
-      keep = Choice{true, algo};
+      keep = Choice{true, algo, nullptr};
     }
   }
   (void)cudaEventDestroy(start);
@@ -341,14 +347,14 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
   auto at = state.chosen.find(key);
   if (at == state.chosen.end()) {
     if (capturing != cudaStreamCaptureStatusNone) return own(out, a, b);
-    Descriptors s;
-    Choice c{false, {}};
-    if (describe(s, batch, rows, inner, cols, alignment)) c = choose(state, s, batch, rows, inner, cols, stream, own);
-    at = state.chosen.insert(std::make_pair(key, c)).first;
+    auto s = std::make_shared<Descriptors>();
+    Choice c;
+    if (describe(*s, batch, rows, inner, cols, alignment)) c = choose(state, *s, batch, rows, inner, cols, stream, own);
+    if (c.lt) c.descriptors = std::move(s);
+    at = state.chosen.insert(std::make_pair(key, std::move(c))).first;
   }
   if (!at->second.lt) return own(out, a, b);
-  Descriptors s;
-  if (!describe(s, batch, rows, inner, cols, alignment)) return own(out, a, b);
+  const Descriptors& s = *at->second.descriptors;
   // In stream order: clear the flag, look for tiny operands, the product, and its recomputation
   // should the flag be set (see kTinyMagnitude). No host wait: the launches stay queued.
   if (const cudaError_t status = cudaMemsetAsync(state.tiny, 0, sizeof(unsigned), stream); status != cudaSuccess)
