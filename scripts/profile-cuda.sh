@@ -20,7 +20,7 @@ dir=$build/profile
 mkdir -p "$dir"
 [[ -x $gpt2 ]] || { echo "profile-cuda: $gpt2 is missing; run scripts/gpu-check.sh build first" >&2; exit 2; }
 command -v ncu >/dev/null || { echo "profile-cuda: ncu is not on PATH" >&2; exit 2; }
-data=${OSPREY_TRAIN_DATA:-$root/.cache/tinyshakespeare.txt}
+data=${OSPREY_TRAIN_DATA:-$root/data/tinyshakespeare.txt}
 ncu_args=(--clock-control none --csv --metrics gpu__time_duration.sum --launch-count "${LAUNCH_COUNT:-4000}")
 
 measure() {  # measure NAME -- command...: the run's kernel times in $dir/NAME.csv

@@ -14,7 +14,7 @@
 #   WORK               where the inputs go and llm.c runs (default: a new temporary directory)
 #   OSPREY_TOKENIZER   GPT-2 tokenizer directory (default <source>/.cache/gpt2-tokenizer, which
 #                      scripts/fetch-tokenizer.sh fills)
-#   OSPREY_TEXT        training text (default <source>/.cache/tinyshakespeare.txt)
+#   OSPREY_TEXT        training text (default <source>/data/tinyshakespeare.txt)
 #   HUGEPAGES=1        both programs' large mallocs on transparent huge pages (glibc >= 2.35
 #                      tunable glibc.malloc.hugetlb=1): fewer first-touch faults in step 0
 #
@@ -32,7 +32,7 @@ ROUNDS=${4:-3}
 THREADS=${THREADS:-2}
 SOURCE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TOKENIZER=${OSPREY_TOKENIZER:-$SOURCE/.cache/gpt2-tokenizer}
-TEXT=${OSPREY_TEXT:-$SOURCE/.cache/tinyshakespeare.txt}
+TEXT=${OSPREY_TEXT:-$SOURCE/data/tinyshakespeare.txt}
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/llmc-cpu.XXXXXX")}
 
 TRAIN_GPT2=$LLMC_DIR/train_gpt2

@@ -27,14 +27,11 @@ bool isFile(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-// The repository's fetched copy and the shared data folder, when the build knows them.
+// The repository's fetched copy (scripts/fetch-tokenizer.sh), when the build knows the repository.
 std::vector<fs::path> fallbackDirs() {
   std::vector<fs::path> dirs;
 #ifdef OSPREY_SOURCE_DIR
   dirs.push_back(fs::path(OSPREY_SOURCE_DIR) / ".cache" / "gpt2-tokenizer");
-#endif
-#ifdef OSPREY_SHARED_DATA
-  dirs.push_back(fs::path(OSPREY_SHARED_DATA) / "gpt2");
 #endif
   return dirs;
 }

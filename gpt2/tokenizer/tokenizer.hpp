@@ -59,7 +59,6 @@ bool hasTokenizerFiles(const std::filesystem::path& dir);
 // Where the tokenizer files are, first found of:
 //   1. modelDir, when given and it holds them;
 //   2. the copy scripts/fetch-tokenizer.sh fetches into <source>/.cache/gpt2-tokenizer/;
-//   3. <source>/../shared/data/gpt2 (OSPREY_SHARED_DATA), when it exists.
 // The error lists the places looked at and how to fetch the files.
 osprey::Result<std::filesystem::path> findTokenizerDir(
     const std::optional<std::filesystem::path>& modelDir = std::nullopt);

@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$OSPREY_ROOT"
 gpt2=$OSPREY_BUILD_DIR/gpt2/osprey-gpt2
 logs=$OSPREY_GPU_CHECK_LOGS
-data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/.cache/tinyshakespeare.txt}
+data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/data/tinyshakespeare.txt}
 prompt="The capital of France is"
 
 digest() { tail -n +2 "$1" | sha256sum | cut -c1-16; }

@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$OSPREY_ROOT"
 gpt2=${OSPREY_GPT2:-$OSPREY_BUILD_DIR/gpt2/osprey-gpt2}
 logs=$OSPREY_GPU_CHECK_LOGS
-data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/.cache/tinyshakespeare.txt}
+data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/data/tinyshakespeare.txt}
 steps=$(( ${FAST_STEPS:-6} + 2 ))
 export PYTHONUNBUFFERED=1
 py() { python3 -c "print($1)"; }

@@ -17,7 +17,7 @@ set -uo pipefail
 cd "$OSPREY_ROOT"
 gpt2=$OSPREY_BUILD_DIR/gpt2/osprey-gpt2
 logs=$OSPREY_GPU_CHECK_LOGS/data-parallel
-data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/.cache/tinyshakespeare.txt}
+data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/data/tinyshakespeare.txt}
 mkdir -p "$logs"
 export NCCL_NVLS_ENABLE=0
 

@@ -123,7 +123,7 @@ TEST(Gpt2Config, RefusalsNameTheFileAndField) {
 TEST(Gpt2Checkpoint, SavedF64DirectoryLoadsBackBitForBit) {
   TempDir tmp;
   const fs::path dir = tmp / "model";
-  auto saved = saveHfDirectory(dir, tiny(), osprey::io::DType::F64, testing::sharedTokenizerDir());
+  auto saved = saveHfDirectory(dir, tiny(), osprey::io::DType::F64, testing::tokenizerDir());
   ASSERT_TRUE(saved.ok()) << saved.error().message;
   for (const char* file : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
     EXPECT_TRUE(fs::is_regular_file(dir / file)) << file;
@@ -142,7 +142,7 @@ TEST(Gpt2Checkpoint, SavedF64DirectoryLoadsBackBitForBit) {
 
 TEST(Gpt2Checkpoint, SavedF32DirectoryLoadsTheFloat32Values) {
   TempDir tmp;
-  auto saved = saveHfDirectory(tmp.path(), tiny(), osprey::io::DType::F32, testing::sharedTokenizerDir());
+  auto saved = saveHfDirectory(tmp.path(), tiny(), osprey::io::DType::F32, testing::tokenizerDir());
   ASSERT_TRUE(saved.ok()) << saved.error().message;
   auto loaded = loadCheckpoint(tmp.path());
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
@@ -235,9 +235,9 @@ TEST(Gpt2Checkpoint, LlmcBinLoadsAsHuggingFaceTensors) {
 
 TEST(Gpt2ChooseModel, ModelThenPresetThenEnvironmentThenCache) {
   TempDir tmp;
-  ASSERT_TRUE(saveHfDirectory(tmp / "env", tiny(), osprey::io::DType::F64, testing::sharedTokenizerDir()).ok());
+  ASSERT_TRUE(saveHfDirectory(tmp / "env", tiny(), osprey::io::DType::F64, testing::tokenizerDir()).ok());
   const fs::path snapshot = tmp / "hub" / "models--openai-community--gpt2" / "snapshots" / "0123abc";
-  ASSERT_TRUE(saveHfDirectory(snapshot, tiny(), osprey::io::DType::F32, testing::sharedTokenizerDir()).ok());
+  ASSERT_TRUE(saveHfDirectory(snapshot, tiny(), osprey::io::DType::F32, testing::tokenizerDir()).ok());
   ScopedEnv hub("HF_HUB_CACHE", (tmp / "hub").string());
 
   {

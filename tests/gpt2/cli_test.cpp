@@ -79,7 +79,7 @@ TEST(Gpt2Cli, GeneratedTextIsThePromptAndTheGreedyTokens) {
   auto none = [](int) -> osprey::Result<void> { return {}; };
   auto ids = generateGreedy(h, *w, std::span<const int>(prompt), 12, none);
   ASSERT_TRUE(ids.ok());
-  auto tokenizer = Tokenizer::load(testing::sharedTokenizerDir());
+  auto tokenizer = Tokenizer::load(testing::tokenizerDir());
   ASSERT_TRUE(tokenizer.ok());
   EXPECT_EQ(afterFirstLine(r.out), "The capital of France is" + *tokenizer->decode(*ids) + "\n");
 }

@@ -112,7 +112,7 @@ TEST(Gpt2Oracle, TinyLogitsAndGreedyContinuationMatchTransformers) {
   expectSameInitialisation(*golden, host);
   if (HasFatalFailure()) return;
 
-  auto tokenizer = Tokenizer::load(testing::sharedTokenizerDir());
+  auto tokenizer = Tokenizer::load(testing::tokenizerDir());
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
   auto ids = tokenizer->encode(golden->json.at("prompt").get<std::string>());
   ASSERT_TRUE(ids.ok());

@@ -51,7 +51,7 @@ class ScopedEnv {
   std::optional<std::string> m_old;
 };
 
-// The GPT-2 tokenizer files shipped beside the repository.
-inline std::filesystem::path sharedTokenizerDir() { return std::filesystem::path(OSPREY_SHARED_DATA) / "gpt2"; }
+// GPT-2's tokenizer files as scripts/fetch-tokenizer.sh leaves them (CTest's fixture runs it).
+inline std::filesystem::path tokenizerDir() { return std::filesystem::path(OSPREY_TEST_TOKENIZER_DIR); }
 
 }  // namespace gpt2::testing

@@ -25,8 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using gpt2::Tokenizer;
 
-const fs::path kSharedGpt2 = fs::path(OSPREY_SHARED_DATA) / "gpt2";
-const fs::path kShakespeare = fs::path(OSPREY_SHARED_DATA) / "tinyshakespeare" / "input.txt";
+const fs::path kGpt2Files = fs::path(OSPREY_TEST_TOKENIZER_DIR);  // scripts/fetch-tokenizer.sh
+const fs::path kShakespeare = fs::path(OSPREY_TEST_SHAKESPEARE);
 const fs::path kGoldens = fs::path(OSPREY_SOURCE_DIR) / "tests" / "golden";
 
 std::string readFile(const fs::path& path) {
@@ -66,7 +66,7 @@ class TempDir {
 // The real GPT-2 tokenizer, loaded once for the whole binary.
 const Tokenizer& gpt2Tokenizer() {
   static const Tokenizer tokenizer = [] {
-    auto loaded = Tokenizer::load(kSharedGpt2);
+    auto loaded = Tokenizer::load(kGpt2Files);
     if (!loaded) throw std::runtime_error(loaded.error().message);
     return *loaded;
   }();
@@ -164,7 +164,7 @@ TEST(Gpt2Tokenizer, TinyShakespeareMatchesTheOracleQuickly) {
   ASSERT_EQ(text.size(), corpus.at("bytes").get<std::size_t>());
 
   // A fresh tokenizer, so the timing includes filling the word cache.
-  auto fresh = Tokenizer::load(kSharedGpt2);
+  auto fresh = Tokenizer::load(kGpt2Files);
   ASSERT_TRUE(fresh.ok());
   const auto start = std::chrono::steady_clock::now();
   const std::vector<int> ids = encodeOk(*fresh, text);
@@ -185,8 +185,8 @@ TEST(Gpt2Tokenizer, TinyShakespeareMatchesTheOracleQuickly) {
 
 TEST(Gpt2Tokenizer, OpenAIFileNamesLoadTheSameTokenizer) {
   TempDir dir;
-  fs::copy_file(kSharedGpt2 / "vocab.json", dir.path() / "encoder.json");
-  fs::copy_file(kSharedGpt2 / "merges.txt", dir.path() / "vocab.bpe");
+  fs::copy_file(kGpt2Files / "vocab.json", dir.path() / "encoder.json");
+  fs::copy_file(kGpt2Files / "merges.txt", dir.path() / "vocab.bpe");
   auto t = Tokenizer::load(dir.path());
   ASSERT_TRUE(t.ok()) << t.error().message;
   EXPECT_EQ(encodeOk(*t, "Hello world"), (std::vector<int>{15496, 995}));
@@ -311,7 +311,7 @@ TEST(Gpt2Tokenizer, BpeMatchesOpenAIsLoopOnRealWords) {
   const Tokenizer& t = gpt2Tokenizer();
   Ranks ranks;
   {
-    std::istringstream merges(readFile(kSharedGpt2 / "merges.txt"));
+    std::istringstream merges(readFile(kGpt2Files / "merges.txt"));
     std::string line;
     std::getline(merges, line);  // "#version: 0.2"
     int rank = 0;
@@ -321,7 +321,7 @@ TEST(Gpt2Tokenizer, BpeMatchesOpenAIsLoopOnRealWords) {
       ranks[{line.substr(0, space), line.substr(space + 1)}] = rank++;
     }
   }
-  const auto vocab = nlohmann::json::parse(readFile(kSharedGpt2 / "vocab.json"));
+  const auto vocab = nlohmann::json::parse(readFile(kGpt2Files / "vocab.json"));
   std::mt19937 rng(11);
   for (int round = 0; round < 400; ++round) {
     // Lower-case words (one pre-token each), some long, so many merges interact.
@@ -508,8 +508,8 @@ TEST(Gpt2TokenizerErrors, GarbageContentsNeverCrash) {
 
 TEST(Gpt2TokenizerFiles, ModelDirectoryComesFirst) {
   TempDir dir;
-  fs::copy_file(kSharedGpt2 / "vocab.json", dir.path() / "vocab.json");
-  fs::copy_file(kSharedGpt2 / "merges.txt", dir.path() / "merges.txt");
+  fs::copy_file(kGpt2Files / "vocab.json", dir.path() / "vocab.json");
+  fs::copy_file(kGpt2Files / "merges.txt", dir.path() / "merges.txt");
   auto found = gpt2::findTokenizerDir(dir.path());
   ASSERT_TRUE(found.ok()) << found.error().message;
   EXPECT_EQ(*found, dir.path());

