@@ -1,7 +1,13 @@
 // runCli: the osprey-gpt2 app and its list of subcommands (see cli.hpp).
 #include "gpt2/cli/cli.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <string>
+
 #include <fmt/format.h>
+
+#include "gpt2/cli/number_syntax.hpp"
 
 namespace gpt2 {
 
@@ -17,6 +23,7 @@ int runCli(const std::vector<std::string>& args, const HandlerEntries& entries, 
   addInitCommand(app, ctx);
   addTrainStepCommand(app, ctx);
   addTrainCommand(app, ctx);
+  requireDecimalNumbers(app);
 
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
@@ -25,9 +32,17 @@ int runCli(const std::vector<std::string>& args, const HandlerEntries& entries, 
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err);
   }
+  out.flush();
   if (!ctx.result.ok()) {
-    out.flush();
     err << "osprey-gpt2: error: " << ctx.result.error().message << "\n";
+    err.flush();
+    return 1;
+  }
+  // Output that did not arrive (a full disk, a closed pipe) is a failed command, not a success.
+  if (!out) {
+    const int cause = errno;
+    err << "osprey-gpt2: error: cannot write the output"
+        << (cause ? std::string(": ") + std::strerror(cause) : std::string()) << "\n";
     err.flush();
     return 1;
   }

@@ -26,9 +26,9 @@ osprey::Result<void> generateCommand(const GenerateOptions& o, CliContext& ctx) 
   const JobRunner runner = OSPREY_TRY(selectRunner(o.backend, ctx.entries));
   if (o.prompt.empty())
     return osprey::Error{"the prompt is empty: give --prompt TEXT (GPT-2 continues at least one token)"};
-  if (o.decodeWeights == "bf16" && o.backend.backend != "fast")
-    return osprey::Error{fmt::format("--decode-weights bf16 applies to the fast backend; the {} backend decodes "
-                                     "from the model's own weights", o.backend.backend)};
+  if (!o.decodeWeights.empty() && o.backend.backend != "fast")
+    return osprey::Error{fmt::format("--decode-weights {} applies to the fast backend; the {} backend decodes "
+                                     "from the model's own weights", o.decodeWeights, o.backend.backend)};
   auto chosen = OSPREY_TRY(chooseModel(o.model));
   if (!chosen.notice.empty()) {
     ctx.streams.err << chosen.notice << "\n";

@@ -2,18 +2,14 @@
 // same headers as run_lists.cpp and run_host.cpp. Built only where nvcc is present.
 #include "gpt2/train/ranks_nccl.hpp"  // data parallelism over NCCL: before the loop is instantiated
 #include "gpt2/cli/run_job.hpp"
-#include "osprey/gpu/cuda/handler.hpp"
-#include "osprey/strict.hpp"
+#include "osprey/under.hpp"
 
 namespace gpt2 {
 
 template osprey::Result<void> runJob<osprey::GpuCuda>(osprey::GpuCuda&, ModelJob&, const Streams&);
 
 osprey::Result<void> runJobOnGpuCuda(ModelJob& job, const Streams& streams) {
-  auto device = osprey::CudaDevice::open();
-  if (!device.ok()) return device.error();
-  osprey::GpuCuda h(*device);
-  return osprey::afterFlush(**device, osprey::strictly([&] { return runJob(h, job, streams); }));
+  return osprey::onGpuCuda([&](osprey::GpuCuda& h) { return runJob(h, job, streams); });
 }
 
 }  // namespace gpt2

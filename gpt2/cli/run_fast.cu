@@ -4,20 +4,19 @@
 // compiled by nvcc from the same headers as every other handler's.
 #include "gpt2/fast/fast_handler.hpp"
 #include "gpt2/cli/run_job.hpp"
-#include "osprey/strict.hpp"
+#include "osprey/under.hpp"
 
 namespace gpt2 {
 
 template osprey::Result<void> runJob<FastHandler>(FastHandler&, ModelJob&, const Streams&);
 
 osprey::Result<void> runJobOnFast(ModelJob& job, const Streams& streams, FastProducts products) {
-  auto base = osprey::Fast::open();
-  if (!base.ok()) return base.error();
-  FastHandler h(std::move(*base));
-  h.setProducts(products == FastProducts::Tf32 ? FastHandler::Products::Tf32 : FastHandler::Products::Bf16);
-  if (const auto* generate = std::get_if<GenerateJob>(&job); generate && generate->floatDecodeWeights)
-    h.setDecodeWeights(FastHandler::DecodeWeights::Float);
-  return osprey::afterFlush(*h.runtime(), osprey::strictly([&] { return runJob(h, job, streams); }));
+  return osprey::onFast<FastHandler>([&](FastHandler& h) {
+    h.setProducts(products == FastProducts::Tf32 ? FastHandler::Products::Tf32 : FastHandler::Products::Bf16);
+    if (const auto* generate = std::get_if<GenerateJob>(&job); generate && generate->floatDecodeWeights)
+      h.setDecodeWeights(FastHandler::DecodeWeights::Float);
+    return runJob(h, job, streams);
+  });
 }
 
 }  // namespace gpt2

@@ -8,9 +8,7 @@ namespace gpt2 {
 template osprey::Result<void> runJob<osprey::GpuHost>(osprey::GpuHost&, ModelJob&, const Streams&);
 
 osprey::Result<void> runJobOnGpuHost(ModelJob& job, const Streams& streams) {
-  auto device = OSPREY_TRY(osprey::HostDevice::open());
-  osprey::GpuHost h(device);
-  return osprey::strictly([&] { return runJob(h, job, streams); });
+  return osprey::onGpuHost([&](osprey::GpuHost& h) { return runJob(h, job, streams); });
 }
 
 }  // namespace gpt2

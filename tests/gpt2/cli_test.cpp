@@ -97,7 +97,7 @@ TEST(Gpt2Cli, FastBackendNeedsTheCudaDevice) {
   auto r = runTinyGenerate({"--backend", "fast", "--device", "host"});
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find("--device host: the fast backend runs on the cuda device only"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("device `host`: the fast backend runs on the cuda device only"), std::string::npos) << r.err;
 
   r = runTinyGenerate({"--backend", "fast"});
   if (r.status == 0) {

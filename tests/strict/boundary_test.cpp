@@ -153,5 +153,48 @@ TEST(Boundary, UnderRunsTheWorkStrictly) {
   }
 }
 
+// chooseBackend is where every choice is made and every refusal worded: the CLI's --backend and
+// --device go through it too (tests/gpt2/cli_test.cpp sees the same words).
+TEST(Boundary, ChooseBackendNamesEachHandlerAndEachRefusal) {
+  GpuEnvironment env(nullptr);
+  const auto chosen = [](std::string_view b, std::string_view d, bool cuda) {
+    auto r = chooseBackend(b, d, cuda);
+    return r.ok() ? std::optional<Backend>(*r) : std::nullopt;
+  };
+  EXPECT_EQ(chosen("lists", "", false), Backend::Lists);
+  EXPECT_EQ(chosen("gpu", "", false), Backend::GpuHost);
+  EXPECT_EQ(chosen("gpu", "host", true), Backend::GpuHost);
+  EXPECT_EQ(chosen("gpu", "cuda", true), Backend::GpuCuda);
+  EXPECT_EQ(chosen("fast", "", true), Backend::Fast);
+  EXPECT_EQ(chosen("fast", "cuda", true), Backend::Fast);
+
+  const auto refusal = [](std::string_view b, std::string_view d, bool cuda) {
+    auto r = chooseBackend(b, d, cuda);
+    return r.ok() ? std::string("(chosen)") : r.error().message;
+  };
+  EXPECT_EQ(refusal("lists", "host", true), "device `host` applies to the gpu backend; the lists backend runs on the host");
+  EXPECT_EQ(refusal("fast", "host", true).rfind("device `host`: the fast backend runs on the cuda device only", 0), 0u);
+  EXPECT_EQ(refusal("fast", "", false).rfind("backend `fast` runs on a CUDA device: this program was built without nvcc", 0), 0u);
+  EXPECT_EQ(refusal("gpu", "cuda", false).rfind("gpu device `cuda`: this program was built without nvcc", 0), 0u);
+  EXPECT_EQ(refusal("gpu", "metal", true), "unknown gpu device `metal`: choose host or cuda");
+  EXPECT_EQ(refusal("tpu", "", true), "unknown backend `tpu`: choose gpu, fast or lists");
+  {
+    GpuEnvironment cuda("cuda");
+    EXPECT_EQ(chosen("gpu", "", true), Backend::GpuCuda);
+    EXPECT_EQ(refusal("gpu", "", false).rfind("gpu device `cuda`: this program was built without nvcc", 0), 0u);
+  }
+  GpuEnvironment bad("vulkan");
+  EXPECT_EQ(refusal("gpu", "", true), "unknown gpu device `vulkan` (OSPREY_GPU): choose host or cuda");
+}
+
+// Host-compiled code cannot reach the cuda device: onGpuCuda says so and runs nothing.
+TEST(Boundary, GpuCudaWithoutNvccRunsNothing) {
+  int runs = 0;
+  auto r = onGpuCuda(NameTheDevice{&runs});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("built without nvcc"), std::string::npos) << r.error().message;
+  EXPECT_EQ(runs, 0);
+}
+
 }  // namespace
 }  // namespace osprey
