@@ -71,6 +71,11 @@ std::optional<std::vector<TokenId>> readCache(const std::string& cachePath, cons
   if (!in.read(headerText.data(), static_cast<std::streamsize>(headerBytes))) return std::nullopt;
   auto header = nlohmann::json::parse(headerText, nullptr, /*allow_exceptions=*/false);
   if (!header.is_object()) return std::nullopt;
+  // Integers only: nlohmann keeps a number beyond 64 bits as a double, whose conversion to an
+  // integer would be undefined behaviour (a damaged cache is rebuilt, never read).
+  const auto isUnsigned = [&](const char* key) { return header.contains(key) && header[key].is_number_unsigned(); };
+  const auto isInteger = [&](const char* key) { return header.contains(key) && header[key].is_number_integer(); };
+  if (!isUnsigned("data_size") || !isInteger("data_mtime_ns") || !isUnsigned("count")) return std::nullopt;
   try {
     CacheKey stored;
     stored.dataSize = header.at("data_size").get<std::uint64_t>();
