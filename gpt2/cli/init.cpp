@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "gpt2/checkpoint/overwrite.hpp"
 #include "gpt2/checkpoint/save.hpp"
 #include "gpt2/cli/cli.hpp"
 #include "gpt2/model/init.hpp"
@@ -18,6 +19,7 @@ struct InitOptions {
   std::uint64_t seed = kDefaultSeed;
   std::string dtype = "f32";
   std::string out;
+  bool overwrite = false;  // --overwrite: replace a model already in --out
 };
 
 osprey::Result<void> initCommand(const InitOptions& o, CliContext& ctx) {
@@ -26,6 +28,7 @@ osprey::Result<void> initCommand(const InitOptions& o, CliContext& ctx) {
   const osprey::io::DType dtype = o.dtype == "f64"    ? osprey::io::DType::F64
                                   : o.dtype == "bf16" ? osprey::io::DType::BF16
                                                       : osprey::io::DType::F32;
+  if (!o.overwrite) OSPREY_CHECK(refuseToReplaceModel(o.out));
   const auto tokenizerDir = OSPREY_TRY(findTokenizerDir());
   const HostWeights weights = initialWeights(*config, o.seed);
   OSPREY_CHECK(saveHfDirectory(o.out, weights, dtype, tokenizerDir));
@@ -48,6 +51,7 @@ void addInitCommand(CLI::App& app, CliContext& ctx) {
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f64", "bf16"}));
   sub->add_option("--out", options->out, "directory to write")->required();
+  sub->add_flag("--overwrite", options->overwrite, "replace a model or checkpoint already in --out");
   sub->callback([options, &ctx] { ctx.result = initCommand(*options, ctx); });
 }
 

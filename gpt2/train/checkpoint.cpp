@@ -15,11 +15,12 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "gpt2/checkpoint/config.hpp"
 #include "gpt2/checkpoint/load.hpp"
 #include "gpt2/checkpoint/save.hpp"
+#include "gpt2/train/finite.hpp"
+#include "gpt2/train/leftovers.hpp"
 #include "osprey/io/atomic_file.hpp"
 #include "osprey/io/safetensors.hpp"
 #include "osprey/io/safetensors_writer.hpp"
@@ -30,7 +31,6 @@ namespace fs = std::filesystem;
 namespace gpt2::train {
 namespace {
 
-constexpr const char* kFormat = "osprey-gpt2-train 1";
 constexpr const char* kManifest = "trainer_state.json";
 constexpr const char* kOptimizer = "optimizer.safetensors";
 constexpr const char* kModel = "model.safetensors";
@@ -77,6 +77,15 @@ std::vector<osprey::io::TensorToSave> momentTensors(const HostWeights& m, const 
   return out;
 }
 
+// The first NaN or infinity among the weights and moments, as an error (`what` before, `after`
+// after the element's name).
+osprey::Result<void> checkFinite(const HostCheckpoint& c, const std::string& what, const std::string& after) {
+  for (auto [w, prefix] : {std::pair{&c.weights, ""}, std::pair{&c.m, "m."}, std::pair{&c.v, "v."}})
+    if (const auto bad = firstNonFinite(*w, prefix))
+      return osprey::Error{fmt::format("{}: {}{}", what, *bad, after)};
+  return {};
+}
+
 // Removes leftovers of saves that were interrupted (temporary and old checkpoints of any pid),
 // keeping `keep`.
 void removeLeftovers(const fs::path& saveDir, const fs::path& keep) {
@@ -95,65 +104,22 @@ void setFailBeforeCheckpointSwapForTesting(bool fail) { g_failBeforeSwap = fail;
 
 fs::path checkpointDir(const fs::path& saveDir) { return saveDir / "checkpoint"; }
 
-std::string trainerStateJson(const TrainerState& s) {
-  nlohmann::ordered_json j;
-  j["format"] = kFormat;
-  j["step"] = s.step;
-  j["data"] = {{"path", s.dataPath},     {"sha256", s.dataSha256}, {"tokens", s.dataTokens},
-               {"position", s.dataPosition}, {"epoch", s.dataEpoch}};
-  j["batch"] = {{"batch", s.batch}, {"seq", s.seq}, {"micro_batch", s.microBatch}};
-  j["adamw"] = {{"lr", s.adamw.lr},   {"beta1", s.adamw.beta1},
-                {"beta2", s.adamw.beta2}, {"eps", s.adamw.eps},
-                {"weight_decay", s.adamw.weightDecay}};
-  j["model"] = {{"label", s.label}, {"init_seed", s.seed}};
-  j["rng"] = {{"state", nullptr},
-              {"note", "the loop draws no random numbers: batches are read in order and there is no dropout"}};
-  j["last_train_loss"] = s.lastTrainLoss;
-  return j.dump(2) + "\n";
-}
-
-osprey::Result<TrainerState> parseTrainerState(const std::string& text, const std::string& label) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return osprey::Error{fmt::format("{}: not a JSON object", label)};
-  try {
-    if (j.at("format").get<std::string>() != kFormat)
-      return osprey::Error{fmt::format("{}: format `{}` is not `{}`", label, j.at("format").get<std::string>(), kFormat)};
-    TrainerState s;
-    s.step = j.at("step").get<Index>();
-    const auto& d = j.at("data");
-    s.dataPath = d.at("path").get<std::string>();
-    s.dataSha256 = d.at("sha256").get<std::string>();
-    s.dataTokens = d.at("tokens").get<Index>();
-    s.dataPosition = d.at("position").get<Index>();
-    s.dataEpoch = d.at("epoch").get<Index>();
-    const auto& b = j.at("batch");
-    s.batch = b.at("batch").get<Index>();
-    s.seq = b.at("seq").get<Index>();
-    s.microBatch = b.at("micro_batch").get<Index>();
-    const auto& a = j.at("adamw");
-    s.adamw.lr = a.at("lr").get<double>();
-    s.adamw.beta1 = a.at("beta1").get<double>();
-    s.adamw.beta2 = a.at("beta2").get<double>();
-    s.adamw.eps = a.at("eps").get<double>();
-    s.adamw.weightDecay = a.at("weight_decay").get<double>();
-    s.label = j.at("model").at("label").get<std::string>();
-    s.seed = j.at("model").at("init_seed").get<std::uint64_t>();
-    s.lastTrainLoss = j.at("last_train_loss").get<double>();
-    if (s.step < 0 || s.dataPosition < 0 || s.dataEpoch < 0 || s.batch < 1 || s.seq < 1 || s.microBatch < 0)
-      return osprey::Error{fmt::format("{}: negative or zero counts in the manifest", label)};
-    return s;
-  } catch (const nlohmann::json::exception& e) {
-    return osprey::Error{fmt::format("{}: {}", label, e.what())};
-  }
-}
-
 osprey::Result<void> saveTrainingCheckpoint(const fs::path& saveDir, const HostCheckpoint& c,
                                             const fs::path& tokenizerDir) {
   std::error_code ec;
   fs::create_directories(saveDir, ec);
   if (ec) return osprey::Error{fmt::format("{}: cannot create the save directory: {}", saveDir.string(), ec.message())};
   const fs::path target = checkpointDir(saveDir);
+  // Numbers that are not finite are never saved: they would replace a checkpoint that can still
+  // be trained from with one that cannot.
+  OSPREY_CHECK(checkFinite(c, fmt::format("refusing to save step {} to {}", c.state.step, target.string()),
+                           fmt::format("; {} is left as it was", saveDir.string())));
   const fs::path temporary = saveDir / fmt::format("checkpoint.tmp-{}", ::getpid());
+  // A save killed between its two renames left no checkpoint/, only old-*: put the newest back
+  // first, so that the clean-up below cannot delete the last good checkpoint.
+  if (!fs::exists(target))
+    if (const auto old = newestOldCheckpoint(saveDir); old && ::rename(old->dir.c_str(), target.c_str()) != 0)
+      return systemError(old->dir, "cannot move the previous checkpoint back into place");
   removeLeftovers(saveDir, target);
   fs::create_directories(temporary, ec);
   if (ec) return osprey::Error{fmt::format("{}: cannot create: {}", temporary.string(), ec.message())};
@@ -191,21 +157,26 @@ osprey::Result<void> saveTrainingCheckpoint(const fs::path& saveDir, const HostC
 
 osprey::Result<HostCheckpoint> loadTrainingCheckpoint(const fs::path& path) {
   fs::path dir = path;
+  std::string note;
   if (!fs::exists(dir / kManifest)) {
     dir = checkpointDir(path);
     if (!fs::exists(dir / kManifest)) {
       // A save interrupted between its two renames leaves the previous checkpoint as .old-<pid>.
-      std::error_code ec;
-      for (const auto& entry : fs::directory_iterator(path, ec))
-        if (entry.path().filename().string().rfind("checkpoint.old-", 0) == 0 &&
-            fs::exists(entry.path() / kManifest))
-          dir = entry.path();
+      if (const auto old = newestOldCheckpoint(path)) {
+        dir = old->dir;
+        note = fmt::format("note: {} has no checkpoint/ (a save was interrupted); using {} (step {}){}",
+                           path.string(), dir.string(), old->step,
+                           old->candidates > 1 ? fmt::format(", the newest by step of {} left behind", old->candidates)
+                                               : std::string());
+      }
     }
     if (!fs::exists(dir / kManifest))
       return osprey::Error{fmt::format("{}: no training checkpoint here (expected {} or checkpoint/{})",
                                        path.string(), kManifest, kManifest)};
   }
   HostCheckpoint c;
+  c.source = dir;
+  c.note = note;
   const std::string manifest = OSPREY_TRY(osprey::io::readWholeFile((dir / kManifest).string()));
   c.state = OSPREY_TRY(parseTrainerState(manifest, (dir / kManifest).string()));
   const Config config = OSPREY_TRY(readHfConfig(dir / "config.json"));
@@ -224,6 +195,10 @@ osprey::Result<HostCheckpoint> loadTrainingCheckpoint(const fs::path& path) {
       into->tensors.push_back(HostTensor{std::move(t.values)});
     }
   }
+  // A checkpoint holding NaN or infinities (written by hand, or by another program) cannot be
+  // trained from: every step after would be NaN.
+  OSPREY_CHECK(checkFinite(c, fmt::format("{}: cannot resume", dir.string()),
+                           ": a checkpoint must hold finite numbers"));
   return c;
 }
 

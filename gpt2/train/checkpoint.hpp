@@ -14,7 +14,9 @@
 // then swapped with DIR/checkpoint in one step (renameat2 RENAME_EXCHANGE; where the file system
 // lacks it, two renames with DIR/checkpoint.old-<pid> as the fallback a loader also accepts),
 // and the old one is removed. A save interrupted at any point leaves the previous checkpoint
-// whole at DIR/checkpoint (or, in the two-rename window, at DIR/checkpoint.old-<pid>).
+// whole at DIR/checkpoint (or, in the two-rename window, at DIR/checkpoint.old-<pid>; the next
+// save moves the newest such old-* back to DIR/checkpoint before clearing the rest, and a loader
+// without DIR/checkpoint picks the same one: leftovers.hpp).
 //
 // Random state: the loop draws no random numbers (batches are read in order, GPT-2 has no
 // dropout here), so there is no generator state to save; the manifest records that, and the
@@ -55,21 +57,27 @@ struct HostCheckpoint {
   HostWeights m;
   HostWeights v;
   TrainerState state;
+  std::filesystem::path source;  // the directory it was read from (loadTrainingCheckpoint)
+  std::string note;              // how it was chosen, when that is not obvious (an old-* fallback)
 };
 
 // DIR/checkpoint
 std::filesystem::path checkpointDir(const std::filesystem::path& saveDir);
 
 // Saves `c` as saveDir's checkpoint (see the file comment); tokenizerDir supplies vocab.json and
-// merges.txt. saveDir is created if needed.
+// merges.txt. saveDir is created if needed. A checkpoint holding a NaN or an infinity is refused
+// (an error naming the element; nothing on disk changes), so a good checkpoint is never replaced
+// by one that cannot be trained from.
 osprey::Result<void> saveTrainingCheckpoint(const std::filesystem::path& saveDir, const HostCheckpoint& c,
                                             const std::filesystem::path& tokenizerDir);
 
-// Reads a checkpoint from `path`: a save directory (holding checkpoint/) or a checkpoint
-// directory itself. Errors name the file and the problem.
+// Reads a checkpoint from `path`: a save directory (holding checkpoint/, else the newest
+// checkpoint.old-* by leftovers.hpp's rule, said in `note`) or a checkpoint directory itself.
+// Errors name the file and the problem (a manifest value out of range names its key; NaN or an
+// infinity among the weights or moments names the element).
 osprey::Result<HostCheckpoint> loadTrainingCheckpoint(const std::filesystem::path& path);
 
-// The manifest's JSON text, and back (exposed for tests).
+// The manifest's JSON text, and back (exposed for tests; manifest.cpp).
 std::string trainerStateJson(const TrainerState& s);
 osprey::Result<TrainerState> parseTrainerState(const std::string& json, const std::string& label);
 

@@ -1,11 +1,14 @@
-// Ctrl-C during training: the first SIGINT only raises a flag; the loop finishes the step it is
-// in, saves a final checkpoint and exits cleanly. A second SIGINT restores the default action,
-// so a user who presses Ctrl-C twice still gets an immediate stop.
+// Stop requests during training: SIGINT (Ctrl-C), SIGTERM (kill, a scheduler's preemption) and
+// SIGHUP (the terminal went away) all only raise a flag; the loop finishes the step it is in,
+// saves a final checkpoint and exits as it does after Ctrl-C (status 0, saying which signal).
+// A second signal of the three restores the default actions, so a user who presses Ctrl-C twice
+// still gets an immediate stop. A signal the process was started ignoring (nohup's SIGHUP, a
+// background job's SIGINT) stays ignored.
 #pragma once
 
 namespace gpt2::train {
 
-// Installs the handler for the lifetime of the object and restores the previous one after.
+// Installs the handlers for the lifetime of the object and restores the previous ones after.
 class InterruptGuard {
  public:
   InterruptGuard();
@@ -14,8 +17,11 @@ class InterruptGuard {
   InterruptGuard& operator=(const InterruptGuard&) = delete;
 };
 
-// Whether SIGINT arrived since the guard was installed.
+// Whether a stop was requested since the guard was installed.
 bool interruptRequested();
+
+// The signal that asked ("SIGTERM"; "a request" for requestInterrupt), or "" when none did.
+const char* interruptSource();
 
 // Raises the flag as SIGINT would (tests; and a programmatic stop).
 void requestInterrupt();

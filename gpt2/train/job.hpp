@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "gpt2/layers/adamw.hpp"
 #include "gpt2/train/checkpoint.hpp"
 #include "gpt2/train/data_parallel.hpp"
+#include "gpt2/train/run_dir.hpp"
 #include "gpt2/model/weights.hpp"
 
 namespace gpt2 {
@@ -55,6 +57,7 @@ struct TrainJob {
   TrainSettings settings;
   train::TrainerState state;  // the manifest's fixed fields (data path, digest, seed, label...)
   train::DataParallel parallel;  // this process's rank (size 1: a single-process run)
+  std::shared_ptr<train::RunDirectoryLock> runLock;  // the --save directory, held for the run (run_dir.hpp)
 };
 
 }  // namespace gpt2

@@ -26,7 +26,9 @@ volatile sig_atomic_t g_pendingSignal = 0;
 
 void rememberSignal(int sig) { g_pendingSignal = sig; }
 
-// SIGINT and SIGTERM are remembered (and passed on by the wait loop) while the ranks run.
+// SIGINT, SIGTERM and SIGHUP are remembered (and passed on by the wait loop) while the ranks run:
+// each rank then finishes its step and saves (interrupt.hpp). A signal the launcher was started
+// ignoring (nohup's SIGHUP) stays ignored.
 class ForwardSignals {
  public:
   ForwardSignals() {
@@ -35,17 +37,20 @@ class ForwardSignals {
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, &m_int);
     sigaction(SIGTERM, &action, &m_term);
+    sigaction(SIGHUP, nullptr, &m_hup);
+    if (m_hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
     g_pendingSignal = 0;
   }
   ~ForwardSignals() {
     sigaction(SIGINT, &m_int, nullptr);
     sigaction(SIGTERM, &m_term, nullptr);
+    sigaction(SIGHUP, &m_hup, nullptr);
   }
   ForwardSignals(const ForwardSignals&) = delete;
   ForwardSignals& operator=(const ForwardSignals&) = delete;
 
  private:
-  struct sigaction m_int {}, m_term {};
+  struct sigaction m_int {}, m_term {}, m_hup {};
 };
 
 // One rank's argv and envp, built before fork (allocating after fork is unsafe).

@@ -7,7 +7,7 @@
 //   * a rank fails or is killed: the others get SIGTERM (SIGKILL after a grace period), and the
 //     launcher returns an error naming the first rank that failed and how; so a dead rank never
 //     leaves the others waiting on a collective;
-//   * Ctrl-C (SIGINT) or SIGTERM to the launcher: passed on once to every rank, which finish
+//   * Ctrl-C (SIGINT), SIGTERM or SIGHUP to the launcher: passed on once to every rank, which finish
 //     their step, save, and exit; the ranks run in their own process group, so a terminal's
 //     Ctrl-C reaches them once, through the launcher, not twice.
 #pragma once

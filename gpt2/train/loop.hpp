@@ -4,9 +4,16 @@
 //   for each step: the next training batch (sequential, wrapping), gradients, AdamW;
 //     every K steps the validation loss (the first `valBatches` batches of the validation split);
 //     a progress line, a row of loss.csv, and every `saveEvery` steps a checkpoint;
-//   a final checkpoint when a save directory is given, also after Ctrl-C (train_interrupt.hpp)
-//   or when the --time-limit is reached:
+//   a final checkpoint when a save directory is given, also after Ctrl-C, SIGTERM or SIGHUP
+//   (interrupt.hpp) or when the --time-limit is reached:
 //   the step in flight is finished first, so the checkpoint is a state training really reached.
+//
+// Nothing that is not finite is trusted: a step whose loss (or validation loss) is NaN or
+// infinite, or whose update leaves a NaN or an infinity in the weights (finite.hpp, checked on
+// the handler every step), stops the run with an error naming the step and the last step saved,
+// before anything is saved; the save itself refuses non-finite weights or moments
+// (checkpoint.hpp). So a good checkpoint is never replaced by a broken one, not by a
+// --save-every save, nor the final one, nor the one after a signal.
 //
 // The step count, the data position and the moments are all the state there is, so a run resumed
 // from a checkpoint computes exactly what the uninterrupted run would have (tests/train/
@@ -35,12 +42,15 @@
 #include "gpt2/cli/run.hpp"
 #include "gpt2/train/adamw.hpp"
 #include "gpt2/train/checkpoint.hpp"
+#include "gpt2/train/finite.hpp"
 #include "gpt2/train/host_copy.hpp"
 #include "gpt2/train/interrupt.hpp"
 #include "gpt2/train/job.hpp"
+#include "gpt2/train/limits.hpp"
 #include "gpt2/train/parallel_step.hpp"
 #include "gpt2/train/ranks.hpp"
 #include "gpt2/train/progress.hpp"
+#include "gpt2/train/run_dir.hpp"
 #include "gpt2/train/step.hpp"
 
 namespace gpt2 {
@@ -75,6 +85,19 @@ osprey::Result<void> saveState(H& h, const Params<H>& w, const OptimizerState<H>
   return saveTrainingCheckpoint(*settings.saveDir, c, settings.tokenizerDir);
 }
 
+// The settings a run starts with, within their ranges (the command line and the manifest reader
+// check them too; this catches a job built any other way, before anything runs).
+inline osprey::Result<void> checkSettings(const TrainSettings& st, Index firstStep) {
+  OSPREY_CHECK(checkAdamW(st.adamw, "training settings"));
+  if (!within(st.timeLimitSeconds, kNonNegative))
+    return osprey::Error{fmt::format("--time-limit is {}: must be {}", shown(st.timeLimitSeconds),
+                                     describe(kNonNegative))};
+  if (st.steps < 0 || st.steps > kMaxIndex - firstStep)
+    return osprey::Error{fmt::format("--steps {} after step {}: must be {} (the step counter would overflow)",
+                                     st.steps, firstStep, describe(IntLimits{0, kMaxIndex - firstStep}))};
+  return {};
+}
+
 }  // namespace train
 
 template <osprey::Tensor H>
@@ -83,6 +106,7 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
   using train::Scalar;
   const TrainSettings& st = job.settings;
   const train::DataParallel& dp = job.parallel;
+  OSPREY_CHECK(train::checkSettings(st, job.resume ? job.resume->state.step : 0));
   s.out << "gpt2 (" << job.label << ") on " << h.device();
   if (dp.parallel())
     s.out << fmt::format(", {} ranks ({} gradient sum)", dp.size,
@@ -98,7 +122,11 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
   train::TrainerState state = job.state;
   auto stream = OSPREY_TRY(data::BatchStream::create(job.trainTokens, st.batch, st.seq, "training",
                                                      state.dataPath));
+  // The last step whose checkpoint is in the save directory, for the errors that stop a run.
+  std::optional<Index> savedStep;
   if (job.resume) {
+    if (!job.resume->note.empty()) s.err << job.resume->note << "\n";
+    if (st.saveDir && train::resumesFrom(*st.saveDir, job.resume->source)) savedStep = job.resume->state.step;
     opt.step = job.resume->state.step;
     opt.m = OSPREY_TRY(upload(h, job.resume->m));
     opt.v = OSPREY_TRY(upload(h, job.resume->v));
@@ -127,6 +155,16 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
     history.emplace(OSPREY_TRY(train::LossHistory::open(*st.saveDir / "loss.csv", firstStep)));
   }
 
+  // An error that stops the run at a step that is not finite: it says what was kept, on a line of
+  // its own (the progress bar's line is ended first).
+  auto stopAt = [&](Index step, const std::string& what) {
+    progress.finish();
+    const std::string kept = !st.saveDir ? std::string("no --save directory: nothing saved")
+                             : savedStep ? fmt::format("nothing saved after step {}", *savedStep)
+                                         : fmt::format("nothing saved to {}", st.saveDir->string());
+    return osprey::Error{fmt::format("step {}: {}; {}", step, what, kept)};
+  };
+
   train::InterruptGuard guard;
   const auto runStart = Clock::now();
   bool interrupted = false, outOfTime = false;
@@ -135,7 +173,7 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
     outOfTime = st.timeLimitSeconds > 0 &&
                 std::chrono::duration<double>(Clock::now() - runStart).count() >= st.timeLimitSeconds;
     if (ranks) {
-      interrupted = OSPREY_TRY(ranks->anyRank(interrupted, "agreeing whether Ctrl-C arrived"));
+      interrupted = OSPREY_TRY(ranks->anyRank(interrupted, "agreeing whether a stop signal arrived"));
       outOfTime = OSPREY_TRY(ranks->anyRank(outOfTime, "agreeing whether time is up"));
     }
     if (interrupted || outOfTime) break;
@@ -146,18 +184,25 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
       g = OSPREY_TRY(train::parallelBatchGradients(h, w, batch, st.microBatch, *ranks, dp.sum));
     else
       g = OSPREY_TRY(train::batchGradients(h, w, batch, st.microBatch));
+    const Index stepNumber = opt.step + 1;
+    if (!std::isfinite(g.loss))
+      return stopAt(stepNumber, fmt::format("the loss is {} (try a smaller --lr)", train::shown(g.loss)));
     auto next = OSPREY_TRY(train::adamwStep(h, w, opt, g.grads, st.adamw));
+    if (const auto bad = OSPREY_TRY(train::firstNonFiniteTensor(h, next.weights)))
+      return stopAt(stepNumber, fmt::format("the update left NaN or infinity in {} (the gradient or the step of "
+                                            "--lr {:g} overflowed; try a smaller --lr)",
+                                            parameterSpecs(w.config)[*bad].name, st.adamw.lr));
     w = std::move(next.weights);
     opt = std::move(next.state);
     train::waitForDevice(h, w.tensors.back());
     const double stepSeconds = std::chrono::duration<double>(Clock::now() - stepStart).count();
-    if (!std::isfinite(g.loss))
-      return osprey::Error{fmt::format("step {}: the loss is {} (try a smaller --lr)", opt.step, g.loss)};
 
     std::optional<Scalar> val;
     if (valBatches > 0 && (opt.step % st.valEvery == 0 || opt.step == lastStep))
       val = OSPREY_TRY(train::validationLoss(h, w, std::span<const data::TokenId>(job.valTokens),
                                              st.batch, st.seq, valBatches));
+    if (val && !std::isfinite(*val))
+      return stopAt(opt.step, fmt::format("the validation loss is {}", train::shown(*val)));
     const double elapsed = std::chrono::duration<double>(Clock::now() - runStart).count();
     const double perStep = elapsed / static_cast<double>(opt.step - firstStep);
     const double tokensPerSecond = static_cast<double>(st.batch * st.seq) / stepSeconds;
@@ -170,8 +215,10 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
     state.dataEpoch = stream.epoch();
     state.lastTrainLoss = g.loss;
     if (history) OSPREY_CHECK(history->append(opt.step, g.loss, val, tokensPerSecond));
-    if (saving && st.saveEvery > 0 && opt.step % st.saveEvery == 0 && opt.step != lastStep)
+    if (saving && st.saveEvery > 0 && opt.step % st.saveEvery == 0 && opt.step != lastStep) {
       OSPREY_CHECK(train::saveState(h, w, opt, state, st));
+      savedStep = opt.step;
+    }
   }
   progress.finish();
   if (saving) {
@@ -182,8 +229,8 @@ osprey::Result<void> runJob(H& h, TrainJob& job, const Streams& s) {
     progress.note(fmt::format("time limit of {} reached after step {}", train::formatDuration(st.timeLimitSeconds),
                               opt.step));
   if (interrupted)
-    progress.note(fmt::format("interrupted: stopped cleanly after step {}{}", opt.step,
-                              st.saveDir ? " (checkpoint saved)" : " (no --save directory: nothing saved)"));
+    progress.note(fmt::format("interrupted: stopped cleanly after step {} ({}; {})", opt.step, train::interruptSource(),
+                              st.saveDir ? "checkpoint saved" : "no --save directory: nothing saved"));
   const double total = std::chrono::duration<double>(Clock::now() - runStart).count();
   progress.note(fmt::format("trained {} steps in {}{}", opt.step - firstStep, train::formatDuration(total),
                             peakMemoryNote(h)));

@@ -1,0 +1,71 @@
+// Finding NaN and infinities in parameters, so that a step that overflowed stops the run before
+// its numbers are trusted or saved.
+//
+// On the handler (every step, on the new weights): each run of kFiniteRun consecutive elements is
+// tested by one kernel thread, the runs in parallel, and the per-run answers are summed by
+// reduce; the weights never leave the device. (A reduce over the tensor itself would be one
+// device thread walking 124M elements.) On the host (before a save, on the copy the save makes
+// anyway): the first bad element, named.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "gpt2/model/weights.hpp"
+#include "gpt2/train/step.hpp"
+
+namespace gpt2::train {
+
+inline constexpr osprey::Index kFiniteRun = 1024;
+
+// 1 when some element of x is NaN or infinite, else 0. (A range test, not arithmetic, so no
+// compiler may fold it away: NaN fails both comparisons, an infinity one of them.)
+template <osprey::Tensor H>
+osprey::Result<bool> holdsNonFinite(H& h, const Buf<H>& x) {
+  const osprey::Index n = h.length(x);
+  if (n == 0) return false;
+  const auto xv = x.view();
+  const osprey::Int N = n, R = kFiniteRun;
+  auto runs = OSPREY_TRY(h.build((n + kFiniteRun - 1) / kFiniteRun,  // (ceil(n / kFiniteRun))
+                                 [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
+    const osprey::Scalar top = 1.7976931348623157e308;  // the largest double
+    const osprey::Int first = osprey::Int(r) * R;
+    const osprey::Int end = N - first < R ? N : first + R;
+    osprey::Scalar bad = 0.0;
+    for (osprey::Int i = first; i < end; ++i)
+      if (!(xv[i] >= -top && xv[i] <= top)) bad = 1.0;
+    return bad;
+  }));
+  const osprey::Scalar count = OSPREY_TRY(h.reduce(runs, 0.0,
+      [=] OSPREY_FN(osprey::Scalar a, osprey::Scalar b) -> osprey::Scalar { return a + b; }));
+  return count != 0.0;
+}
+
+// The index of the first tensor of w holding a NaN or an infinity, or nullopt.
+template <osprey::Tensor H>
+osprey::Result<std::optional<std::size_t>> firstNonFiniteTensor(H& h, const Weights<Buf<H>>& w) {
+  for (std::size_t i = 0; i < w.tensors.size(); ++i)
+    if (OSPREY_TRY(holdsNonFinite(h, w.tensors[i]))) return std::optional<std::size_t>(i);
+  return std::optional<std::size_t>();
+}
+
+// "h.0.attn.c_attn.weight[17] is nan", for the first bad element of a host copy, or nullopt.
+// `prefix` goes before the tensor's name ("m." for the first moments).
+inline std::optional<std::string> firstNonFinite(const HostWeights& w, const std::string& prefix = "") {
+  const auto specs = parameterSpecs(w.config);
+  for (std::size_t t = 0; t < w.tensors.size() && t < specs.size(); ++t) {
+    const auto& values = w.tensors[t].values;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]))
+        return fmt::format("{}{}[{}] is {}", prefix, specs[t].name, i, std::isnan(values[i]) ? "nan" :
+                           values[i] > 0 ? "inf" : "-inf");
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpt2::train

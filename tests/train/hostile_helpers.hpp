@@ -1,0 +1,54 @@
+// Shared by the hostile-input training tests (hostile_*_test.cpp): a small text to train on, a
+// tiny run through the in-process command line, and a snapshot of a directory's bytes to prove
+// that a refused or failed run changed nothing.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_run.hpp"
+
+namespace osprey::testing::train {
+
+// A few kilobytes of text: enough tokens for 2 x 8 batches in both splits.
+inline std::string hostileSampleText() {
+  std::string text;
+  for (int i = 0; i < 40; ++i)
+    text += "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. " +
+            std::to_string(i) + "\n";
+  return text;
+}
+
+inline std::filesystem::path writeText(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+inline std::string readText(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// `train` on the tiny preset, gpu/host, batch 2 x 8, with `extra` options.
+inline CliRun tinyTrain(const std::string& data, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"train", "--backend", "gpu", "--data", data, "--batch", "2", "--seq", "8"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return runOsprey(args);
+}
+
+// Every regular file under dir (relative path -> bytes).
+inline std::map<std::string, std::string> snapshot(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir))
+    if (entry.is_regular_file())
+      files[std::filesystem::relative(entry.path(), dir).string()] = readText(entry.path());
+  return files;
+}
+
+}  // namespace osprey::testing::train
