@@ -1,7 +1,9 @@
 // See number_syntax.hpp.
 #include "gpt2/cli/number_syntax.hpp"
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -33,6 +35,16 @@ CLI::Validator decimalInteger(bool isSigned) {
         if (negative && !isSigned) return fmt::format("{} is negative: this option takes an integer of 0 or more", value);
         if (!isDigits(value, negative ? 1 : 0)) return fmt::format("`{}` is not a decimal integer", value);
         value = withoutLeadingZeros(value);
+        // CLI11 reads with strtoll/strtoull and keeps a saturated result: refuse what does not fit.
+        std::int64_t asSigned = 0;
+        std::uint64_t asUnsigned = 0;
+        const char* end = value.data() + value.size();
+        const bool fits = isSigned ? std::from_chars(value.data(), end, asSigned).ec == std::errc()
+                                   : std::from_chars(value.data(), end, asUnsigned).ec == std::errc();
+        if (!fits)
+          return fmt::format("{} is out of range (the most this option holds is {})",
+                             value.size() > 40 ? value.substr(0, 40) + "..." : value,
+                             isSigned ? std::to_string(INT64_MAX) : std::to_string(UINT64_MAX));
         return {};
       },
       "", "decimal integer");
@@ -45,9 +57,10 @@ CLI::Validator finiteReal() {
         const bool hex = value.find_first_of("xX") != std::string::npos;
         char* end = nullptr;
         const double x = value.empty() || hex ? 0.0 : std::strtod(value.c_str(), &end);
+        const std::string shown = value.size() > 40 ? value.substr(0, 40) + "..." : value;
         if (value.empty() || hex || end != value.c_str() + value.size())
-          return fmt::format("`{}` is not a decimal number", value);
-        if (!std::isfinite(x)) return fmt::format("`{}` is not a finite number", value);
+          return fmt::format("`{}` is not a decimal number", shown);
+        if (!std::isfinite(x)) return fmt::format("`{}` is not a finite number", shown);
         return {};
       },
       "", "finite decimal number");
@@ -80,7 +93,9 @@ void replaceRange(CLI::Option& option, const char* name, bool zeroAllowed) {
 
 void requireDecimalNumbers(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
-    const std::string type = option->get_type_name();
+    // The option's own type, before the ":DESCRIPTION" its validators append.
+    const std::string full = option->get_type_name();
+    const std::string type = full.substr(0, full.find(':'));
     if (type == "INT")
       option->transform(decimalInteger(true));
     else if (type == "UINT")

@@ -46,8 +46,10 @@ struct TrainOptions {
   AdamWSettings adamw = train::defaultAdamW();
   std::optional<std::string> save;
   std::optional<std::string> resume;
+  bool overwrite = false;            // --overwrite: replace the run already in --save's directory
   int gpus = 0;                      // --gpus N: launch N ranks (0: not given)
   std::string gradSum = "exact";     // --grad-sum exact|allreduce
+  bool gradSumGiven = false;         // whether the command line named one
   std::optional<std::string> rendezvous;
   // Which options were given (a resumed run keeps the checkpoint's values otherwise).
   CLI::Option* batchOption = nullptr;
@@ -104,6 +106,9 @@ osprey::Result<train::DataParallel> dataParallel(const TrainOptions& o, const st
   } else {
     return osprey::Error{fmt::format("unknown --grad-sum `{}`: choose exact or allreduce", o.gradSum)};
   }
+  if (o.gradSumGiven && o.backend.backend != "gpu")
+    return osprey::Error{fmt::format("--grad-sum {} applies to the gpu backend's several ranks; the {} backend "
+                                     "trains on one", o.gradSum, o.backend.backend)};
   if (!place) return dp;
   if (o.gpus > 0 && o.gpus != place->size)
     return osprey::Error{fmt::format("--gpus {} disagrees with the launcher's {} ranks ({})", o.gpus, place->size,
@@ -173,6 +178,9 @@ osprey::Result<void> trainOnThisRank(TrainOptions o, CliContext& ctx, const trai
   const JobRunner runner = OSPREY_TRY(selectRunner(o.backend, ctx.entries));
   TrainJob job;
   job.parallel = dp;
+  // Before anything is read: --save's directory is refused if another run holds it, or if it
+  // holds a run this one would replace (gpt2/train/run_dir.hpp). Only the rank that saves locks it.
+  if (o.save && dp.leader()) job.runLock = OSPREY_TRY(train::claimRunDirectory(*o.save, o.resume, o.overwrite));
   std::optional<std::filesystem::path> modelDir;
   if (o.resume) {
     auto checkpoint = OSPREY_TRY(train::loadTrainingCheckpoint(*o.resume));
@@ -254,30 +262,36 @@ void addTrainCommand(CLI::App& app, CliContext& ctx) {
   train::addAdamWOptions(*sub, o->adamw);
   o->lrOption = sub->get_option("--lr");
   o->decayOption = sub->get_option("--weight-decay");
-  sub->add_option("--steps", o->steps, "steps to run in this invocation")->required()->check(CLI::NonNegativeNumber);
+  sub->add_option("--steps", o->steps, "steps to run in this invocation")
+      ->required()
+      ->check(train::countWithin(train::kCount));
   sub->add_option("--val-every", o->valEvery, "validation loss every K steps (0: never)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(train::countWithin(train::kCount));
   sub->add_option("--val-batches", o->valBatches, "validation batches per evaluation")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(train::countWithin(train::kAtLeastOne));
   sub->add_option("--save", o->save, "directory for checkpoints (DIR/checkpoint) and loss.csv");
   sub->add_option("--save-every", o->saveEvery, "also checkpoint every K steps (0: only at the end)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(train::countWithin(train::kCount));
   sub->add_option("--time-limit", o->timeLimit,
                   "stop (and save) after the step that reaches this many seconds (0: no limit)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(train::realWithin(train::kNonNegative));
   sub->add_option("--resume", o->resume, "continue from a checkpoint (a --save directory or its checkpoint/)");
+  sub->add_flag("--overwrite", o->overwrite,
+                "let --save replace the training run already in its directory (else refused, unless --resume "
+                "continues that run)");
   sub->add_option("--gpus", o->gpus,
                   "data-parallel on N GPUs of this host: one process per GPU, the global --batch split evenly "
                   "(needs --backend gpu --device cuda and NCCL)")
-      ->check(CLI::PositiveNumber);
+      ->check(train::countWithin(train::kGpus));
   sub->add_option("--grad-sum", o->gradSum,
                   "how ranks combine gradients: exact (fixed order, the same bits on any number of GPUs) or "
                   "allreduce (NCCL's all-reduce, faster)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->gradSumGiven = true; });
   sub->add_option("--rendezvous", o->rendezvous,
                   "under mpirun/srun/torchrun: a file path every rank can see, unique to this run, where rank 0 "
                   "leaves NCCL's id (default: $OSPREY_RENDEZVOUS)");

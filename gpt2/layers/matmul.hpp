@@ -15,6 +15,7 @@
 #pragma once
 
 #include "gpt2/layers/common.hpp"
+#include "gpt2/layers/fold_rows.hpp"
 #include "gpt2/layers/ordered_sum.hpp"
 
 namespace gpt2 {
@@ -78,13 +79,13 @@ osprey::Result<MatmulGrads<H>> matmulBackward(H& h, const Buf<H>& dout, const Bu
   auto dx = OSPREY_TRY(transpose(h, dxT, IC, N));                // (N, IC)
   auto xT = OSPREY_TRY(transpose(h, x, N, IC));                  // (IC, N)
   auto dw = OSPREY_TRY(h.matMul(xT, dout, IC, N, OC));           // (IC, OC)
-  // dbias[o] = dout summed down column o: doutT holds that column as a contiguous row.
+  // dbias[o] = dout summed down column o, n ascending from 0.0: doutT holds that column as a
+  // contiguous row, so it is a row fold (which a device may spread over a block per row).
   const auto dtv = doutT.view();
   const osprey::Int Ni = N;
-  auto dbias = OSPREY_TRY(h.build(OC, [=] OSPREY_FN(osprey::Index o) -> osprey::Scalar {
-    const osprey::Int row = osprey::Int(o) * Ni;
-    return orderedSum(Ni, [&](osprey::Int n) { return dtv[row + n]; });
-  }));
+  auto dbias = OSPREY_TRY(sumRows(h, OC, N,
+      [=] OSPREY_FN(osprey::Index o, osprey::Index n) -> osprey::Scalar { return dtv[osprey::Int(o) * Ni + n]; },
+      AsIs{}));
   return MatmulGrads<H>{std::move(dx), std::move(dw), std::move(dbias)};
 }
 
