@@ -43,23 +43,9 @@ log() { echo "run-fuzzers: $*" >&2; }
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { log "FUZZ_JOBS must be a positive number, not '$jobs'"; exit 2; }
 
 # --- clang + libFuzzer ---------------------------------------------------------------------------
-install_packages() {  # the rule of scripts/install-deps.sh: apt-get as root, else say what to run
-  local missing=() package
-  for package in "$@"; do
-    [[ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)" == "install ok installed" ]] ||
-      missing+=("$package")
-  done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  if [[ "$(id -u)" -ne 0 ]]; then
-    log "missing Debian packages: ${missing[*]}; run as root:"
-    log "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
-    exit 2
-  fi
-  log "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null ||
-    { apt-get update >/dev/null && apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
-}
+# shellcheck source=../scripts/debian-packages.sh
+source "$root/scripts/debian-packages.sh"
+install_packages() { install_missing_packages "$@" || exit 2; }
 
 mkdir -p "$build"
 links_libfuzzer() {

@@ -47,23 +47,10 @@ log() { echo "differential: $*" >&2; }
 now() { date +%s.%N; }
 seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
-# Debian packages a configuration needs, installed when missing (as root) — the same rule as
-# scripts/install-deps.sh.
-need_packages() {
-  local missing=() package
-  for package in "$@"; do
-    [[ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)" == "install ok installed" ]] ||
-      missing+=("$package")
-  done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  if [[ "$(id -u)" -ne 0 ]]; then
-    log "missing Debian packages: ${missing[*]} (run as root: apt-get install -y ${missing[*]})"
-    return 1
-  fi
-  log "installing ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null ||
-    { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
-}
+# Debian packages a configuration needs, installed when missing (as root).
+# shellcheck source=debian-packages.sh
+source "$ROOT/scripts/debian-packages.sh"
+need_packages() { install_missing_packages "$@"; }
 
 # cmake arguments of a configuration (compiler, flags, options).
 config_args() {
