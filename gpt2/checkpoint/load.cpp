@@ -1,6 +1,8 @@
-// Loading GPT-2 checkpoints (see checkpoint_load.hpp).
+// Loading GPT-2 checkpoints (see load.hpp).
 #include "gpt2/checkpoint/load.hpp"
 
+#include <set>
+#include <string>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -46,6 +48,28 @@ osprey::Result<void> checkTiedHead(const osprey::io::TensorFile& file, const Hos
   return {};
 }
 
+// Every tensor of the file is one the config asks for, the tied lm head, or one of the attention
+// mask buffers older Hugging Face checkpoints store (`h.N.attn.bias`, `h.N.attn.masked_bias`,
+// constants GPT-2 recomputes). Anything else (a block beyond n_layer, a stray tensor) would be
+// silently dropped, and a save would then write a different model: an error naming it.
+osprey::Result<void> checkNoExtraTensors(const osprey::io::TensorFile& file, const Config& config) {
+  std::set<std::string> known{"lm_head.weight"};
+  for (const ParameterSpec& spec : parameterSpecs(config)) known.insert(spec.name);
+  const std::string prefix = kPrefix;
+  for (const std::string& stored : file.names()) {
+    const std::string name = stored.rfind(prefix, 0) == 0 ? stored.substr(prefix.size()) : stored;
+    if (known.count(name)) continue;
+    const bool maskBuffer = name.rfind("h.", 0) == 0 &&
+                            (name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias"));
+    if (maskBuffer && known.count(name.substr(0, name.find(".attn.")) + ".attn.c_attn.weight")) continue;
+    return osprey::Error{fmt::format(
+        "{}: tensor `{}` is not part of the model its config describes ({} blocks, width {}): the "
+        "checkpoint and its config disagree",
+        file.path(), stored, config.L, config.C)};
+  }
+  return {};
+}
+
 }  // namespace
 
 osprey::Result<HostWeights> loadWeightsFile(const std::string& path, const Config& config) {
@@ -61,7 +85,10 @@ osprey::Result<HostWeights> loadWeightsFile(const std::string& path, const Confi
     w.tensors.push_back(HostTensor{std::move(data.values)});
   }
   OSPREY_CHECK(checkShapes(w, path));
-  if (!file.isLlmc()) OSPREY_CHECK(checkTiedHead(file, w));
+  if (!file.isLlmc()) {
+    OSPREY_CHECK(checkTiedHead(file, w));
+    OSPREY_CHECK(checkNoExtraTensors(file, config));
+  }
   return w;
 }
 

@@ -137,6 +137,7 @@ osprey::Result<void> readMerges(std::string_view text, std::string_view name, Ta
   std::size_t lineNumber = 0;
   std::size_t at = 0;
   state.merges.reserve(state.spellingOfId.size());
+  std::vector<bool> made(state.spellingOfId.size(), false);  // tokens some merge produces
   while (at < text.size()) {
     std::size_t end = text.find('\n', at);
     if (end == std::string_view::npos) end = text.size();
@@ -173,7 +174,16 @@ osprey::Result<void> readMerges(std::string_view text, std::string_view name, Ta
                                          lineNumber, printable(left + right)));
     }
     state.merges.add(leftId->second, rightId->second, Merge{rank, mergedId->second});
+    made[static_cast<std::size_t>(mergedId->second)] = true;
     ++rank;
+  }
+  // Every token longer than one byte (but the end-of-text marker) is some merge's product, or BPE
+  // can never emit it: an empty or cut-short merges file would tokenise into bytes without a word.
+  for (std::size_t id = 0; id < made.size(); ++id) {
+    if (made[id] || state.bytesOfId[id].size() <= 1 || static_cast<int>(id) == state.endOfText) continue;
+    return fileError(name, fmt::format("the vocabulary's token {} (id {}) is made by no merge: the merges file "
+                                       "is incomplete ({} merges read)",
+                                       printable(state.spellingOfId[id]), id, rank));
   }
   return osprey::success();
 }

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "gpt2/checkpoint/config.hpp"
 #include "gpt2/checkpoint/find.hpp"
 #include "gpt2/checkpoint/load.hpp"
@@ -138,6 +140,28 @@ TEST(Gpt2Checkpoint, SavedF64DirectoryLoadsBackBitForBit) {
   EXPECT_TRUE(file->contains("h.0.attn.c_attn.weight"));
   EXPECT_FALSE(file->contains("lm_head.weight"));
   EXPECT_EQ(file->metadata().at("format"), "pt");
+}
+
+// A config that describes fewer blocks than the weights hold: the extra block would be dropped
+// without a word (and a resumed run would save a smaller model), so loading is an error naming it.
+TEST(Gpt2Checkpoint, TensorsTheConfigDoesNotDescribeAreAnError) {
+  TempDir tmp;
+  const fs::path dir = tmp / "model";
+  ASSERT_TRUE(saveHfDirectory(dir, tiny(), osprey::io::DType::F64, testing::tokenizerDir()).ok());
+  nlohmann::json config;
+  {
+    std::ifstream in(dir / "config.json");
+    config = nlohmann::json::parse(in);
+  }
+  ASSERT_EQ(config.at("n_layer").get<int>(), 2);
+  config["n_layer"] = 1;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  auto loaded = loadCheckpoint(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.error().message.find("tensor `h.1."), std::string::npos) << loaded.error().message;
+  EXPECT_NE(loaded.error().message.find("is not part of the model its config describes (1 blocks"),
+            std::string::npos)
+      << loaded.error().message;
 }
 
 TEST(Gpt2Checkpoint, SavedF32DirectoryLoadsTheFloat32Values) {

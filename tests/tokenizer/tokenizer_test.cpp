@@ -526,4 +526,22 @@ TEST(Gpt2TokenizerFiles, FallsBackWhenTheModelDirectoryHasNone) {
   EXPECT_EQ(*fallback, *found);
 }
 
+// A merges file that is empty or cut short leaves tokens BPE can never emit: refused, naming the
+// first such token, instead of a tokenizer that quietly spells words out byte by byte.
+TEST(Gpt2Tokenizer, MergesThatMakeNotEveryTokenAreRefused) {
+  const std::string vocab = readFile(kGpt2Files / "vocab.json");
+  const std::string merges = readFile(kGpt2Files / "merges.txt");
+  for (const std::string& cut : {std::string(), std::string("#version: 0.2\n"),
+                                 merges.substr(0, merges.rfind('\n', merges.size() - 2) + 1)}) {
+    auto t = Tokenizer::fromContents(vocab, cut);
+    ASSERT_FALSE(t.ok()) << cut.size();
+    EXPECT_NE(t.error().message.find("is made by no merge: the merges file is incomplete"), std::string::npos)
+        << t.error().message;
+  }
+  auto whole = Tokenizer::fromContents(vocab, merges);
+  EXPECT_TRUE(whole.ok()) << whole.error().message;
+  // A vocabulary of bytes alone needs no merges.
+  EXPECT_TRUE(Tokenizer::fromContents(vocabularyJson({}), "").ok());
+}
+
 }  // namespace
