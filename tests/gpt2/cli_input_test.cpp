@@ -10,21 +10,13 @@
 
 #include "gpt2/cli/cli.hpp"
 #include "gpt2/cli/run.hpp"
+#include "train/cli_run.hpp"
 
 namespace gpt2 {
 namespace {
 
-struct CliRun {
-  int status;
-  std::string out, err;
-};
-
-CliRun run(std::vector<std::string> args) {
-  args.insert(args.begin(), "osprey-gpt2");
-  std::ostringstream out, err;
-  const int status = runCli(args, hostEntries(), out, err);
-  return CliRun{status, out.str(), err.str()};
-}
+using osprey::testing::train::CliRun;
+CliRun run(const std::vector<std::string>& args) { return osprey::testing::train::runOsprey(args); }
 
 // A refused command: status 1 (an error of ours) or 105..109 (CLI11's parse errors), nothing on
 // stdout, and `words` in the message.
