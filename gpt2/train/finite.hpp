@@ -2,8 +2,8 @@
 // its numbers are trusted or saved.
 //
 // On the handler (every step, on the new weights): each run of kFiniteRun consecutive elements is
-// tested by one kernel thread, the runs in parallel, and the per-run answers are summed by
-// reduce; the weights never leave the device. (A reduce over the tensor itself would be one
+// tested by one kernel thread, the runs in parallel, and the per-run answers are summed on the
+// device; the weights never leave it, and the step waits for the answer once. (A reduce over the tensor itself would be one
 // device thread walking 124M elements.) On the host (before a save, on the copy the save makes
 // anyway): the first bad element, named.
 #pragma once
@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "gpt2/layers/fold_rows.hpp"
 #include "gpt2/model/weights.hpp"
 #include "gpt2/train/step.hpp"
 
@@ -23,16 +24,15 @@ namespace gpt2::train {
 
 inline constexpr osprey::Index kFiniteRun = 1024;
 
-// 1 when some element of x is NaN or infinite, else 0. (A range test, not arithmetic, so no
-// compiler may fold it away: NaN fails both comparisons, an infinity one of them.)
+// runs (ceil(n / kFiniteRun)): 1 where that run of x holds a NaN or an infinity, else 0. (A range
+// test, not arithmetic, so no compiler may fold it away: NaN fails both comparisons, an infinity
+// one of them.)
 template <osprey::Tensor H>
-osprey::Result<bool> holdsNonFinite(H& h, const Buf<H>& x) {
+osprey::Result<Buf<H>> nonFiniteRuns(H& h, const Buf<H>& x) {
   const osprey::Index n = h.length(x);
-  if (n == 0) return false;
   const auto xv = x.view();
   const osprey::Int N = n, R = kFiniteRun;
-  auto runs = OSPREY_TRY(h.build((n + kFiniteRun - 1) / kFiniteRun,  // (ceil(n / kFiniteRun))
-                                 [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
+  return h.build((n + kFiniteRun - 1) / kFiniteRun, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
     const osprey::Scalar top = 1.7976931348623157e308;  // the largest double
     const osprey::Int first = osprey::Int(r) * R;
     const osprey::Int end = N - first < R ? N : first + R;
@@ -40,15 +40,39 @@ osprey::Result<bool> holdsNonFinite(H& h, const Buf<H>& x) {
     for (osprey::Int i = first; i < end; ++i)
       if (!(xv[i] >= -top && xv[i] <= top)) bad = 1.0;
     return bad;
-  }));
+  });
+}
+
+// Whether some element of x is NaN or infinite.
+template <osprey::Tensor H>
+osprey::Result<bool> holdsNonFinite(H& h, const Buf<H>& x) {
+  if (h.length(x) == 0) return false;
+  const auto runs = OSPREY_TRY(nonFiniteRuns(h, x));
   const osprey::Scalar count = OSPREY_TRY(h.reduce(runs, 0.0,
       [=] OSPREY_FN(osprey::Scalar a, osprey::Scalar b) -> osprey::Scalar { return a + b; }));
   return count != 0.0;
 }
 
-// The index of the first tensor of w holding a NaN or an infinity, or nullopt.
+// The index of the first tensor of w holding a NaN or an infinity, or nullopt. Every step asks,
+// so the common answer (none) waits on the device once: each tensor's runs are counted on the
+// device (a one-row sum) into one running total, read once; only a non-zero total looks for the
+// tensor, one by one.
 template <osprey::Tensor H>
 osprey::Result<std::optional<std::size_t>> firstNonFiniteTensor(H& h, const Weights<Buf<H>>& w) {
+  std::optional<Buf<H>> total;
+  for (const Buf<H>& x : w.tensors) {
+    if (h.length(x) == 0) continue;
+    const auto runs = OSPREY_TRY(nonFiniteRuns(h, x));
+    const auto rv = runs.view();
+    auto count = OSPREY_TRY(sumRows(h, 1, h.length(runs),
+        [=] OSPREY_FN(osprey::Index, osprey::Index c) -> osprey::Scalar { return rv[c]; }, AsIs{}));  // (1)
+    total = total ? OSPREY_TRY(h.zipWith(*total, count,
+                                         [=] OSPREY_FN(osprey::Scalar a, osprey::Scalar b) -> osprey::Scalar {
+                                           return a + b;
+                                         }))
+                  : std::move(count);
+  }
+  if (!total || h.get(*total, 0) == 0.0) return std::optional<std::size_t>();
   for (std::size_t i = 0; i < w.tensors.size(); ++i)
     if (OSPREY_TRY(holdsNonFinite(h, w.tensors[i]))) return std::optional<std::size_t>(i);
   return std::optional<std::size_t>();
