@@ -186,8 +186,8 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
   const heads::Layout qkvHeads{Ti, C3, NHi, HS}, doutHeads{Ti, Ci, NHi, HS};
-  // att and dscore (B, NH, T, T) per head, as they are and transposed.
-  const heads::Blocks squareRows = heads::squareRows(NHi, Ti), squareColumns = heads::squareColumns(NHi, Ti);
+  // att and dscore (B, NH, T, T) per head, as they are (already the products' layout: no copy).
+  const heads::Blocks squareRows = heads::squareRows(NHi, Ti);
 
   // datt (B, NH, T, T) = dout · vᵀ per head. Only the causal prefix of each row is read below, so
   // the entries above the diagonal are left as the product made them.
@@ -207,20 +207,23 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
     if (t2 > r % Ti) return 0.0;
     return (av[i] * (gv[i] - rv[r])) / sqrtHs;
   }));
-  // Per head, (B, NH, T, hs) each:
-  //   dq = dscore · k        dk = dscoreᵀ · q        dv = attᵀ · dout
+  // Per head: dq = dscore · k (B, NH, T, hs). dk = dscoreᵀ · q and dv = attᵀ · dout are taken
+  // transposed, dkᵀ = qᵀ · dscore and dvᵀ = doutᵀ · att (B, NH, hs, T): each output is the same
+  // sum over t ascending (dk[t2][i] = sum_t q[t][i] · dscore[t][t2] either way), and only the
+  // (T, hs) heads are transposed, never the (T, T) tables.
   auto dq = OSPREY_TRY(heads::products(h, BH, T, T, hs, dscore, squareRows, qkv, qkvHeads.rows(Ci)));
-  auto dk = OSPREY_TRY(heads::products(h, BH, T, T, hs, dscore, squareColumns, qkv, qkvHeads.rows(0)));
-  auto dvHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs, att, squareColumns, dout, doutHeads.rows(0)));
-  const auto qg = dq.view(), kg = dk.view(), vg = dvHeads.view();
+  auto dkT = OSPREY_TRY(heads::products(h, BH, hs, T, T, qkv, qkvHeads.transposed(0), dscore, squareRows));
+  auto dvT = OSPREY_TRY(heads::products(h, BH, hs, T, T, dout, doutHeads.transposed(0), att, squareRows));
+  const auto qg = dq.view(), kg = dkT.view(), vg = dvT.view();
   return h.build(OSPREY_TRY(checkedProduct(L, {B, T, 3, C})),
                  [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [bt, col] = divMod(osprey::Int(i), C3);
     const auto [b, t] = divMod(bt, Ti);
     const auto [section, c] = divMod(col, Ci);
     const auto [hh, d] = divMod(c, HS);
-    const osprey::Int at = ((b * NHi + hh) * Ti + t) * HS + d;
-    if (section == 0) return qg[at];
+    const osprey::Int head = b * NHi + hh;
+    if (section == 0) return qg[(head * Ti + t) * HS + d];
+    const osprey::Int at = (head * HS + d) * Ti + t;
     return section == 1 ? kg[at] : vg[at];
   });
 }

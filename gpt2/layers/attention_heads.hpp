@@ -35,6 +35,10 @@ struct Blocks {
   OSPREY_FN osprey::Int at(osprey::Int bh, osprey::Int r, osprey::Int c) const {
     return (bh / NH) * batchStride + (bh % NH) * headStride + offset + r * rowStride + c * colStride;
   }
+  // The same blocks as the effect's strided copy takes them (osprey/block_layout.hpp).
+  osprey::BlockLayout layout() const {
+    return {NH.raw(), batchStride.raw(), headStride.raw(), offset.raw(), rowStride.raw(), colStride.raw()};
+  }
   // Whether the blocks already lie one after another as (heads, rows, cols), row-major.
   bool contiguous(osprey::Index rows, osprey::Index cols) const {
     osprey::Index block = 0, batch = 0;
@@ -76,6 +80,8 @@ osprey::Result<Buf<H>> gatherAll(H& h, const Buf<H>& src, Blocks blocks, osprey:
                                  osprey::Index cols) {
   const osprey::Index n = OSPREY_TRY(checkedProduct("attention heads", {heads, rows, cols}));
   if (blocks.contiguous(rows, cols) && h.length(src) == n) return src;
+  if constexpr (requires { h.copyBlocks(src, blocks.layout(), heads, rows, cols); })
+    return h.copyBlocks(src, blocks.layout(), heads, rows, cols);
   const auto sv = src.view();
   const osprey::Int R = rows, C = cols;
   return h.build(n,

@@ -43,6 +43,7 @@
 
 #include <fmt/format.h>
 
+#include "osprey/block_layout.hpp"
 #include "osprey/config.hpp"
 #include "osprey/effect.hpp"
 #include "osprey/math.hpp"
@@ -123,6 +124,9 @@ template <osprey::Tensor H>
 osprey::Result<Buf<H>> transpose(H& h, const Buf<H>& x, osprey::Index rows, osprey::Index cols) {
   const osprey::Index n = OSPREY_TRY(checkedProduct("transpose", {rows, cols}));
   OSPREY_CHECK(checkLength(h, x, n, "transpose", "x"));
+  // A handler with a strided copy (the cuda device's tiled one) reads x down its columns in place.
+  if constexpr (requires { h.copyBlocks(x, osprey::BlockLayout{}, 1, cols, rows); })
+    return h.copyBlocks(x, osprey::BlockLayout{1, 0, 0, 0, 1, cols}, 1, cols, rows);
   const auto xv = x.view();
   const osprey::Int R = rows, Cc = cols;
   return h.build(n, [=] OSPREY_FN(osprey::Index o) -> osprey::Scalar {

@@ -108,8 +108,17 @@ OSPREY_INLINE Index sub(Index a, Index b) {
   return r;
 #endif
 }
+// In a kernel, 64-bit multiplication and division are sequences of 32-bit instructions (a
+// division dozens of them), and index maths runs once per element: operands that fit 32 bits,
+// as nearly all indices do, take the one-instruction forms below. The results are the same
+// integers; only the cost differs.
+OSPREY_INLINE bool fitsInt32(Index v) { return v >= -2147483648LL && v <= 2147483647LL; }
+OSPREY_INLINE bool fitsUint32(Index v) { return v >= 0 && v <= 4294967295LL; }
+
 OSPREY_INLINE Index mul(Index a, Index b) {
 #if OSPREY_DEVICE_PASS
+  if (fitsInt32(a) && fitsInt32(b))  // |a·b| <= 2^62: no overflow
+    return static_cast<Index>(static_cast<int>(a)) * static_cast<int>(b);
   __int128 r = static_cast<__int128>(a) * b;
   if (r > kIndexMax || r < kIndexMin) {
     fault(FaultKind::Mul, a, b);
@@ -131,6 +140,9 @@ OSPREY_INLINE Index div(Index a, Index b) {
     fault(FaultKind::Div, a, b);
     return 0;
   }
+#if OSPREY_DEVICE_PASS
+  if (fitsUint32(a) && fitsUint32(b)) return static_cast<unsigned>(a) / static_cast<unsigned>(b);
+#endif
   return a / b;
 }
 OSPREY_INLINE Index rem(Index a, Index b) {
@@ -139,6 +151,9 @@ OSPREY_INLINE Index rem(Index a, Index b) {
     return 0;
   }
   if (b == -1) return 0;  // INT64_MIN % -1 traps on x86; the true remainder is 0
+#if OSPREY_DEVICE_PASS
+  if (fitsUint32(a) && fitsUint32(b)) return static_cast<unsigned>(a) % static_cast<unsigned>(b);
+#endif
   return a % b;
 }
 }  // namespace checked

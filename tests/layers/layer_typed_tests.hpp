@@ -68,6 +68,8 @@ TYPED_TEST(LayerTest, HeadJoinConcatenates) { sum_cases::joinConcatenates(this->
 TYPED_TEST(LayerTest, HeadProductsEqualPlainProducts) { sum_cases::headProductsEqualPlainProducts(this->handler); }
 TYPED_TEST(LayerTest, RowFoldsEqualPlainLoops) { sum_cases::rowFoldsEqualPlainLoops(this->handler); }
 TYPED_TEST(LayerTest, RaggedRowFoldsEqualPlainLoops) { sum_cases::raggedRowFoldsEqualPlainLoops(this->handler); }
+TYPED_TEST(LayerTest, ManyRaggedRowFoldsEqualPlainLoops) { sum_cases::manyRaggedRowFoldsEqualPlainLoops(this->handler); }
+TYPED_TEST(LayerTest, TransposesAndGathersCopyEveryElement) { sum_cases::transposesAndGathersCopyEveryElement(this->handler); }
 TYPED_TEST(LayerTest, RowFoldFaultIsItsError) { sum_cases::rowFoldFaultIsItsError(this->handler); }
 
 TYPED_TEST(LayerTest, AdamwThreeStepsMatchTorchFormula) { adamw_cases::threeStepsMatchTorchFormula(this->handler); }

@@ -137,15 +137,15 @@ void headProductsEqualPlainProducts(H& h) {
 
 // Row folds (fold_rows.hpp) against plain loops: a sum with a finish that reads its row, a running
 // maximum from the first term (NaN and signed zeros in the rows), and an order-sensitive combine
-// (a - b) from a seed. The shapes straddle the cuda device's 1024-term chunks and exceed its grid of
-// blocks (more rows than 8 per multiprocessor of an H200), and include empty rows and no rows.
+// (a - b) from a seed. The shapes straddle the cuda device's 256-term chunks and exceed its grid of
+// blocks (more rows than 32 per multiprocessor of an H200), and include empty rows and no rows.
 template <class H>
 void rowFoldsEqualPlainLoops(H& h) {
   struct Shape {
     Index rows, cols;
   };
   for (Shape s : {Shape{0, 5}, Shape{3, 0}, Shape{1, 1}, Shape{3, 1023}, Shape{2, 1024}, Shape{2, 1025},
-                  Shape{1, 2049}, Shape{1100, 3}, Shape{4, 3000}}) {
+                  Shape{1, 2049}, Shape{1100, 3}, Shape{4500, 3}, Shape{4, 3000}}) {
     SCOPED_TRACE(::testing::Message() << s.rows << " rows of " << s.cols);
     auto values = awkwardValues(static_cast<std::size_t>(s.rows * s.cols), 91);
     for (std::size_t i = 4; i < values.size(); i += 97) values[i] = std::numeric_limits<Scalar>::quiet_NaN();
@@ -183,7 +183,7 @@ void rowFoldsEqualPlainLoops(H& h) {
   }
 }
 
-// Ragged rows (row r holds length(r) terms, some none, some across the 1024-term chunks): a sum and
+// Ragged rows (row r holds length(r) terms, some none, some across the 256-term chunks): a sum and
 // a maximum from the first term (which an empty row leaves at 0.0, the seed, on every handler).
 template <class H>
 void raggedRowFoldsEqualPlainLoops(H& h) {
@@ -212,6 +212,87 @@ void raggedRowFoldsEqualPlainLoops(H& h) {
   EXPECT_EQ(firstBitDifference(maxima, wantMaxima), wantMaxima.size());
 }
 
+// Many short ragged rows (more than the 128 a multiprocessor at which the cuda device folds a row
+// a lane; softmax rows have this shape): a sum, a maximum from the first term and a dot product of
+// two tensors per row, against plain loops. Rows of one warp differ in length, some are empty, and
+// some run past several of the lanes' 16-term tiles.
+template <class H>
+void manyRaggedRowFoldsEqualPlainLoops(H& h) {
+  constexpr Index kRows = 20011, kWidth = 83;
+  const auto a = awkwardValues(static_cast<std::size_t>(kRows * kWidth), 94);
+  const auto b = awkwardValues(static_cast<std::size_t>(kRows * kWidth), 95);
+  auto aBuf = lift(h, a), bBuf = lift(h, b);
+  const osprey::View x = aBuf.view(), y = bBuf.view();
+  const auto length = [] OSPREY_FN(Index r) -> Index { return r % 7 == 3 ? 0 : (r * 37) % (kWidth + 1); };
+  const auto term = [=] OSPREY_FN(Index r, Index c) -> Scalar { return x[osprey::Int(r) * kWidth + c]; };
+  const auto sums = readAll(h, must(sumRaggedRows(h, kRows, length, term, AsIs{})));
+  const auto maxima = readAll(h, must(foldRaggedRowsFromFirst(h, kRows, length, term, Larger{}, AsIs{})));
+  const auto dots = readAll(h, must(dotRaggedRows(h, kRows, length,
+      [=] OSPREY_FN(Index r, Index c) -> Product {
+        const osprey::Int at = osprey::Int(r) * kWidth + c;
+        return Product{x[at], y[at]};
+      },
+      AsIs{})));
+  std::vector<Scalar> wantSums, wantMaxima, wantDots;
+  for (Index r = 0; r < kRows; ++r) {
+    const auto at = static_cast<std::size_t>(r * kWidth);
+    const Index count = r % 7 == 3 ? 0 : (r * 37) % (kWidth + 1);
+    Scalar sum = 0.0, maximum = count > 0 ? a[at] : 0.0, dot = 0.0;
+    for (Index c = 0; c < count; ++c) {
+      const auto k = at + static_cast<std::size_t>(c);
+      sum = sum + a[k];
+      if (c > 0 && a[k] > maximum) maximum = a[k];
+      dot = std::fma(a[k], b[k], dot);
+    }
+    wantSums.push_back(sum);
+    wantMaxima.push_back(maximum);
+    wantDots.push_back(dot);
+  }
+  EXPECT_SAME_BITS(sums, wantSums);
+  EXPECT_SAME_BITS(maxima, wantMaxima);
+  EXPECT_SAME_BITS(dots, wantDots);
+}
+
+// Transposes and head gathers (a copy on every handler; the cuda device's tiled strided copy) put
+// every element where the plain index maths says, for shapes around its 32 x 32 tiles: a block's
+// rows as they are, transposed, and heads of a batch whose stride is not heads x head size.
+template <class H>
+void transposesAndGathersCopyEveryElement(H& h) {
+  struct Shape {
+    Index rows, cols;
+  };
+  for (Shape s : {Shape{1, 1}, Shape{1, 70}, Shape{33, 1}, Shape{31, 33}, Shape{64, 64}, Shape{97, 130}}) {
+    SCOPED_TRACE(::testing::Message() << s.rows << " x " << s.cols);
+    const auto values = awkwardValues(static_cast<std::size_t>(s.rows * s.cols), 96);
+    const auto got = readAll(h, must(transpose(h, lift(h, values), s.rows, s.cols)));
+    std::vector<Scalar> want;
+    for (Index j = 0; j < s.cols; ++j)
+      for (Index i = 0; i < s.rows; ++i) want.push_back(values[static_cast<std::size_t>(i * s.cols + j)]);
+    EXPECT_SAME_BITS(got, want);
+  }
+  // (B, T, 3C) activations, NH heads of hs channels: the k section's heads as (T, hs) blocks and
+  // transposed (hs, T), B x NH blocks in all.
+  constexpr Index B = 3, T = 37, NH = 5, hs = 7, C = NH * hs, W = 3 * C;
+  const auto qkv = awkwardValues(static_cast<std::size_t>(B * T * W), 97);
+  auto src = lift(h, qkv);
+  const heads::Layout layout{T, W, NH, hs};
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "transposed heads" : "heads");
+    const auto blocks = transposed ? layout.transposed(C) : layout.rows(C);
+    const Index rows = transposed ? hs : T, cols = transposed ? T : hs;
+    const auto got = readAll(h, must(heads::gatherAll(h, src, blocks, B * NH, rows, cols)));
+    std::vector<Scalar> want;
+    for (Index b = 0; b < B; ++b)
+      for (Index head = 0; head < NH; ++head)
+        for (Index r = 0; r < rows; ++r)
+          for (Index c = 0; c < cols; ++c) {
+            const Index t = transposed ? c : r, d = transposed ? r : c;
+            want.push_back(qkv[static_cast<std::size_t>((b * T + t) * W + C + head * hs + d)]);
+          }
+    EXPECT_SAME_BITS(got, want);
+  }
+}
+
 // A fault inside a term (here an index product that overflows, in a later row and column) is the
 // row fold's error, as in any other kernel.
 template <class H>
@@ -220,6 +301,13 @@ void rowFoldFaultIsItsError(H& h) {
   expectError(sumRows(h, 4, 1500,
                       [=] OSPREY_FN(Index r, Index c) -> Scalar {
                         return static_cast<Scalar>((osprey::Int(r) + c / 1000 + 1) * huge > 0);
+                      },
+                      AsIs{}),
+              "integer overflow");
+  // The same in one of many short rows (folded a row a lane on the cuda device).
+  expectError(sumRows(h, 20000, 3,
+                      [=] OSPREY_FN(Index r, Index c) -> Scalar {
+                        return static_cast<Scalar>((osprey::Int(r / 15000) + c / 2 + 1) * huge > 0);
                       },
                       AsIs{}),
               "integer overflow");

@@ -7,7 +7,10 @@
 #pragma once
 
 #include <limits>
+#include <span>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -93,6 +96,58 @@ void buildReturnsOverflowOfOneElement(H& h) {
   auto fine = buildDoubling(h, kFaultSize);
   ASSERT_TRUE(fine.ok()) << fine.error().message;
   EXPECT_EQ(h.get(*fine, kFaultSize - 1), static_cast<Scalar>(2 * (kFaultSize - 1)));
+}
+
+// Index maths on both sides of 32 bits: a device takes 32-bit instructions where the operands fit
+// (osprey/strict.hpp), and the quotients, remainders and products must be the 64-bit ones. Each
+// element takes a pair (a, b) from the table; the results are exact in a double (< 2^53).
+template <class H>
+void indexMathAcrossThirtyTwoBitsIsExact(H& h) {
+  const std::vector<Index> pairs = {
+      0, 1, 7, 3, 2147483647, 2, 2147483648LL, 2, 4294967295LL, 3, 4294967296LL, 3, 4294967297LL, 4294967295LL,
+      4294967295LL, 4294967295LL, 4294967295LL, 65536, 123456789012345LL, 97, 3, 4294967296LL, -7, 2, -2147483648LL,
+      3, -2147483649LL, 5, 2147483647, -2147483648LL, 65535, 65537, -1, 4294967295LL, 1000000007, 1000000009};
+  const std::size_t n = pairs.size() / 2;
+  std::vector<Scalar> as, bs;
+  for (std::size_t i = 0; i < n; ++i) {
+    as.push_back(static_cast<Scalar>(pairs[2 * i]));
+    bs.push_back(static_cast<Scalar>(pairs[2 * i + 1]));
+  }
+  const auto take = [](auto r) {
+    if (!r.ok()) throw std::runtime_error(r.error().message);
+    return std::move(r).value();
+  };
+  auto av = take(h.fromList(std::span<const Scalar>(as))), bv = take(h.fromList(std::span<const Scalar>(bs)));
+  const auto va = av.view(), vb = bv.view();
+  const auto quotients = readAll(h, take(h.build(static_cast<Index>(n), [=] OSPREY_FN(Index i) -> Scalar {
+    return static_cast<Scalar>((Int(static_cast<Index>(va[i])) / Int(static_cast<Index>(vb[i]))).raw());
+  })));
+  const auto remainders = readAll(h, take(h.build(static_cast<Index>(n), [=] OSPREY_FN(Index i) -> Scalar {
+    return static_cast<Scalar>((Int(static_cast<Index>(va[i])) % Int(static_cast<Index>(vb[i]))).raw());
+  })));
+  // Products below 2^53 (the table's first operand scaled down where needed), so a double holds them.
+  const auto products = readAll(h, take(h.build(static_cast<Index>(n), [=] OSPREY_FN(Index i) -> Scalar {
+    const Int a = static_cast<Index>(va[i]), b = static_cast<Index>(vb[i]);
+    return static_cast<Scalar>(((a / Int(4096)) * (b / Int(4096)) + a % Int(4096) * b).raw());
+  })));
+  std::vector<Scalar> wantQ, wantR, wantP;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Index a = pairs[2 * i], b = pairs[2 * i + 1];
+    wantQ.push_back(static_cast<Scalar>(a / b));
+    wantR.push_back(static_cast<Scalar>(a % b));
+    wantP.push_back(static_cast<Scalar>((a / 4096) * (b / 4096) + a % 4096 * b));
+  }
+  EXPECT_SAME_BITS(quotients, wantQ);
+  EXPECT_SAME_BITS(remainders, wantR);
+  EXPECT_SAME_BITS(products, wantP);
+  // A product that leaves int64 still faults, whatever the operands' width.
+  const Index big = 4294967296LL;
+  auto overflow = h.build(3, [=] OSPREY_FN(Index i) -> Scalar {
+    return static_cast<Scalar>((Int(big) * Int(big / 2 + i)).raw());
+  });
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_NE(overflow.error().message.find("integer overflow: 4294967296 * 21474836"), std::string::npos)
+      << overflow.error().message;
 }
 
 // A fault in one launch leaves the handler usable: the next launch on it succeeds.

@@ -30,6 +30,9 @@ TYPED_TEST(StrictKernelTest, HandlerRecoversAfterAKernelFault) {
 TYPED_TEST(StrictKernelTest, ZipWithReturnsRemainderByZero) {
   strict_cases::zipWithReturnsRemainderByZero(this->handler);
 }
+TYPED_TEST(StrictKernelTest, IndexMathAcrossThirtyTwoBitsIsExact) {
+  strict_cases::indexMathAcrossThirtyTwoBitsIsExact(this->handler);
+}
 TYPED_TEST(StrictKernelTest, ReduceReturnsUnderflow) { strict_cases::reduceReturnsUnderflow(this->handler); }
 TYPED_TEST(StrictKernelTest, StrictlyStopsTheModelAtAKernelFault) {
   strict_cases::strictlyStopsTheModelAtAKernelFault(this->handler);

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "osprey/block_layout.hpp"
 #include "osprey/effect.hpp"
 #include "osprey/gpu/surface.hpp"
 #include "osprey/shape_check.hpp"
@@ -50,6 +51,20 @@ class Gpu {
     const Index n = OSPREY_TRY(checkBatchedMatMulShapes(a.size(), b.size(), batch, rows, inner, cols));
     auto out = OSPREY_TRY(gpuAllocate<E>(m_device, n));
     OSPREY_CHECK(m_device->matMulBatched(out.data(), a.view(), b.view(), batch, rows, inner, cols));
+    return out;
+  }
+
+  // out (blocks, rows, cols), row-major: element (z, r, c) is src[layout.at(z, r, c)] (a transpose,
+  // attention's heads), answered by the device where it has a tiled copy (cuda).
+  Result<Buffer> copyBlocks(const Buffer& src, const BlockLayout& layout, Index blocks, Index rows, Index cols)
+    requires requires(D& d, E* out, ViewOf<E> v, BlockLayout l, Index n) { d.copyBlocks(out, v, l, n, n, n); }
+  {
+    OSPREY_CHECK(checkBlockLayout(layout, src.size(), blocks, rows, cols));
+    Index n = 0;
+    if (__builtin_mul_overflow(blocks, rows, &n) || __builtin_mul_overflow(n, cols, &n))
+      return Error{fmt::format("copyBlocks: {} blocks of {} x {} elements overflow an index", blocks, rows, cols)};
+    auto out = OSPREY_TRY(gpuAllocate<E>(m_device, n));
+    OSPREY_CHECK(m_device->copyBlocks(out.data(), src.view(), layout, blocks, rows, cols));
     return out;
   }
 

@@ -76,6 +76,7 @@
 
 #include <fmt/format.h>
 
+#include "osprey/block_layout.hpp"
 #include "osprey/config.hpp"
 #include "osprey/effect.hpp"
 #include "osprey/gpu/buffer.hpp"
@@ -226,9 +227,11 @@ __global__ void __launch_bounds__(kFoldThreads)
 // the chunk in order while warps 1.. compute the next chunk into the other buffer. The terms do
 // not depend on the accumulator, so computing them early and in parallel leaves the fold's
 // combines, and its bits, those of one thread walking the row.
-constexpr int kRowFoldThreads = 256;
-constexpr int kRowFoldChunkBytes = 8192;  // one chunk of terms; two chunks = 16 KiB of shared memory
-constexpr int kRowFoldBlocksPerProcessor = 8;
+// A row's time is its one thread's chain of combines, so what pays is many rows at once: small
+// blocks (one warp combining and filling, one filling), 32 of them a multiprocessor (its most).
+constexpr int kRowFoldThreads = 64;
+constexpr int kRowFoldChunkBytes = 2048;  // one chunk of terms; two chunks = 4 KiB of shared memory
+constexpr int kRowFoldBlocksPerProcessor = 32;
 
 template <class Out, class L, class T, class C, class F>
 __global__ void __launch_bounds__(kRowFoldThreads)
@@ -284,6 +287,61 @@ __global__ void __launch_bounds__(kRowFoldThreads)
   stampFault(launch);
 }
 
+// The same row folds with one row a lane, for many rows (softmax statistics: a row per query of
+// every head): each warp folds 32 consecutive rows, lane l row r0 + l, in order, from a shared
+// tile of kLaneFoldChunk terms a row that the whole warp fills first (term (r0 + i, k0 + j) by the
+// lane that owns tile element i·kLaneFoldChunk + j, so neighbouring lanes read neighbouring
+// columns). A block per row leaves thread 0 combining while 255 threads idle; here every lane
+// combines. Each row's combines are still the one thread's, in column order, so the bits are
+// rowFoldKernel's.
+constexpr int kLaneFoldWarps = 4;
+constexpr int kLaneFoldThreads = 32 * kLaneFoldWarps;
+constexpr int kLaneFoldChunk = 16;  // terms of each row per tile; 32 x 17 Values a warp
+// Lanes only pay where there are rows enough for several warps on every multiprocessor: fewer,
+// longer rows (a LayerNorm's, the cross-entropy's 50,257 logits) keep a block a row, whose
+// threads fetch one row's terms far ahead of its single combining thread.
+constexpr Index kLaneFoldRowsPerProcessor = 4 * 32;  // four warps a multiprocessor
+constexpr int kLaneFoldBlocksPerProcessor = 8;
+
+template <class Out, class L, class T, class C, class F>
+__global__ void __launch_bounds__(kLaneFoldThreads)
+    laneRowFoldKernel(Out* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish,
+                      unsigned long long launch) {
+  using Value = decltype(term(Index{}, Index{}));
+  __shared__ Value tiles[kLaneFoldWarps][32][kLaneFoldChunk + 1];
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  Value (*tile)[kLaneFoldChunk + 1] = tiles[warp];
+  const Index warps = static_cast<Index>(gridDim.x) * kLaneFoldWarps;
+  for (Index group = static_cast<Index>(blockIdx.x) * kLaneFoldWarps + warp; group * 32 < rows; group += warps) {
+    const Index r0 = group * 32, r = r0 + lane;
+    const Index cols = r < rows ? length(r) : 0;
+    Index most = cols;  // the longest row of the warp's 32
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const Index other = __shfl_xor_sync(0xffffffffu, most, offset);
+      most = other > most ? other : most;
+    }
+    Scalar acc = seed;
+    for (Index k0 = 0; k0 < most; k0 += kLaneFoldChunk) {
+      for (int e = lane; e < 32 * kLaneFoldChunk; e += 32) {
+        const int i = e / kLaneFoldChunk, j = e % kLaneFoldChunk;
+        const Index rowCols = __shfl_sync(0xffffffffu, cols, i);
+        if (k0 + j < rowCols) tile[i][j] = term(r0 + i, k0 + j);
+      }
+      __syncwarp();
+      const Index left = cols - k0;
+      const int count = left <= 0 ? 0 : left < kLaneFoldChunk ? static_cast<int>(left) : kLaneFoldChunk;
+      int e = 0;
+      if constexpr (std::is_same_v<Value, Scalar>) {
+        if (k0 == 0 && fromFirst && count > 0) acc = tile[lane][e++];
+      }
+      for (; e < count; ++e) acc = combine(acc, tile[lane][e]);
+      __syncwarp();  // the tile is read before the warp refills it
+    }
+    if (r < rows) out[r] = static_cast<Out>(finish(r, acc));
+  }
+  stampFault(launch);
+}
+
 constexpr int kTreeFoldThreads = 256;
 constexpr int kTreeFoldWarps = kTreeFoldThreads / 32;
 constexpr int kTreeFoldBlocksPerProcessor = 16;
@@ -335,6 +393,37 @@ __global__ void __launch_bounds__(kTreeFoldThreads)
     __syncthreads();  // partial[] is free for the next row
   }
   stampFault(launch);
+}
+
+// out (blocks, rows, cols) = the blocks of src that `layout` describes, 32 x 32 tiles at a time
+// through shared memory: the tile is read along the source's unit stride (down its rows when
+// alongRows, a transpose) and written along the copy's rows, so both sides coalesce. Only copies.
+constexpr int kCopyTile = 32;
+constexpr int kCopyThreads = 256;  // 32 x 8: each thread moves four elements of a tile
+constexpr int kCopyBlocksPerProcessor = 16;
+
+template <class T>
+__global__ void __launch_bounds__(kCopyThreads)
+    copyBlocksKernel(T* out, const T* src, BlockLayout layout, Index blocks, Index rows, Index cols, bool alongRows) {
+  __shared__ T tile[kCopyTile][kCopyTile + 1];
+  const int tx = static_cast<int>(threadIdx.x) % kCopyTile, ty = static_cast<int>(threadIdx.x) / kCopyTile;
+  constexpr int kPass = kCopyThreads / kCopyTile;
+  const Index tilesC = (cols + kCopyTile - 1) / kCopyTile, perBlock = tilesC * ((rows + kCopyTile - 1) / kCopyTile);
+  for (Index t = blockIdx.x; t < blocks * perBlock; t += gridDim.x) {
+    const Index z = t / perBlock, within = t % perBlock;
+    const Index r0 = within / tilesC * kCopyTile, c0 = within % tilesC * kCopyTile, start = layout.start(z);
+    for (int k = ty; k < kCopyTile; k += kPass) {
+      const int rl = alongRows ? tx : k, cl = alongRows ? k : tx;
+      const Index r = r0 + rl, c = c0 + cl;
+      if (r < rows && c < cols) tile[rl][cl] = src[start + r * layout.rowStride + c * layout.colStride];
+    }
+    __syncthreads();
+    for (int k = ty; k < kCopyTile; k += kPass) {
+      const Index r = r0 + k, c = c0 + tx;
+      if (r < rows && c < cols) out[(z * rows + r) * cols + c] = tile[k][tx];
+    }
+    __syncthreads();  // the tile is written out before the next is read in
+  }
 }
 
 // Every thread walks its grid-stride indices in ascending order and stops at its first hit; the
@@ -637,12 +726,36 @@ class CudaDevice {
     if constexpr (Tree) {
       cuda_detail::treeRowFoldKernel<<<blocks, cuda_detail::kTreeFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst,
                                                                                term, combine, finish, launch);
+    } else if (rows >= cuda_detail::kLaneFoldRowsPerProcessor * static_cast<Index>(m_multiprocessors)) {
+      const Index groups = (rows + cuda_detail::kLaneFoldThreads - 1) / cuda_detail::kLaneFoldThreads;
+      const Index most = static_cast<Index>(m_multiprocessors) * cuda_detail::kLaneFoldBlocksPerProcessor;
+      cuda_detail::laneRowFoldKernel<<<static_cast<unsigned>(groups < most ? groups : most),
+                                       cuda_detail::kLaneFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst,
+                                                                                     term, combine, finish, launch);
     } else {
       cuda_detail::rowFoldKernel<<<blocks, cuda_detail::kRowFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst, term,
                                                                           combine, finish, launch);
     }
     OSPREY_CUDA_CHECK(cudaGetLastError(), label() + " launch");
     if (m_checkEachLaunch) return settle("the launch");
+    return {};
+  }
+
+  // out (blocks, rows, cols) = the blocks of src that `layout` describes (the handler has checked
+  // that they lie inside src): see copyBlocksKernel.
+  template <class T>
+  Result<void> copyBlocks(T* out, ViewOf<T> src, const BlockLayout& layout, Index blocks, Index rows, Index cols) {
+    if (blocks == 0 || rows == 0 || cols == 0) return {};
+    OSPREY_CHECK(activate());
+    const Index tiles =
+        blocks * ((rows + cuda_detail::kCopyTile - 1) / cuda_detail::kCopyTile) *
+        ((cols + cuda_detail::kCopyTile - 1) / cuda_detail::kCopyTile);
+    const Index most = static_cast<Index>(m_multiprocessors) * cuda_detail::kCopyBlocksPerProcessor;
+    const bool alongRows = layout.rowStride == 1 && layout.colStride != 1;
+    cuda_detail::copyBlocksKernel<<<static_cast<unsigned>(tiles < most ? tiles : most), cuda_detail::kCopyThreads, 0,
+                                    m_stream>>>(out, src.data, layout, blocks, rows, cols, alongRows);
+    OSPREY_CUDA_CHECK(cudaGetLastError(), fmt::format("copyBlocks ({} blocks of {} x {}) launch", blocks, rows, cols));
+    if (m_checkEachLaunch) return settle("copyBlocks");
     return {};
   }
 
