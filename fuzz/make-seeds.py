@@ -143,6 +143,11 @@ def config_seeds():
     write(d, "bad-array.json", '[{"n_positions":1}]')
     write(d, "bad-truncated.json", json.dumps(GPT2_124M)[:100])
     write(d, "bad-empty.json", "")
+    # Keys given twice (json.dumps cannot write them): at the top, nested, and escaped.
+    minimal = '"n_positions":1,"vocab_size":1,"n_layer":1,"n_head":1,"n_embd":1'
+    write(d, "bad-duplicate-key.json", '{' + minimal + ',"n_layer":2}')
+    write(d, "bad-duplicate-nested.json", '{' + minimal + ',"task_specific_params":{"a":{"k":1,"k":2}}}')
+    write(d, "bad-duplicate-escaped.json", '{' + minimal + ',"n_\\u006cayer":1}')
 
 
 # --- the tokenised-data cache ------------------------------------------------------------------
@@ -194,6 +199,8 @@ def training_data_seeds():
     write(d, "framed-bad-negative-size.json", framed(dict(key, data_size=-61, count=0), []))
     write(d, "framed-bad-missing-count.json", framed(key, []))
     write(d, "framed-bad-not-json.json", b"{\"data_size\": 61,")
+    write(d, "framed-bad-duplicate-count.json",
+          b"{\"count\":0," + framed(dict(key, count=len(text)), list(text))[1:])
 
 
 # --- trainer_state.json ------------------------------------------------------------------------
@@ -235,6 +242,10 @@ def trainer_state_seeds():
     write(d, "bad-array.json", "[" + json.dumps(STATE) + "]")
     write(d, "bad-truncated.json", json.dumps(STATE)[:150])
     write(d, "bad-empty.json", "")
+    # Keys given twice (json.dumps cannot write them), at the top and nested.
+    compact = json.dumps(STATE, separators=(",", ":"))
+    write(d, "bad-duplicate-step.json", '{"step":5,' + compact[1:])
+    write(d, "bad-duplicate-lr.json", compact.replace('"adamw":{', '"adamw":{"lr":1.0,'))
 
 
 if __name__ == "__main__":

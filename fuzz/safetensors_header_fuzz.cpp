@@ -29,6 +29,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   require(header->dataStart + header->dataBytes == size);
+  // The tensors tile the data section: with no overlap (checked pairwise by the reader), their
+  // sizes add up to it exactly, so no byte is left that no tensor covers.
+  std::uint64_t covered = 0;
+  for (const TensorInfo& info : header->tensors) covered += info.end - info.begin;
+  require(covered == header->dataBytes);
   for (std::size_t k = 0; k < header->tensors.size(); ++k) {
     const TensorInfo& info = header->tensors[k];
     require(k == 0 || header->tensors[k - 1].name < info.name);

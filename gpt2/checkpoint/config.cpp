@@ -1,6 +1,7 @@
 // Reading and writing Hugging Face GPT-2 config.json files (see checkpoint_config.hpp).
 #include "gpt2/checkpoint/config.hpp"
 #include "osprey/io/input_file.hpp"
+#include "osprey/io/json_text.hpp"
 
 #include <fstream>
 #include <sstream>
@@ -37,14 +38,8 @@ osprey::Result<Index> integerField(const Json& j, const std::string& label, cons
 }  // namespace
 
 osprey::Result<Config> parseHfConfig(std::string_view text, const std::string& label) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::out_of_range& e) {  // a number beyond double's range, such as 1e400
-    return configError(label, fmt::format("a number is out of range ({})", e.what()));
-  } catch (const Json::exception& e) {
-    return configError(label, fmt::format("not valid JSON ({})", e.what()));
-  }
+  // The checked reader: a number beyond double's range or a key given twice is an error naming it.
+  const Json j = OSPREY_TRY(osprey::io::parseJson(text, label));
   if (!j.is_object()) return configError(label, "not a JSON object");
 
   Config c;

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "gpt2/checkpoint/config.hpp"
+#include "gpt2/model/finite_weights.hpp"
 #include "osprey/io/tensor_file.hpp"
 
 namespace gpt2 {
@@ -70,6 +71,17 @@ osprey::Result<void> checkNoExtraTensors(const osprey::io::TensorFile& file, con
   return {};
 }
 
+// A model holding NaN or an infinity makes every logit NaN or ±inf, and greedy decoding would then
+// print a token chosen from nonsense with success: refused on load, on every backend alike, naming
+// the first bad element. (A training checkpoint has its own check, which names the moments too.)
+osprey::Result<void> checkFiniteWeights(const HostWeights& w, const std::string& path) {
+  if (const auto bad = firstNonFinite(w))
+    return osprey::Error{fmt::format("{}: {}: the weights must be finite numbers (a model holding NaN or "
+                                     "infinity computes no meaningful logits)",
+                                     path, *bad)};
+  return {};
+}
+
 }  // namespace
 
 osprey::Result<HostWeights> loadWeightsFile(const std::string& path, const Config& config) {
@@ -106,6 +118,7 @@ osprey::Result<LoadedCheckpoint> loadCheckpoint(const fs::path& path) {
           path.string())};
     const Config config = OSPREY_TRY(readHfConfig(configPath));
     auto weights = OSPREY_TRY(loadWeightsFile(weightsPath.string(), config));
+    OSPREY_CHECK(checkFiniteWeights(weights, weightsPath.string()));
     return LoadedCheckpoint{std::move(weights), path.string(), path};
   }
   if (!fs::exists(path, ec))
@@ -123,6 +136,7 @@ osprey::Result<LoadedCheckpoint> loadCheckpoint(const fs::path& path) {
   if (auto problem = configProblem(config))
     return osprey::Error{fmt::format("{}: {}", path.string(), *problem)};
   auto weights = OSPREY_TRY(loadWeightsFile(path.string(), config));
+  OSPREY_CHECK(checkFiniteWeights(weights, path.string()));
   return LoadedCheckpoint{std::move(weights), path.string(), std::nullopt};
 }
 

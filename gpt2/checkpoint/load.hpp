@@ -5,7 +5,8 @@
 //     tensor names with or without the `transformer.` prefix; lm_head.weight may be absent or
 //     equal to wte.weight (GPT-2 ties them), a different lm_head is refused;
 //   * an llm.c checkpoint (`gpt2_124M.bin`, float32 or bfloat16), whose header holds the config.
-// Every tensor must be there with exactly its GPT-2 shape; errors name the file and the tensor.
+// Every tensor must be there with exactly its GPT-2 shape, and (loadCheckpoint) every weight a
+// finite number; errors name the file and the tensor.
 #pragma once
 
 #include <filesystem>

@@ -55,9 +55,11 @@ osprey::Result<void> saveHfDirectory(const fs::path& dir, const HostWeights& wei
   OSPREY_CHECK(checkShapes(weights, "weights to save"));
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir, ec))
-    return osprey::Error{fmt::format("{}: cannot create the directory ({})", dir.string(),
-                                     ec ? ec.message() : "a file of that name exists")};
+  if (ec)
+    return osprey::Error{fmt::format("{}: cannot create the directory: {}", dir.string(),
+                                     osprey::io::cannotCreateDirectories(dir.string(), ec.value()))};
+  if (!fs::is_directory(dir, ec))
+    return osprey::Error{fmt::format("{}: cannot create the directory (a file of that name exists)", dir.string())};
 
   const auto specs = parameterSpecs(weights.config);
   std::vector<osprey::io::TensorToSave> tensors;

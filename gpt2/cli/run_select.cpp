@@ -1,11 +1,36 @@
 // The entry point for --backend / --device (see run.hpp): osprey::chooseBackend names the handler;
 // this file only maps it to the entry point this program linked for it, and checks --products.
+#include <cstdlib>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "gpt2/cli/run.hpp"
 #include "osprey/under.hpp"
 
 namespace gpt2 {
+namespace {
+
+// The fast backend runs on the cuda device only: OSPREY_GPU chooses the gpu backend's device and
+// does not apply to it. Opening the cuda device words its advice for the gpu backend ("or choose
+// OSPREY_GPU=host"), which would send a user who gave OSPREY_GPU=host with --backend fast in a
+// circle: for fast, that advice is dropped, and the error says what fast needs and what was given.
+osprey::Error fastRefusal(const osprey::Error& error) {
+  std::string message = error.message;
+  bool advised = false;
+  for (const std::string advice : {", or choose OSPREY_GPU=host", " or choose OSPREY_GPU=host"})
+    for (std::size_t at; (at = message.find(advice)) != std::string::npos; advised = true) message.erase(at, advice.size());
+  if (const char* env = std::getenv("OSPREY_GPU"))
+    message += fmt::format("; OSPREY_GPU={} was given, but OSPREY_GPU picks the gpu backend's device and does not "
+                           "apply to fast",
+                           *env ? env : "\"\"");
+  if (advised)
+    message += ": --backend fast needs the cuda device (an NVIDIA GPU); to run on the host instead, choose "
+               "--backend gpu --device host, or --backend lists";
+  return osprey::Error{message};
+}
+
+}  // namespace
 
 HandlerEntries hostEntries() { return HandlerEntries{&runJobOnLists, &runJobOnGpuHost, nullptr}; }
 
@@ -15,7 +40,9 @@ osprey::Result<JobRunner> selectRunner(const BackendChoice& choice, const Handle
                                      "exact", choice.products, choice.backend)};
   // Which handler: the library's boundary decides, and words every refusal.
   const bool cudaLinked = entries.gpuCuda != nullptr && entries.fast != nullptr;
-  switch (OSPREY_TRY(osprey::chooseBackend(choice.backend, choice.device, cudaLinked))) {
+  const auto chosen = osprey::chooseBackend(choice.backend, choice.device, cudaLinked);
+  if (!chosen.ok()) return choice.backend == "fast" ? fastRefusal(chosen.error()) : chosen.error();
+  switch (*chosen) {
     case osprey::Backend::Lists: return JobRunner{entries.lists};
     case osprey::Backend::GpuHost: return JobRunner{entries.gpuHost};
     case osprey::Backend::GpuCuda: return JobRunner{entries.gpuCuda};
@@ -24,8 +51,12 @@ osprey::Result<JobRunner> selectRunner(const BackendChoice& choice, const Handle
   if (!choice.products.empty() && choice.products != "bf16" && choice.products != "tf32")
     return osprey::Error{fmt::format("unknown --products `{}`: choose bf16 or tf32", choice.products)};
   const FastProducts products = choice.products == "tf32" ? FastProducts::Tf32 : FastProducts::Bf16;
-  return JobRunner{[run = entries.fast, products](ModelJob& job, const Streams& streams) {
-    return run(job, streams, products);
+  return JobRunner{[run = entries.fast, products](ModelJob& job, const Streams& streams) -> osprey::Result<void> {
+    auto done = run(job, streams, products);
+    // Only the device's own advice is reworded; every other failure of the run is its own.
+    if (!done.ok() && done.error().message.find("OSPREY_GPU=host") != std::string::npos)
+      return fastRefusal(done.error());
+    return done;
   }};
 }
 

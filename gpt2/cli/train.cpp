@@ -173,6 +173,19 @@ osprey::Result<void> trainCommand(TrainOptions o, CliContext& ctx) {
   return done;
 }
 
+// A resumed run must read the text it was trained on: both files are named (the one the
+// manifest records and the one given), with their digests, and whether the same path changed.
+osprey::Error dataMismatch(const train::TrainerState& trained, const std::filesystem::path& checkpoint,
+                           const std::string& given, const std::string& givenSha256) {
+  std::error_code ec;
+  const bool samePath = trained.dataPath == given || std::filesystem::equivalent(trained.dataPath, given, ec);
+  return osprey::Error{fmt::format(
+      "--data {} is not the text the checkpoint was trained on: {} records {} ({} tokens, SHA-256 {}), and {} has "
+      "SHA-256 {}{}; give --data {} to continue this run, or start a new one",
+      given, (checkpoint / "trainer_state.json").string(), trained.dataPath, trained.dataTokens, trained.dataSha256,
+      given, givenSha256, samePath ? " (the file has changed since)" : "", trained.dataPath)};
+}
+
 osprey::Result<void> trainOnThisRank(TrainOptions o, CliContext& ctx, const train::DataParallel& dp) {
   std::ostream& err = ctx.streams.err;
   const JobRunner runner = OSPREY_TRY(selectRunner(o.backend, ctx.entries));
@@ -203,8 +216,7 @@ osprey::Result<void> trainOnThisRank(TrainOptions o, CliContext& ctx, const trai
   auto text = OSPREY_TRY(train::prepareTrainingText(o.data, tokenizer, tokenizerDir));
   err << text.cacheNote << "\n";
   if (job.resume && job.resume->state.dataSha256 != text.sha256)
-    return osprey::Error{fmt::format("{} is not the text the checkpoint was trained on ({} has changed "
-                                     "since; its SHA-256 differs from the manifest's)", o.data, o.data)};
+    return dataMismatch(job.resume->state, job.resume->source, o.data, text.sha256);
   OSPREY_CHECK(data::checkFitsOneBatch(static_cast<Index>(text.split.train.size()), o.batch, o.seq,
                                        "training", o.data));
   if (o.seq > job.weights.config.maxT)

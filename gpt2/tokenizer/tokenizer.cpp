@@ -4,6 +4,7 @@
 
 #include <array>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include "gpt2/tokenizer/bpe.hpp"
 #include "gpt2/tokenizer/bytes.hpp"
 #include "gpt2/tokenizer/pretokenize.hpp"
+#include "osprey/io/json_text.hpp"
 
 namespace gpt2 {
 
@@ -58,13 +60,33 @@ struct Tables {
   int endOfText = -1;
 };
 
+// The error for a vocabulary whose ids leave a hole: the first id no token has (with the tokens
+// either side, to find the place in the file), and the token that is numbered past the end.
+osprey::Error missingIdError(std::string_view name, const std::vector<std::string>& spellingOfId,
+                             const std::vector<bool>& seen, const std::string& pastSpelling,
+                             const std::string& pastId) {
+  const std::size_t count = seen.size();
+  std::size_t missing = 0;
+  while (missing < count && seen[missing]) ++missing;  // one exists: a token took no slot
+  std::size_t holes = 0;
+  for (std::size_t id = missing; id < count; ++id) holes += seen[id] ? 0 : 1;
+  std::string around;
+  if (missing > 0 && seen[missing - 1]) around += "after " + printable(spellingOfId[missing - 1]);
+  if (missing + 1 < count && seen[missing + 1])
+    around += (around.empty() ? "before " : ", before ") + printable(spellingOfId[missing + 1]);
+  return fileError(name, fmt::format("no token has id {}{}{}: a token is missing from the vocabulary (or one is "
+                                     "numbered past the end: token {} has id {}, but {} tokens must have ids "
+                                     "0..{}, one each)",
+                                     missing, around.empty() ? "" : " (" + around + ")",
+                                     holes == 2   ? std::string(", nor does 1 more id")
+                                     : holes > 2 ? fmt::format(", nor do {} more ids", holes - 1)
+                                                 : std::string(),
+                                     printable(pastSpelling), pastId, count, count - 1));
+}
+
 osprey::Result<void> readVocabulary(std::string_view json, std::string_view name, Tables& state) {
-  nlohmann::json parsed;
-  try {
-    parsed = nlohmann::json::parse(json.begin(), json.end());
-  } catch (const nlohmann::json::exception& e) {
-    return fileError(name, fmt::format("not valid JSON: {}", e.what()));
-  }
+  // The checked reader: a spelling given twice (two ids for one token) is an error naming it.
+  const nlohmann::json parsed = OSPREY_TRY(osprey::io::parseJson(json, std::string(name)));
   if (!parsed.is_object()) {
     return fileError(name, "expected a JSON object mapping token spellings to ids");
   }
@@ -78,6 +100,10 @@ osprey::Result<void> readVocabulary(std::string_view json, std::string_view name
   state.bytesOfId.assign(count, std::string());
   std::vector<bool> seen(count, false);
   state.idOfSpelling.reserve(count);
+  // The first token numbered past the end ("b": 7 among 2 tokens). Ids must be 0..count-1, one
+  // each, so such a token means some id below has no token: usually one token was deleted, and
+  // the token to blame is the missing one, not the last (<|endoftext|>) that now looks too high.
+  std::optional<std::pair<std::string, std::string>> pastTheEnd;  // spelling, id as written
   for (const auto& [spelling, value] : parsed.items()) {
     if (!value.is_number_integer()) {
       return fileError(name, fmt::format("token {} has a non-integer id ({})", printable(spelling),
@@ -85,9 +111,8 @@ osprey::Result<void> readVocabulary(std::string_view json, std::string_view name
     }
     // Ids too large for int64 would wrap in get<int64_t>(): name them as they are written.
     if (value.is_number_unsigned() && value.get<std::uint64_t>() >= count) {
-      return fileError(name, fmt::format("token {} has id {}, but ids must be 0..{} (one per "
-                                         "token, {} tokens)",
-                                         printable(spelling), value.get<std::uint64_t>(), count - 1, count));
+      if (!pastTheEnd) pastTheEnd.emplace(spelling, std::to_string(value.get<std::uint64_t>()));
+      continue;
     }
     const auto id = value.get<std::int64_t>();
     if (id < 0 || id >= std::int64_t(count)) {
@@ -111,6 +136,7 @@ osprey::Result<void> readVocabulary(std::string_view json, std::string_view name
     state.bytesOfId[std::size_t(id)] = std::move(*bytes);
     state.idOfSpelling.emplace(spelling, int(id));
   }
+  if (pastTheEnd) return missingIdError(name, state.spellingOfId, seen, pastTheEnd->first, pastTheEnd->second);
 
   const auto& alphabet = bytes::byteToCodePoint();
   for (unsigned b = 0; b < 256; ++b) {

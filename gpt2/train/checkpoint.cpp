@@ -19,7 +19,7 @@
 #include "gpt2/checkpoint/config.hpp"
 #include "gpt2/checkpoint/load.hpp"
 #include "gpt2/checkpoint/save.hpp"
-#include "gpt2/train/finite.hpp"
+#include "gpt2/model/finite_weights.hpp"
 #include "gpt2/train/leftovers.hpp"
 #include "osprey/io/atomic_file.hpp"
 #include "osprey/io/safetensors.hpp"
@@ -108,7 +108,9 @@ osprey::Result<void> saveTrainingCheckpoint(const fs::path& saveDir, const HostC
                                             const fs::path& tokenizerDir) {
   std::error_code ec;
   fs::create_directories(saveDir, ec);
-  if (ec) return osprey::Error{fmt::format("{}: cannot create the save directory: {}", saveDir.string(), ec.message())};
+  if (ec)
+    return osprey::Error{fmt::format("{}: cannot create the save directory: {}", saveDir.string(),
+                                     osprey::io::cannotCreateDirectories(saveDir.string(), ec.value()))};
   const fs::path target = checkpointDir(saveDir);
   // Numbers that are not finite are never saved: they would replace a checkpoint that can still
   // be trained from with one that cannot.
@@ -122,7 +124,9 @@ osprey::Result<void> saveTrainingCheckpoint(const fs::path& saveDir, const HostC
       return systemError(old->dir, "cannot move the previous checkpoint back into place");
   removeLeftovers(saveDir, target);
   fs::create_directories(temporary, ec);
-  if (ec) return osprey::Error{fmt::format("{}: cannot create: {}", temporary.string(), ec.message())};
+  if (ec)
+    return osprey::Error{fmt::format("{}: cannot create: {}", temporary.string(),
+                                     osprey::io::cannotCreateIn(saveDir.string(), ec.value()))};
 
   // Everything goes into the temporary directory first; each file is fsynced by its writer.
   OSPREY_CHECK(saveHfDirectory(temporary, c.weights, osprey::io::DType::F64, tokenizerDir));

@@ -33,6 +33,8 @@ osprey::Result<TrainingText> prepareTrainingText(const std::string& dataPath, co
   out.cacheNote = tokenized.fromCache     ? "tokens from the cache " + data::cachePathFor(dataPath)
                   : tokenized.cacheWritten ? "tokenised and cached in " + data::cachePathFor(dataPath)
                                            : "tokenised (cache not written: " + tokenized.cacheNote + ")";
+  if (!tokenized.cacheDamage.empty())  // a damaged cache is rebuilt, and the run says so
+    out.cacheNote += " (the cache there was damaged and not read: " + tokenized.cacheDamage + ")";
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "gpt2/train/data_sha256.hpp"
 #include "osprey/io/atomic_file.hpp"
 #include "osprey/io/input_file.hpp"
+#include "osprey/io/json_text.hpp"
 
 namespace gpt2::data {
 namespace {
@@ -55,7 +56,7 @@ osprey::Result<CacheKey> currentKey(const std::string& dataPath, const std::stri
   return key;
 }
 
-std::optional<std::vector<TokenId>> readCache(const std::string& cachePath, const CacheKey& key) {
+std::optional<std::vector<TokenId>> readCache(const std::string& cachePath, const CacheKey& key, std::string* damage) {
   // Only a regular file can be a cache (a FIFO in its place would block the read; anything else
   // is left for the new cache, written beside it and renamed over it, to replace).
   struct stat st {};
@@ -69,7 +70,14 @@ std::optional<std::vector<TokenId>> readCache(const std::string& cachePath, cons
   if (headerBytes > kMaxHeaderBytes) return std::nullopt;
   std::string headerText(headerBytes, '\0');
   if (!in.read(headerText.data(), static_cast<std::streamsize>(headerBytes))) return std::nullopt;
-  auto header = nlohmann::json::parse(headerText, nullptr, /*allow_exceptions=*/false);
+  // The checked reader, as for every JSON file: a header with a key given twice is damaged (which
+  // count or digest is meant is unclear), rebuilt, and the caller told why.
+  auto parsed = osprey::io::parseJson(headerText, cachePath);
+  if (!parsed.ok()) {
+    if (damage) *damage = parsed.error().message;
+    return std::nullopt;
+  }
+  const nlohmann::json& header = *parsed;
   if (!header.is_object()) return std::nullopt;
   // Integers only: nlohmann keeps a number beyond 64 bits as a double, whose conversion to an
   // integer would be undefined behaviour (a damaged cache is rebuilt, never read).
@@ -133,7 +141,7 @@ osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath,
   const std::string cachePath = cachePathFor(dataPath);
   TokenizedText out;
   out.dataSha256 = key.dataSha256;
-  if (auto cached = readCache(cachePath, key)) {
+  if (auto cached = readCache(cachePath, key, &out.cacheDamage)) {
     out.tokens = std::move(*cached);
     out.fromCache = true;
     return out;

@@ -48,6 +48,7 @@ struct TokenizedText {
   bool fromCache = false;     // true when an existing cache was reused
   bool cacheWritten = false;  // true when a fresh cache was saved
   std::string cacheNote;      // why the cache was not written, when it was not
+  std::string cacheDamage;    // why an existing cache was not read, when its header was damaged
 };
 
 // `<dataPath>.osprey-tokens`
@@ -63,8 +64,10 @@ osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath,
                                              const Encoder& encode);
 
 // The cache file's tokens if it exists and matches `key`; an empty result otherwise (a stale or
-// damaged cache is not an error: it is rebuilt).
-std::optional<std::vector<TokenId>> readCache(const std::string& cachePath, const CacheKey& key);
+// damaged cache is not an error: it is rebuilt). A header that is not valid JSON (a key given
+// twice, a number out of range) also says why in `damage`, for the run to report.
+std::optional<std::vector<TokenId>> readCache(const std::string& cachePath, const CacheKey& key,
+                                              std::string* damage = nullptr);
 
 // Saves tokens under key (atomically).
 osprey::Result<void> writeCache(const std::string& cachePath, const CacheKey& key,

@@ -5,7 +5,7 @@
 // tested by one kernel thread, the runs in parallel, and the per-run answers are summed on the
 // device; the weights never leave it, and the step waits for the answer once. (A reduce over the tensor itself would be one
 // device thread walking 124M elements.) On the host (before a save, on the copy the save makes
-// anyway): the first bad element, named.
+// anyway): the first bad element, named (gpt2/model/finite_weights.hpp).
 #pragma once
 
 #include <cmath>
@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "gpt2/layers/fold_rows.hpp"
+#include "gpt2/model/finite_weights.hpp"  // firstNonFinite: the host-side check
 #include "gpt2/model/weights.hpp"
 #include "gpt2/train/step.hpp"
 
@@ -76,20 +77,6 @@ osprey::Result<std::optional<std::size_t>> firstNonFiniteTensor(H& h, const Weig
   for (std::size_t i = 0; i < w.tensors.size(); ++i)
     if (OSPREY_TRY(holdsNonFinite(h, w.tensors[i]))) return std::optional<std::size_t>(i);
   return std::optional<std::size_t>();
-}
-
-// "h.0.attn.c_attn.weight[17] is nan", for the first bad element of a host copy, or nullopt.
-// `prefix` goes before the tensor's name ("m." for the first moments).
-inline std::optional<std::string> firstNonFinite(const HostWeights& w, const std::string& prefix = "") {
-  const auto specs = parameterSpecs(w.config);
-  for (std::size_t t = 0; t < w.tensors.size() && t < specs.size(); ++t) {
-    const auto& values = w.tensors[t].values;
-    for (std::size_t i = 0; i < values.size(); ++i)
-      if (!std::isfinite(values[i]))
-        return fmt::format("{}{}[{}] is {}", prefix, specs[t].name, i, std::isnan(values[i]) ? "nan" :
-                           values[i] > 0 ? "inf" : "-inf");
-  }
-  return std::nullopt;
 }
 
 }  // namespace gpt2::train

@@ -5,6 +5,7 @@
 
 #include "gpt2/train/checkpoint.hpp"
 #include "gpt2/train/manifest_reader.hpp"
+#include "osprey/io/json_text.hpp"
 
 namespace gpt2::train {
 namespace {
@@ -31,15 +32,8 @@ std::string trainerStateJson(const TrainerState& s) {
 }
 
 osprey::Result<TrainerState> parseTrainerState(const std::string& text, const std::string& label) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    // e.g. "number overflow parsing '1e400'": the reason, with where it is.
-    std::string why = e.what();
-    if (why.size() > 200) why = why.substr(0, 200) + "...";
-    return osprey::Error{fmt::format("{}: not valid JSON: {}", label, why)};
-  }
+  // The checked reader: "number overflow parsing '1e400'" or a key given twice, named with its key.
+  const nlohmann::json j = OSPREY_TRY(osprey::io::parseJson(text, label));
   if (!j.is_object()) return osprey::Error{fmt::format("{}: not a JSON object", label)};
   const ManifestReader r(j, label);
   const std::string format = OSPREY_TRY(r.text("format"));

@@ -2,6 +2,7 @@
 #include "gpt2/train/run_dir.hpp"
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <string>
 
 #include <fmt/format.h>
+
+#include "osprey/io/atomic_file.hpp"  // cannotCreateIn
 
 namespace fs = std::filesystem;
 
@@ -51,6 +54,20 @@ bool recordsSteps(const fs::path& csv) {
   return false;
 }
 
+// Whether a file can be made in saveDir, tried for real (access(2) says yes to root in a
+// read-only or immutable directory): a run that could save nothing is refused before it trains,
+// naming the directory, not a temporary file failing hours later.
+osprey::Result<void> checkWritable(const fs::path& saveDir) {
+  std::string probe = (saveDir / ".osprey-write-test-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    return osprey::Error{fmt::format("--save {}: nothing could be saved: {}", saveDir.string(),
+                                     osprey::io::cannotCreateIn(saveDir.string(), errno))};
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return {};
+}
+
 }  // namespace
 
 RunDirectoryLock::~RunDirectoryLock() {
@@ -60,9 +77,13 @@ RunDirectoryLock::~RunDirectoryLock() {
 osprey::Result<std::unique_ptr<RunDirectoryLock>> lockRunDirectory(const fs::path& saveDir) {
   std::error_code ec;
   fs::create_directories(saveDir, ec);
-  if (ec || !fs::is_directory(saveDir))
-    return osprey::Error{fmt::format("--save {}: cannot create the directory ({})", saveDir.string(),
-                                     ec ? ec.message() : "a file of that name exists")};
+  if (ec)
+    return osprey::Error{fmt::format("--save {}: cannot create the directory: {}", saveDir.string(),
+                                     osprey::io::cannotCreateDirectories(saveDir.string(), ec.value()))};
+  if (!fs::is_directory(saveDir))
+    return osprey::Error{fmt::format("--save {}: cannot create the directory (a file of that name exists)",
+                                     saveDir.string())};
+  OSPREY_CHECK(checkWritable(saveDir));
   const fs::path lockPath = saveDir / kLockFile;
   const int fd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)

@@ -52,11 +52,40 @@ AtomicFile::AtomicFile(std::string path, std::string temporaryPath, int fd)
   m_buffer.reserve(kBufferBytes);
 }
 
+std::string cannotCreateIn(const std::string& dir, int error) {
+  const std::string why = std::strerror(error);
+  switch (error) {
+    case EACCES:
+    case EPERM:
+    case EROFS: return fmt::format("the directory {} is not writable ({})", dir, why);
+    case ENOENT: return fmt::format("the directory {} does not exist", dir);
+    case ENOTDIR: return fmt::format("{} is not a directory (part of the path is a file)", dir);
+    case ENOSPC:
+    case EDQUOT: return fmt::format("no space is left for a new file in {} ({})", dir, why);
+    default: return fmt::format("nothing can be created in {}: {}", dir, why);
+  }
+}
+
+std::string cannotCreateDirectories(const std::string& dir, int error) {
+  std::error_code ec;
+  std::filesystem::path at = dir;
+  while (!std::filesystem::exists(at, ec) && at.has_parent_path() && at.parent_path() != at) at = at.parent_path();
+  if (at.empty() || !std::filesystem::exists(at, ec)) at = ".";
+  if (error == ENOTDIR || !std::filesystem::is_directory(at, ec))
+    return fmt::format("{} is not a directory", at.string());
+  return cannotCreateIn(at.string(), error);
+}
+
 Result<AtomicFile> AtomicFile::create(const std::string& path) {
   if (path.empty()) return Error{"cannot save: the output path is empty"};
   std::string temporaryPath = fmt::format("{}.tmp-{}", path, ::getpid());
   const int fd = ::open(temporaryPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return fileError(temporaryPath, "cannot create: " + errnoText());
+  if (fd < 0) {
+    const int error = errno;
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    const std::string directory = parent.empty() ? std::string(".") : parent.string();
+    return fileError(path, fmt::format("cannot create {}: {}", temporaryPath, cannotCreateIn(directory, error)));
+  }
   return AtomicFile(path, std::move(temporaryPath), fd);
 }
 

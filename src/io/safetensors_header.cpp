@@ -1,14 +1,14 @@
 // Parsing and checking a safetensors header: length prefix, JSON, every tensor entry, and the
-// layout of the data section (in range, no overlaps, sizes matching shape x dtype).
+// layout of the data section (in range, sizes matching shape x dtype, tiled exactly by the tensors).
 #include <algorithm>
 #include <cstring>
-#include <exception>
 #include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "osprey/io/json_text.hpp"
 #include "osprey/io/safetensors.hpp"
 
 namespace osprey::io {
@@ -16,46 +16,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-// A real header nests three levels ({name: {shape: [..]}}). nlohmann parses iteratively, but a
-// hostile header nesting millions of arrays would still cost memory and time for nothing, so
-// anything deeper than this is refused before parsing.
+// A real header nests three levels ({name: {shape: [..]}}); anything deeper than this is refused
+// before parsing (json_text.hpp).
 constexpr int kMaxJsonNesting = 64;
 
-bool nestingWithin(std::string_view json, int limit) {
-  int depth = 0;
-  bool inString = false;
-  bool escaped = false;
-  for (char c : json) {
-    if (inString) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        inString = false;
-      }
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 std::string shapeText(const std::vector<Index>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
-
-// nlohmann's messages start with "[json.exception.parse_error.101] "; the rest is the useful part.
-std::string withoutJsonPrefix(const char* what) {
-  std::string text = what;
-  if (!text.empty() && text.front() == '[') {
-    const std::size_t close = text.find("] ");
-    if (close != std::string::npos) text.erase(0, close + 2);
-  }
-  return text;
-}
 
 // A non-negative JSON integer that fits int64 (dims) or uint64 (offsets).
 enum class Count { Ok, Negative, NotInteger };
@@ -194,8 +159,12 @@ Result<std::map<std::string, std::string>> parseMetadata(const std::string& labe
   return metadata;
 }
 
-// Tensors may not share bytes (zero-byte tensors share nothing and are ignored here).
-Result<void> checkNoOverlap(const std::string& label, const std::vector<TensorInfo>& tensors) {
+// The tensors tile the data section exactly, as the format requires: no two share a byte (an
+// overlap), and no byte belongs to none (a gap between tensors, or bytes after the last), where
+// data could hide that no reader of the tensors ever sees. Zero-byte tensors cover nothing and are
+// left out. `dataStart` turns data offsets into file offsets for the message.
+Result<void> checkLayout(const std::string& label, const std::vector<TensorInfo>& tensors, std::uint64_t dataBytes,
+                         std::uint64_t dataStart) {
   std::vector<const TensorInfo*> byStart;
   for (const TensorInfo& t : tensors) {
     if (t.end > t.begin) byStart.push_back(&t);
@@ -203,13 +172,30 @@ Result<void> checkNoOverlap(const std::string& label, const std::vector<TensorIn
   std::sort(byStart.begin(), byStart.end(), [](const TensorInfo* a, const TensorInfo* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->name < b->name;
   });
-  for (std::size_t i = 1; i < byStart.size(); ++i) {
-    const TensorInfo& before = *byStart[i - 1];
-    const TensorInfo& after = *byStart[i];
-    if (after.begin < before.end) {
+  // `where`: "after the last tensor `x`" (empty when the header names no tensor holding bytes).
+  const auto uncovered = [&](std::uint64_t from, std::uint64_t to, const std::string& where) {
+    return fileError(label, fmt::format("data section bytes [{}, {}) (file bytes [{}, {})){} belong to no tensor{}: "
+                                        "a safetensors data section holds its tensors and nothing else",
+                                        from, to, dataStart + from, dataStart + to, where.empty() ? "" : " " + where,
+                                        where.empty() ? " (the header names none that holds bytes)" : ""));
+  };
+  std::uint64_t covered = 0;  // every byte before this belongs to a tensor
+  for (std::size_t i = 0; i < byStart.size(); ++i) {
+    const TensorInfo& t = *byStart[i];
+    if (i > 0 && t.begin < covered) {
+      const TensorInfo& before = *byStart[i - 1];
       return fileError(label, fmt::format("tensors `{}` data_offsets [{}, {}] and `{}` data_offsets [{}, {}] overlap",
-                                          before.name, before.begin, before.end, after.name, after.begin, after.end));
+                                          before.name, before.begin, before.end, t.name, t.begin, t.end));
     }
+    if (t.begin > covered) {
+      return uncovered(covered, t.begin, i == 0 ? fmt::format("before the first tensor `{}`", t.name)
+                                                : fmt::format("between `{}` and `{}`", byStart[i - 1]->name, t.name));
+    }
+    covered = t.end;
+  }
+  if (covered < dataBytes) {
+    return uncovered(covered, dataBytes,
+                     byStart.empty() ? std::string() : fmt::format("after the last tensor `{}`", byStart.back()->name));
   }
   return success();
 }
@@ -250,17 +236,9 @@ Result<std::uint64_t> parseSafetensorsHeaderLength(const std::string& label,
 
 Result<SafetensorsHeader> parseSafetensorsHeader(const std::string& label, std::string_view json,
                                                  std::uint64_t dataBytes) {
-  if (!nestingWithin(json, kMaxJsonNesting)) {
-    return fileError(label, fmt::format("header JSON nests deeper than {} levels", kMaxJsonNesting));
-  }
-  Json root;
-  try {
-    root = Json::parse(json.begin(), json.end());
-  } catch (const Json::parse_error& e) {
-    return fileError(label, "header is not valid JSON: " + withoutJsonPrefix(e.what()));
-  } catch (const std::exception& e) {
-    return fileError(label, "header could not be parsed: " + withoutJsonPrefix(e.what()));
-  }
+  // Duplicate keys, at the top (a tensor named twice) or inside an entry (two dtypes), are
+  // refused there: nlohmann would keep the last, another reader the first.
+  const Json root = OSPREY_TRY(parseJson(json, label, JsonRules{"header", kMaxJsonNesting}));
   if (!root.is_object()) return fileError(label, "header is not a JSON object");
 
   SafetensorsHeader header;
@@ -272,7 +250,7 @@ Result<SafetensorsHeader> parseSafetensorsHeader(const std::string& label, std::
     }
     header.tensors.push_back(OSPREY_TRY(parseEntry(label, name, entry, dataBytes)));
   }
-  OSPREY_CHECK(checkNoOverlap(label, header.tensors));
+  OSPREY_CHECK(checkLayout(label, header.tensors, dataBytes, 8 + json.size()));
   return header;
 }
 

@@ -1,6 +1,7 @@
 // Every malformed safetensors file gives an error naming the file and the problem; none crashes.
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "io/io_test_files.hpp"
@@ -135,6 +136,80 @@ TEST_F(SafetensorsMalformed, DataOffsets) {
                                      R"("b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]})"),
                               kData16),
                "tensors `a` data_offsets [0, 8] and `b` data_offsets [4, 12] overlap"});
+}
+
+// The tensors tile the data section: a byte no tensor covers (before the first, between two,
+// after the last) is an error naming the byte range, in the data section and in the file.
+TEST_F(SafetensorsMalformed, BytesNoTensorCovers) {
+  const std::string a4 = R"("a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]})";
+  const char* tail = "belong to no tensor: a safetensors data section holds its tensors and nothing else";
+  expectError({"trailing bytes", rawSafetensors(header(a4), std::string(7, '\0')),
+               "data section bytes [4, 7) (file bytes "});
+  expectError({"trailing bytes, named", rawSafetensors(header(a4), std::string(5, '\0')),
+               "after the last tensor `a` belong to no tensor"});
+  expectError({"a gap between two",
+               rawSafetensors(header(a4 + R"(, "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]})"), kData16),
+               "data section bytes [4, 8)"});
+  expectError({"a gap between two, named",
+               rawSafetensors(header(a4 + R"(, "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]})"), kData16),
+               "between `a` and `b` belong to no tensor"});
+  expectError({"bytes before the first",
+               rawSafetensors(header(R"("a": {"dtype": "F32", "shape": [3], "data_offsets": [4, 16]})"), kData16),
+               "data section bytes [0, 4)"});
+  expectError({"no tensors but data", rawSafetensors("{}", kData16), "data section bytes [0, 16)"});
+  expectError({"only empty tensors but data",
+               rawSafetensors(header(R"("e": {"dtype": "F32", "shape": [0], "data_offsets": [3, 3]})"), kData16),
+               "data section bytes [0, 16)"});
+  expectError({"one byte left over", rawSafetensors(header(a4), std::string(5, '\0')), tail});
+  // The message's file offsets count the 8-byte length and the header.
+  const std::string h = header(a4);
+  const std::string bytes = rawSafetensors(h, std::string(6, '\0'));
+  EXPECT_NE(openError(m_dir, bytes).find(fmt::format("data section bytes [4, 6) (file bytes [{}, {}))", 8 + h.size() + 4,
+                                                     8 + h.size() + 6)),
+            std::string::npos)
+      << openError(m_dir, bytes);
+  // Exact tiling, in any order of names, with empty tensors anywhere, opens.
+  const std::string tiled = header(R"("z": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+                                   R"("e": {"dtype": "F32", "shape": [0, 5], "data_offsets": [8, 8]},)"
+                                   R"("a": {"dtype": "F64", "shape": [1], "data_offsets": [8, 16]})");
+  EXPECT_EQ(openError(m_dir, rawSafetensors(tiled, kData16)), "");
+  EXPECT_EQ(openError(m_dir, rawSafetensors("{}", "")), "");
+  // An overlap is still an overlap, not a gap.
+  expectError({"overlap after a gap-free start",
+               rawSafetensors(header(a4 + R"(, "b": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]})"), kData16),
+               "overlap"});
+}
+
+// Keys given twice: a tensor named twice (nlohmann would keep the last silently), a field twice
+// inside an entry, a metadata key twice.
+TEST_F(SafetensorsMalformed, KeysGivenTwice) {
+  const std::string a = R"("a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]})";
+  expectError({"tensor twice", rawSafetensors(header(a + "," + a), std::string(4, '\0')),
+               "header: key `a` is given twice"});
+  expectError({"tensor twice, different offsets",
+               rawSafetensors(header(a + R"(, "a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]})"),
+                              std::string(8, '\0')),
+               "header: key `a` is given twice"});
+  expectError({"dtype twice",
+               rawSafetensors(header(R"("a": {"dtype": "F64", "shape": [1], "dtype": "F32", "data_offsets": [0, 4]})"),
+                              std::string(4, '\0')),
+               "header: key `dtype` is given twice in `a`"});
+  expectError({"offsets twice",
+               rawSafetensors(header(R"("a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "data_offsets": [0, 4]})"),
+                              std::string(4, '\0')),
+               "header: key `data_offsets` is given twice in `a`"});
+  expectError({"metadata key twice",
+               rawSafetensors(header(R"("__metadata__": {"format": "pt", "format": "np"}, )" + a), std::string(4, '\0')),
+               "header: key `format` is given twice in `__metadata__`"});
+  expectError({"metadata twice",
+               rawSafetensors(header(R"("__metadata__": {}, "__metadata__": {}, )" + a), std::string(4, '\0')),
+               "header: key `__metadata__` is given twice"});
+  expectError({"escaped twin", rawSafetensors(header(a + R"(, "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]})"),
+                                              std::string(4, '\0')),
+               "header: key `a` is given twice"});
+  expectError({"number out of range, named",
+               rawSafetensors(header(R"("a": {"dtype": "F32", "shape": [1e400], "data_offsets": [0, 4]})"), std::string(4, '\0')),
+               "header: `a.shape[0]`: a number is out of range"});
 }
 
 TEST_F(SafetensorsMalformed, OffsetsOutOfRangeMessageIsExact) {

@@ -57,6 +57,16 @@ class AtomicFile {
 // The whole file in one call.
 Result<void> writeFileAtomic(const std::string& path, std::string_view bytes);
 
+// Why nothing can be created in directory `dir`, given the errno of the attempt, in the terms a
+// user acts on: "the directory D is not writable (Read-only file system)", "the directory D does
+// not exist", "D is not a directory", "no space is left ...", else the system's words. (The
+// temporary file's name alone, `loss.csv.tmp-123: cannot create`, hides which directory it is.)
+std::string cannotCreateIn(const std::string& dir, int error);
+
+// The same for a create_directories(dir) that failed: said of the deepest part of dir that exists
+// (where the creation was refused), "the directory /data is not writable (...)".
+std::string cannotCreateDirectories(const std::string& dir, int error);
+
 // The failure-injection switch (see the file comment); the environment variable also turns it on.
 void setFailBeforeRenameForTesting(bool fail);
 

@@ -2,7 +2,9 @@
 //
 // Layout: an 8-byte little-endian header length N, N bytes of JSON header, then the data
 // section. The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}
-// (byte offsets within the data section); an optional "__metadata__" maps strings to strings.
+// (byte offsets within the data section, which the tensors tile exactly: no byte in two tensors,
+// none in no tensor); an optional "__metadata__" maps strings to strings. Keys are unique at every
+// level (io/json_text.hpp).
 //
 // Everything in the header is checked before any value is read, and every failure is an Error
 // naming the file and the problem ("model.safetensors: tensor `h.0.attn.c_attn.weight`
