@@ -21,7 +21,9 @@ mkdir -p "$dir"
 [[ -x $gpt2 ]] || { echo "profile-cuda: $gpt2 is missing; run scripts/gpu-check.sh build first" >&2; exit 2; }
 command -v ncu >/dev/null || { echo "profile-cuda: ncu is not on PATH" >&2; exit 2; }
 data=${OSPREY_TRAIN_DATA:-$root/data/tinyshakespeare.txt}
-ncu_args=(--clock-control none --csv --metrics gpu__time_duration.sum --launch-count "${LAUNCH_COUNT:-4000}")
+# Enough launches for `steady`'s two steps with the first step's checks (a cap below that would cut
+# the second step short and its difference would miss kernels).
+ncu_args=(--clock-control none --csv --metrics gpu__time_duration.sum --launch-count "${LAUNCH_COUNT:-20000}")
 
 measure() {  # measure NAME -- command...: the run's kernel times in $dir/NAME.csv
   local name=$1; shift; shift

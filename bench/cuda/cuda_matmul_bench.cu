@@ -453,8 +453,8 @@ int run() {
       {1, C, N, 3 * C}, {1, C, N, C}, {1, C, N, 4 * C}, {1, 4 * C, N, C},
       // the tied lm head: wt·xᵀ, dout·wt, doutᵀ·x
       {1, V, C, N}, {1, N, V, C}, {1, V, N, C},
-      // attention's 48 heads: scores, and att·v / dq / dk / dv
-      {48, 1024, 64, 1024}, {48, 1024, 1024, 64},
+      // attention's 48 heads: scores, att·v and dq, and dkᵀ / dvᵀ
+      {48, 1024, 64, 1024}, {48, 1024, 1024, 64}, {48, 64, 1024, 1024},
       // one sequence's qkv product; a square one
       {1, 1024, C, 3 * C}, {1, 4096, 4096, 4096},
       // decoding (memory-bound)

@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 
 namespace gpt2::fast_kernels {
-namespace {  // internal linkage (osprey/gpu/cuda/device.hpp says why)
+namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
 // 16 bytes (zeros where `in` is false), or 4.
 __device__ __forceinline__ void copy16(void* dst, const void* src, bool in) {

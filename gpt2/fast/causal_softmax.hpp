@@ -22,7 +22,7 @@
 #include "osprey/result.hpp"
 
 namespace gpt2::fast_kernels {
-namespace {  // internal linkage: every unit launches its own copy (osprey/gpu/cuda/device.hpp says why)
+namespace {  // internal linkage: every unit launches its own copy (osprey/gpu/cuda/launch_faults.hpp says why)
 
 constexpr int kSoftmaxWarps = 8;  // rows per block
 

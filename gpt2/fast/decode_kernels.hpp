@@ -53,7 +53,7 @@ struct RowNormalised {
   float eps;
 };
 
-namespace {  // internal linkage (osprey/gpu/cuda/device.hpp says why)
+namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
 constexpr int kRowWarpsPerBlock = 8;
 // A lane's loads of one weight row are issued kRowLoadsInFlight at a time before any is used: a

@@ -4,7 +4,7 @@
 #pragma once
 
 namespace gpt2::fast_kernels {
-namespace {  // internal linkage (osprey/gpu/cuda/device.hpp says why)
+namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
 // 2^x (ex2.approx.ftz: relative error about 2^-22, subnormal results flushed to 0, 2^-inf = 0).
 __device__ __forceinline__ float fastExp2(float x) {

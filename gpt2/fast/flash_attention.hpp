@@ -49,7 +49,7 @@ namespace gpt2::fast_kernels {
 
 constexpr int kFlashHead = 64;  // the head size these kernels are written for
 
-namespace {  // internal linkage: every unit launches its own copy (osprey/gpu/cuda/device.hpp says why)
+namespace {  // internal linkage: every unit launches its own copy (osprey/gpu/cuda/launch_faults.hpp says why)
 
 constexpr int kFlashTile = 64;                 // rows of a block's tile, and of each tile it visits
 constexpr int kFlashWarps = kFlashTile / 16;   // a warp owns 16 rows

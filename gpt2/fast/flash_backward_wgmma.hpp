@@ -20,7 +20,7 @@
 
 namespace gpt2::fast_kernels {
 
-namespace {  // internal linkage (osprey/gpu/cuda/device.hpp says why)
+namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
 // k and v, two stages of q and of dout (tiles on 1024-byte boundaries, for the 128-byte swizzle),
 // then two stages of the queries' lse and Drow.

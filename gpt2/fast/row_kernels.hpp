@@ -22,7 +22,7 @@
 #include "osprey/config.hpp"
 
 namespace gpt2::fast_kernels {
-namespace {  // internal linkage (osprey/gpu/cuda/device.hpp says why)
+namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
 constexpr int kRowWarps = 8;      // LayerNorm: one warp per row, 8 rows per block
 constexpr int kVocabThreads = 512;  // the cross-entropy backward (a block a row) and the lm head's correction

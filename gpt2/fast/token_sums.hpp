@@ -39,7 +39,7 @@ struct TokenRuns {
   int n;
 };
 
-namespace {  // internal linkage: every unit launches its own copy (osprey/gpu/cuda/device.hpp says why)
+namespace {  // internal linkage: every unit launches its own copy (osprey/gpu/cuda/launch_faults.hpp says why)
 
 constexpr int kTokenThreads = 256;
 

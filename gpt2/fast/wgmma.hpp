@@ -31,7 +31,7 @@ inline bool wgmmaReady() {
 }
 
 namespace wgmma {
-namespace {  // internal linkage (osprey/gpu/cuda/device.hpp says why)
+namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
 // A shared-memory operand's descriptor (PTX ISA, "Matrix Descriptor"), for tiles whose rows are
 // 128 bytes (64 bf16) stored with the 128-byte swizzle: 16-byte chunk j of row r at j XOR (r mod 8),

@@ -18,6 +18,8 @@
 // row folds in both), so its output is row t of attentionForward bit for bit.
 #pragma once
 
+#include <type_traits>
+
 #include "gpt2/layers/attention_heads.hpp"
 #include "gpt2/layers/common.hpp"
 #include "gpt2/layers/fold_rows.hpp"
@@ -46,31 +48,34 @@ struct CausalPrefix {
   OSPREY_FN osprey::Index operator()(osprey::Index r) const { return (osprey::Int(r) % T + 1).raw(); }
 };
 
-// Per row r of the scaled scores pre (rows, T), over its first length(r) entries: the max (from the
+// Per row r of the scaled scores, pre(r, t2), over its first length(r) entries: the max (from the
 // first entry; the earlier of equal maxima is kept), then the sum of exp(pre - max) from 0.0. The
 // full pass and the cached step both take their softmax from here, so a cached row's statistics
-// are the full pass's bit for bit.
+// are the full pass's bit for bit. pre is a function, not a table: the full pass computes each
+// scaled score where it is read (the same division each time, so the same double), instead of
+// writing and reading back a (B, NH, T, T) table.
 template <class H>
 struct SoftmaxStats {
   Buf<H> maxes;  // (rows)
   Buf<H> sums;   // (rows)
 };
-template <osprey::Tensor H, class Length>
-osprey::Result<SoftmaxStats<H>> softmaxStats(H& h, const Buf<H>& pre, osprey::Index rows, osprey::Index T,
-                                             Length length) {
-  const auto pv = pre.view();
-  const osprey::Int Ti = T;
+template <osprey::Tensor H, class Length, class Pre>
+osprey::Result<SoftmaxStats<H>> softmaxStats(H& h, osprey::Index rows, Length length, Pre pre) {
   auto maxes = OSPREY_TRY(foldRaggedRowsFromFirst(h, rows, length,
-      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar { return pv[osprey::Int(r) * Ti + t2]; },
-      Larger{}, AsIs{}));
+      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar { return pre(r, t2); }, Larger{}, AsIs{}));
   const auto mv = maxes.view();
   auto sums = OSPREY_TRY(sumRaggedRows(h, rows, length,
-      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
-        return osprey::math::exp(pv[osprey::Int(r) * Ti + t2] - mv[r]);
-      },
+      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar { return osprey::math::exp(pre(r, t2) - mv[r]); },
       AsIs{}));
   return SoftmaxStats<H>{std::move(maxes), std::move(sums)};
 }
+// Entry (r, t2) of a (rows, T) table held in a buffer.
+template <class V>
+struct TableEntry {
+  V table;
+  osprey::Int T;
+  OSPREY_FN osprey::Scalar operator()(osprey::Index r, osprey::Index t2) const { return table[osprey::Int(r) * T + t2]; }
+};
 }  // namespace detail
 
 namespace reference {
@@ -92,20 +97,17 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   // scores (B, NH, T, T): q · k over the head's channels, every (t, t2).
   auto scores = OSPREY_TRY(heads::products(h, BH, T, hs, T, qkv, qkvHeads.rows(0), qkv, qkvHeads.transposed(Ci)));
   const auto cv = scores.view();
-  // pre (B, NH, T, T): scaled scores; 0 above the diagonal (never read).
-  auto pre = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [r, t2] = divMod(osprey::Int(i), Ti);
-    if (t2 > r % Ti) return 0.0;
-    return cv[i] / sqrtHs;
-  }));
-  const auto pv = pre.view();
+  // pre[r][t2] = scores / sqrt(hs), the scaled score, read only on the causal prefix t2 <= r % T.
+  const auto pre = [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
+    return cv[osprey::Int(r) * Ti + t2] / sqrtHs;
+  };
   // Per softmax row, over its causal prefix: the max and the sum of exp(pre - max), (B, NH, T) each.
-  const auto stats = OSPREY_TRY(detail::softmaxStats(h, pre, R, T, detail::CausalPrefix{Ti}));
+  const auto stats = OSPREY_TRY(detail::softmaxStats(h, R, detail::CausalPrefix{Ti}, pre));
   const auto mv = stats.maxes.view(), sv = stats.sums.view();
   auto att = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
     if (t2 > r % Ti) return 0.0;
-    return osprey::math::exp(pv[i] - mv[r]) / sv[r];
+    return osprey::math::exp(cv[i] / sqrtHs - mv[r]) / sv[r];
   }));
   // outHeads (B, NH, T, hs) = att · v per head (t2 ascending; att is 0 past the causal prefix).
   auto outHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs, att, heads::squareRows(NHi, Ti), qkv,
@@ -149,7 +151,8 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
       [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return score / sqrtHs; }));
   const auto pv = pre.view();
   // Per head, over every cached position: the max and the sum of exp(pre - max), (NH) each.
-  const auto stats = OSPREY_TRY(detail::softmaxStats(h, pre, NH, Tc, EveryRow{Tc}));
+  const detail::TableEntry<std::remove_cvref_t<decltype(pv)>> preEntry{pv, Ti};
+  const auto stats = OSPREY_TRY(detail::softmaxStats(h, NH, EveryRow{Tc}, preEntry));
   const auto mv = stats.maxes.view(), sv = stats.sums.view();
   // out[c] = sum over the cached positions t2 of att[hh][t2] * v[t2][c], att being computed in the
   // term exactly as the forward's att kernel computes it (the same double, not stored).

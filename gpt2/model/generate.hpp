@@ -54,6 +54,12 @@ template <osprey::Tensor H>
 osprey::Result<osprey::Index> greedyToken(H& h, const Buf<H>& logits) {
   OSPREY_GPT2_DERIVED(greedyToken, logits)  // a device-side argmax (the fast handler)
   const osprey::Scalar best = OSPREY_TRY(largest(h, logits));
+  // A largest logit of +inf (activations that overflowed) or -inf (every logit -inf or NaN) picks
+  // no token: the first of several infinities, or token 0, would be text made of nothing.
+  if (!(best > -std::numeric_limits<osprey::Scalar>::infinity() && best < std::numeric_limits<osprey::Scalar>::infinity()))
+    return osprey::Error{fmt::format("generate: the largest logit is {}: the model's activations are not finite (the "
+                                     "weights are broken or too large)",
+                                     best)};
   const osprey::Index token = OSPREY_TRY(h.indexOf(logits, best));
   if (token == h.length(logits))
     return osprey::Error{"generate: the logits have no maximum (all NaN or -inf): the weights are broken"};

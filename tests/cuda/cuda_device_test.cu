@@ -769,11 +769,13 @@ TEST(CudaMatMul, MatchesTheFmaChainOnGptTwoTrainingProducts) {
 }
 
 // Attention's per-head products, all heads of B4 T1024 (48 of them) in one batch each
-// (gpt2/layers/attention.hpp): scores q·kᵀ (T, hs, T), and att·v, dq, dk, dv (T, T, hs).
+// (gpt2/layers/attention.hpp): scores q·kᵀ (T, hs, T), att·v and dq (T, T, hs), and dkᵀ, dvᵀ
+// (hs, T, T).
 TEST(CudaMatMul, MatchesTheFmaChainOnGptTwoAttentionBatches) {
   auto dev = cudaDevice();
   checkProduct(dev, {48, 1024, 64, 1024}, kWideExponents, 8000);
   checkProduct(dev, {48, 1024, 1024, 64}, kNarrowExponents, 8001);
+  checkProduct(dev, {48, 64, 1024, 1024}, kCancelling, 8004);
   checkProduct(dev, {12, 37, 64, 37}, kWideExponents, 8002);   // a prompt's heads (T = 37)
   checkProduct(dev, {12, 5, 5, 64}, kWideExponents, 8003);     // T = 5: the few-rows kernel, head by head
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -122,6 +123,17 @@ void greedyTokenIsTheFirstMaximum(H& h) {
   auto tiedToken = greedyToken(h, *tied);
   ASSERT_TRUE(tiedToken.ok());
   EXPECT_EQ(*tiedToken, 1);
+  // Logits that overflowed, or hold nothing to choose, pick no token: an error, never token 0 or
+  // the first of several infinities.
+  const Scalar inf = std::numeric_limits<Scalar>::infinity(), nan = std::numeric_limits<Scalar>::quiet_NaN();
+  for (const std::vector<Scalar>& broken : {std::vector<Scalar>{1.0, inf, 2.0, inf}, std::vector<Scalar>{-inf, -inf},
+                                            std::vector<Scalar>{nan, nan, nan}, std::vector<Scalar>{nan, -inf}}) {
+    auto buffer = h.fromList(std::span<const Scalar>(broken));
+    ASSERT_TRUE(buffer.ok());
+    auto none = greedyToken(h, *buffer);
+    ASSERT_FALSE(none.ok()) << "token " << *none;
+    EXPECT_NE(none.error().message.find("not finite"), std::string::npos) << none.error().message;
+  }
 }
 
 // Generation refuses what does not fit: an empty prompt, and a prompt + tokens beyond maxT.

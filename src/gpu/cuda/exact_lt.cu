@@ -61,7 +61,8 @@ struct Choice {
 struct DeviceState {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
-  unsigned* tiny = nullptr;  // set by anyTinyOperand for the product in flight (stream order)
+  unsigned* tiny = nullptr;  // the epoch of the last product whose operands held a tiny value
+  unsigned epoch = 0;        // of the product being queued: no flag to clear between products
   bool usable = false;  // false when the handle or workspace could not be had: the own kernel runs
   std::map<Key, Choice> chosen;
   int refused = 0;
@@ -79,9 +80,16 @@ DeviceState& stateOfCurrentDevice() {
     slot.reset(new DeviceState);
     slot->usable = cublasLtCreate(&slot->lt) == CUBLAS_STATUS_SUCCESS &&
                    cudaMalloc(&slot->workspace, kWorkspace) == cudaSuccess &&
-                   cudaMalloc(&slot->tiny, sizeof(unsigned)) == cudaSuccess;
+                   cudaMalloc(&slot->tiny, sizeof(unsigned)) == cudaSuccess &&
+                   cudaMemset(slot->tiny, 0, sizeof(unsigned)) == cudaSuccess;  // no epoch is 0
   }
   return *slot;
+}
+
+// The next product's epoch (never 0, the flag's first value).
+unsigned nextEpoch(DeviceState& state) {
+  if (++state.epoch == 0) ++state.epoch;
+  return state.epoch;
 }
 
 // The largest power of two up to 256 that divides every operand's address and every product's
@@ -169,23 +177,26 @@ __global__ void fillCheckOperand(double* v, Index n, unsigned which) {
 // non-zero value is recomputed by exactChainFallback.
 constexpr double kTinyMagnitude = 0x1p-250;
 
-// *tiny = 1 when a (na) or b (nb) holds a non-zero value below kTinyMagnitude in magnitude (NaN
+// *tiny = epoch when a (na) or b (nb) holds a non-zero value below kTinyMagnitude in magnitude (NaN
 // compares false and counts as not tiny; infinities and NaN gave the chain's bits in the check).
-__global__ void anyTinyOperand(const double* a, Index na, const double* b, Index nb, unsigned* tiny) {
+// Each product has its own epoch, so the flag needs no clearing launch; should the counter wrap
+// onto a stale flag, the fallback merely recomputes the same chain.
+__global__ void anyTinyOperand(const double* a, Index na, const double* b, Index nb, unsigned* tiny, unsigned epoch) {
   bool found = false;
   const Index stride = static_cast<Index>(blockDim.x) * gridDim.x;
   for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < na + nb; i += stride) {
     const double x = i < na ? a[i] : b[i - na];
     found |= x != 0.0 && fabs(x) < kTinyMagnitude;
   }
-  if (__syncthreads_or(found) && threadIdx.x == 0) *tiny = 1;
+  if (__syncthreads_or(found) && threadIdx.x == 0) *tiny = epoch;
 }
 
-// When *tiny is set, every output again as the plain fma chain in k order from +0.0, one thread an
-// output (slow, and only for operands no trained GPT-2 holds); otherwise nothing.
-__global__ void exactChainFallback(const unsigned* tiny, double* out, const double* a, const double* b, Index batch,
-                                   Index rows, Index inner, Index cols) {
-  if (*tiny == 0) return;
+// When *tiny holds this product's epoch, every output again as the plain fma chain in k order
+// from +0.0, one thread an output (slow, and only for operands no trained GPT-2 holds); otherwise
+// nothing.
+__global__ void exactChainFallback(const unsigned* tiny, unsigned epoch, double* out, const double* a, const double* b,
+                                   Index batch, Index rows, Index inner, Index cols) {
+  if (*tiny != epoch) return;
   const Index n = batch * rows * cols, stride = static_cast<Index>(blockDim.x) * gridDim.x;
   for (Index o = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += stride) {
     const Index z = o / (rows * cols), i = o / cols % rows, j = o % cols;
@@ -297,10 +308,11 @@ Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows,
     // Timed as it will run: the operand scan, the product and the (idle) fallback launch.
     const float ms = timeOf(
         [&] {
-          if (cudaMemsetAsync(state.tiny, 0, sizeof(unsigned), stream) != cudaSuccess) return false;
-          anyTinyOperand<<<264, 256, 0, stream>>>(m.a, static_cast<Index>(na), m.b, static_cast<Index>(nb), state.tiny);
+          const unsigned epoch = nextEpoch(state);
+          anyTinyOperand<<<264, 256, 0, stream>>>(m.a, static_cast<Index>(na), m.b, static_cast<Index>(nb), state.tiny,
+                                                  epoch);
           if (runLt(state, s, algo, m.got, m.a, m.b, stream) != CUBLAS_STATUS_SUCCESS) return false;
-          exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, m.got, m.a, m.b, batch, rows, inner, cols);
+          exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, m.got, m.a, m.b, batch, rows, inner, cols);
           return cudaGetLastError() == cudaSuccess;
         },
         stream, start, end);
@@ -355,13 +367,12 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
   }
   if (!at->second.lt) return own(out, a, b);
   const Descriptors& s = *at->second.descriptors;
-  // In stream order: clear the flag, look for tiny operands, the product, and its recomputation
+  // In stream order: look for tiny operands, the product, and its recomputation
   // should the flag be set (see kTinyMagnitude). No host wait: the launches stay queued.
-  if (const cudaError_t status = cudaMemsetAsync(state.tiny, 0, sizeof(unsigned), stream); status != cudaSuccess)
-    return status;
-  anyTinyOperand<<<264, 256, 0, stream>>>(a, batch * rows * inner, b, batch * inner * cols, state.tiny);
+  const unsigned epoch = nextEpoch(state);
+  anyTinyOperand<<<264, 256, 0, stream>>>(a, batch * rows * inner, b, batch * inner * cols, state.tiny, epoch);
   if (runLt(state, s, at->second.algo, out, a, b, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorLaunchFailure;
-  exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, out, a, b, batch, rows, inner, cols);
+  exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, out, a, b, batch, rows, inner, cols);
   return cudaGetLastError();
 }
 
