@@ -153,7 +153,14 @@ inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logi
   const auto room = OSPREY_TRY(candidateRoom(fast_kernels::kArgmaxBlocks));
   OSPREY_CHECK(launchArgmax(best.data(), logits, room, nullptr, nullptr));
   const osprey::Scalar at = get(best, 0);
-  if (at < 0) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
+  if (at < 0)
+    return osprey::Error{"generate: the logits have no maximum (all NaN): the model's activations are not finite"};
+  // As generate.hpp's greedyToken: a largest logit that is not finite picks no token.
+  const osprey::Scalar largest = get(logits, static_cast<osprey::Index>(at));
+  if (!std::isfinite(largest))
+    return osprey::Error{fmt::format("generate: the largest logit is {}: the model's activations are not finite (the "
+                                     "weights are broken or too large)",
+                                     largest)};
   return static_cast<osprey::Index>(at);
 }
 
