@@ -1,17 +1,13 @@
-// GPT-2's forward pass, written once against the Tensor effect: the full pass over a sequence,
-// and the one-position step that continues a sequence from its key/value cache.
+// GPT-2's inference, written once against the Tensor effect: the full pass over a sequence, and
+// the one-position step that continues a sequence from its key/value cache. Both are passes of
+// the one forward walk (walk.hpp), which training walks too (train/forward.hpp); what is here is
+// how inference takes each stage (its weights' layout, its derived operations) and what it keeps.
 //
 // Dimension legend: see config.hpp (maxT, V, L, NH, C) and layers/common.hpp (B, T, N = B·T,
 // Tc = positions held in a cache). Every buffer below carries its shape in a comment.
 //
-//   x      = wte[tokens] + wpe[positions]                        (N, C)
-//   for each block l:
-//     a    = ln_1(x);  qkv = a · c_attn + b                       (N, C), (N, 3C)
-//     y    = causal attention(qkv) · c_proj + b                   (N, C)
-//     x    = x + y
-//     m    = gelu(ln_2(x) · c_fc + b) · c_proj + b                (N, 4C) -> (N, C)
-//     x    = x + m
-//   logits = ln_f(x) · wteᵀ                                       (N, V)   (tied embedding)
+// The layers and their order are the walk's (walk.hpp); inference ends with the tied lm head,
+//   logits = ln_f(x) · wteᵀ                                       (N, V)
 //
 // Layout for the forward pass: the four matrices of each block are held transposed, (OC, IC),
 // in ForwardWeights (prepared once per run from the checkpoint's Conv1D (IC, OC) layout). Every
@@ -34,6 +30,7 @@
 #include <vector>
 
 #include "gpt2/layers/layers.hpp"
+#include "gpt2/model/walk.hpp"
 #include "gpt2/model/weights.hpp"
 
 namespace gpt2 {
@@ -115,49 +112,6 @@ struct StepOut {
   KvCache<H> cache;
 };
 
-// Block b after its attention: x (N, C) is the block's input, att (N, C) attention's output
-// before c_proj. Returns the block's output (N, C).
-template <osprey::Tensor H>
-osprey::Result<Buf<H>> blockAfterAttention(H& h, const BlockForwardWeights<H>& b, osprey::Index C,
-                                           const Buf<H>& x, const Buf<H>& att, osprey::Index N) {
-  auto x1 = OSPREY_TRY(linearResidual(h, x, att, b.attnProjT, b.attnProjBias, N, C, C));  // (N, C)
-  auto g = OSPREY_TRY(normLinearGelu(h, x1, b.ln2Weight, b.ln2Bias, b.fcT, b.fcBias, N, C, 4 * C));  // (N, 4C)
-  return linearResidual(h, x1, g, b.fcProjT, b.fcProjBias, N, 4 * C, C);                 // (N, C)
-}
-
-// The full pass over B sequences of T tokens each. tokens (B·T) hold ids as doubles. Returns the
-// final hidden states after ln_f (B·T, C); when `cache` is given (B must be 1), it receives each
-// block's keys and values for the T positions.
-template <osprey::Tensor H>
-osprey::Result<Buf<H>> forwardHidden(H& h, const ForwardWeights<H>& w, const Buf<H>& tokens,
-                                     osprey::Index B, osprey::Index T, KvCache<H>* cache) {
-  const Config& c = w.config;
-  const osprey::Index C = c.C, N = OSPREY_TRY(checkedProduct("gpt2 forward", {B, T}));
-  if (T < 1 || T > c.maxT)
-    return osprey::Error{fmt::format("gpt2 forward: {} positions do not fit the context of {}", T, c.maxT)};
-  if (cache && B != 1) return osprey::Error{"gpt2 forward: a key/value cache holds one sequence"};
-  if (cache) *cache = KvCache<H>{{}, T};
-
-  auto x = OSPREY_TRY(encoderForward(h, tokens, w.wte, w.wpe, N, T, C, 0));            // (N, C)
-  for (const BlockForwardWeights<H>& b : w.blocks) {
-    auto qkv = OSPREY_TRY(normLinear(h, x, b.ln1Weight, b.ln1Bias, b.attnT, b.attnBias, N, C, 3 * C));  // (N, 3C)
-    auto att = OSPREY_TRY(attentionForward(h, qkv, B, T, C, c.NH));                    // (N, C)
-    if (cache) {
-      auto keys = OSPREY_TRY(sliceColumns(h, qkv, N, 3 * C, C, C));                    // (T, C)
-      auto values = OSPREY_TRY(sliceColumns(h, qkv, N, 3 * C, 2 * C, C));              // (T, C)
-      cache->layers.push_back(LayerCache<H>{std::move(keys), std::move(values)});
-    }
-    x = OSPREY_TRY(blockAfterAttention(h, b, C, x, att.out, N));                       // (N, C)
-  }
-  auto lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight, w.lnfBias, N, C));         // (N, C)
-  return std::move(lnf.out);
-}
-
-template <osprey::Tensor H>
-osprey::Result<Buf<H>> lmHead(H& h, const ForwardWeights<H>& w, const Buf<H>& hidden, osprey::Index N) {
-  return lmHeadOf(h, hidden, w.wte, N, w.config.C, w.config.V);
-}
-
 // logits (N, V) of x (N, C) before ln_f: the final LayerNorm, then the lm head. A derived
 // operation: the fast handler normalises one row inside the lm head's kernel while decoding.
 template <osprey::Tensor H>
@@ -166,6 +120,111 @@ osprey::Result<Buf<H>> normLogits(H& h, const Buf<H>& x, const Buf<H>& lnWeight,
   OSPREY_GPT2_DERIVED(normLogits, x, lnWeight, lnBias, wte, N, C, V)
   auto ln = OSPREY_TRY(layernormForward(h, x, lnWeight, lnBias, N, C));                // (N, C)
   return lmHeadOf(h, ln.out, wte, N, C, V);
+}
+
+// The three stages after attention, as both inference passes take them: on the transposed
+// weights, over N rows, each a derived operation of the linear family (layers/linear.hpp) that a
+// handler may answer whole (the fast handler's one-row decoding does), keeping nothing.
+template <osprey::Tensor H>
+struct InferenceStages {
+  const ForwardWeights<H>& w;
+  osprey::Index N;
+
+  const BlockForwardWeights<H>& block(osprey::Index l) const { return w.blocks[static_cast<std::size_t>(l)]; }
+  osprey::Result<Buf<H>> attentionResidual(H& h, osprey::Index l, const Buf<H>& x, const Buf<H>& y) const {
+    const BlockForwardWeights<H>& b = block(l);
+    return linearResidual(h, x, y, b.attnProjT, b.attnProjBias, N, w.config.C, w.config.C);  // (N, C)
+  }
+  osprey::Result<Buf<H>> mlp(H& h, osprey::Index l, const Buf<H>& r) const {
+    const BlockForwardWeights<H>& b = block(l);
+    const osprey::Index C = w.config.C;
+    return normLinearGelu(h, r, b.ln2Weight, b.ln2Bias, b.fcT, b.fcBias, N, C, 4 * C);  // (N, 4C)
+  }
+  osprey::Result<Buf<H>> mlpResidual(H& h, osprey::Index l, const Buf<H>& r, const Buf<H>& g) const {
+    const BlockForwardWeights<H>& b = block(l);
+    const osprey::Index C = w.config.C;
+    return linearResidual(h, r, g, b.fcProjT, b.fcProjBias, N, 4 * C, C);               // (N, C)
+  }
+};
+
+// The full pass's walk over B sequences of T tokens (N = B·T rows): ln_1 goes with c_attn
+// (normLinear), attention over all T positions; when `cache` is given (B = 1) it receives each
+// block's keys and values, columns [C, 2C) and [2C, 3C) of qkv. Finishes with ln_f: the hidden
+// states (N, C), which the callers take to the lm head (all rows, or the last).
+template <osprey::Tensor H>
+struct FullPass : InferenceStages<H> {
+  using InferenceStages<H>::w, InferenceStages<H>::N, InferenceStages<H>::block;
+  const Buf<H>& tokens;  // (N) ids as doubles
+  osprey::Index B, T;
+  KvCache<H>* cache;
+
+  osprey::Result<Buf<H>> embed(H& h) const { return encoderForward(h, tokens, w.wte, w.wpe, N, T, w.config.C, 0); }
+  osprey::Result<Buf<H>> attention(H& h, osprey::Index l, const Buf<H>& x) const {
+    const BlockForwardWeights<H>& b = block(l);
+    const osprey::Index C = w.config.C;
+    auto qkv = OSPREY_TRY(normLinear(h, x, b.ln1Weight, b.ln1Bias, b.attnT, b.attnBias, N, C, 3 * C));  // (N, 3C)
+    auto att = OSPREY_TRY(attentionForward(h, qkv, B, T, C, w.config.NH));            // (N, C)
+    if (cache) {
+      auto keys = OSPREY_TRY(sliceColumns(h, qkv, N, 3 * C, C, C));                    // (T, C)
+      auto values = OSPREY_TRY(sliceColumns(h, qkv, N, 3 * C, 2 * C, C));              // (T, C)
+      cache->layers.push_back(LayerCache<H>{std::move(keys), std::move(values)});
+    }
+    return std::move(att.out);  // the attention table (B, NH, T, T), which only a backward reads, goes
+  }
+  osprey::Result<Buf<H>> finish(H& h, const Buf<H>& x) const {
+    auto lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight, w.lnfBias, N, w.config.C));  // (N, C)
+    return std::move(lnf.out);
+  }
+};
+
+// The cached step's walk over one new position (N = 1) at position cache.length: its query
+// attends to the cached positions and itself (attendAppending), and `next` receives the cache
+// grown by its key and value. Finishes with ln_f and the lm head as one derived operation
+// (normLogits): the position's logits (V).
+template <osprey::Tensor H>
+struct DecodePass : InferenceStages<H> {
+  using InferenceStages<H>::w, InferenceStages<H>::block;
+  const KvCache<H>& cache;
+  const Buf<H>& token;  // (1) its id as a double
+  KvCache<H>& next;
+
+  osprey::Result<Buf<H>> embed(H& h) const {
+    return encoderForward(h, token, w.wte, w.wpe, 1, 1, w.config.C, cache.length);    // (1, C)
+  }
+  osprey::Result<Buf<H>> attention(H& h, osprey::Index l, const Buf<H>& x) const {
+    const BlockForwardWeights<H>& b = block(l);
+    const LayerCache<H>& held = cache.layers[static_cast<std::size_t>(l)];
+    const osprey::Index C = w.config.C;
+    auto qkv = OSPREY_TRY(normLinear(h, x, b.ln1Weight, b.ln1Bias, b.attnT, b.attnBias, 1, C, 3 * C));  // (3C)
+    // The cache grows by this position's key and value, columns [C, 2C) and [2C, 3C) of qkv.
+    auto att = OSPREY_TRY(attendAppending(h, qkv, held.keys, held.values, cache.length, C, w.config.NH));  // (C), 2 x (Tc+1, C)
+    next.layers.push_back(LayerCache<H>{std::move(att.keys), std::move(att.values)});
+    return std::move(att.out);
+  }
+  osprey::Result<Buf<H>> finish(H& h, const Buf<H>& x) const {
+    return normLogits(h, x, w.lnfWeight, w.lnfBias, w.wte, 1, w.config.C, w.config.V);  // (V)
+  }
+};
+
+// The full pass over B sequences of T tokens each. tokens (B·T) hold ids as doubles. Returns the
+// final hidden states after ln_f (B·T, C); when `cache` is given (B must be 1), it receives each
+// block's keys and values for the T positions.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> forwardHidden(H& h, const ForwardWeights<H>& w, const Buf<H>& tokens,
+                                     osprey::Index B, osprey::Index T, KvCache<H>* cache) {
+  const Config& c = w.config;
+  const osprey::Index N = OSPREY_TRY(checkedProduct("gpt2 forward", {B, T}));
+  if (T < 1 || T > c.maxT)
+    return osprey::Error{fmt::format("gpt2 forward: {} positions do not fit the context of {}", T, c.maxT)};
+  if (cache && B != 1) return osprey::Error{"gpt2 forward: a key/value cache holds one sequence"};
+  if (cache) *cache = KvCache<H>{{}, T};
+  FullPass<H> pass{{w, N}, tokens, B, T, cache};
+  return forwardWalk(h, pass, static_cast<osprey::Index>(w.blocks.size()));
+}
+
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> lmHead(H& h, const ForwardWeights<H>& w, const Buf<H>& hidden, osprey::Index N) {
+  return lmHeadOf(h, hidden, w.wte, N, w.config.C, w.config.V);
 }
 
 // logits (B·T, V) of every position: the full pass (checks, full recomputation).
@@ -193,7 +252,7 @@ template <osprey::Tensor H>
 osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache,
                                       const Buf<H>& token) {
   const Config& c = w.config;
-  const osprey::Index C = c.C, Tc = cache.length;
+  const osprey::Index Tc = cache.length;
   if (Tc < 1 || Tc >= c.maxT)
     return osprey::Error{fmt::format("gpt2 decode: position {} is outside the context of {}", Tc, c.maxT)};
   if (cache.layers.size() != w.blocks.size())
@@ -201,18 +260,8 @@ osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const Kv
                                      cache.layers.size(), w.blocks.size())};
   KvCache<H> next{{}, Tc + 1};
   next.layers.reserve(cache.layers.size());
-
-  auto x = OSPREY_TRY(encoderForward(h, token, w.wte, w.wpe, 1, 1, C, Tc));            // (1, C)
-  for (std::size_t l = 0; l < w.blocks.size(); ++l) {
-    const BlockForwardWeights<H>& b = w.blocks[l];
-    const LayerCache<H>& held = cache.layers[l];
-    auto qkv = OSPREY_TRY(normLinear(h, x, b.ln1Weight, b.ln1Bias, b.attnT, b.attnBias, 1, C, 3 * C));  // (3C)
-    // The cache grows by this position's key and value, columns [C, 2C) and [2C, 3C) of qkv.
-    auto att = OSPREY_TRY(attendAppending(h, qkv, held.keys, held.values, Tc, C, c.NH));  // (C), 2 x (Tc+1, C)
-    next.layers.push_back(LayerCache<H>{std::move(att.keys), std::move(att.values)});
-    x = OSPREY_TRY(blockAfterAttention(h, b, C, x, att.out, 1));                       // (1, C)
-  }
-  auto logits = OSPREY_TRY(normLogits(h, x, w.lnfWeight, w.lnfBias, w.wte, 1, C, c.V));  // (V)
+  DecodePass<H> pass{{w, 1}, cache, token, next};
+  auto logits = OSPREY_TRY(forwardWalk(h, pass, static_cast<osprey::Index>(w.blocks.size())));  // (V)
   return StepOut<H>{std::move(logits), std::move(next)};
 }
 

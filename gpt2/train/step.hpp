@@ -1,21 +1,9 @@
-// GPT-2's training step, written once against the Tensor effect: the forward pass that keeps its
-// activations, the mean cross-entropy loss, the backward through every layer in reverse, and the
-// gradient of a global batch as a fixed-order sum of micro-batch gradients.
+// GPT-2's training step, written once against the Tensor effect: the forward that keeps its
+// activations (forward.hpp: the model's one forward walk), the mean cross-entropy loss, the
+// backward through every layer in reverse, and the gradient of a global batch as a fixed-order
+// sum of micro-batch gradients.
 //
 // Dimension legend: config.hpp (maxT, V, L, NH, C) and layers/common.hpp (B, T, N = B·T).
-//
-// Forward (the same layers in the same order as model.hpp's forwardLogits, so on the exact
-// handlers, whose derived pairs are their two layers in turn, the logits and the loss are those of
-// the inference path bit for bit):
-//
-//   x0     = wte[tokens] + wpe[t]                                          (N, C)
-//   block l:  a = ln_1(x);  qkv = a·c_attn + b;  y = attention(qkv)        (N, C), (N, 3C), (N, C)
-//             (the last two as one derived pair, layers/projected.hpp)
-//             r = x + (y·c_proj + b);  f = ln_2(r)·c_fc + b;  g = gelu(f)  (N, C), (N, 4C), (N, 4C)
-//             (f and g as one derived pair too)
-//             x' = r + (g·c_proj + b)                                      (N, C)
-//   z      = ln_f(x_L);  logits = z·wteᵀ;  losses = cross-entropy          (N, C), (N, V), (N)
-//            (the last two as one derived pair, layers/head_loss.hpp)
 //
 // Backward, in reverse, each layer's gradients from layers/*.hpp. Where one tensor receives two
 // contributions they are added once, element-wise, in a fixed documented order:
@@ -39,50 +27,21 @@
 // return types (DESIGN.md §3, CUDA notes).
 #pragma once
 
-#include <span>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "gpt2/train/data_batches.hpp"
 #include "gpt2/layers/layers.hpp"
-#include "gpt2/train/clock.hpp"
 #include "gpt2/model/weights.hpp"
+#include "gpt2/train/clock.hpp"
+#include "gpt2/train/data_batches.hpp"
+#include "gpt2/train/forward.hpp"
 
 namespace gpt2::train {
 
 using osprey::Index;
 using osprey::Scalar;
-
-// Parameters, gradients and optimiser moments share one record type: a Buffer per tensor.
-template <osprey::Tensor H>
-using Params = Weights<Buf<H>>;
-
-// What one block's forward keeps for its backward.
-template <osprey::Tensor H>
-struct BlockActivations {
-  Buf<H> input;          // (N, C)   the residual stream entering the block
-  LayerNormOut<H> ln1;   // out (N, C), mean (N), rstd (N)
-  Buf<H> qkv;            // (N, 3C)
-  AttentionOut<H> attn;  // out (N, C) before c_proj, att (B, NH, T, T)
-  Buf<H> residual;       // (N, C)   input + attention projection
-  LayerNormOut<H> ln2;   // out (N, C), mean (N), rstd (N)
-  Buf<H> fc;             // (N, 4C)  before GELU
-  Buf<H> fcGelu;         // (N, 4C)
-};
-
-// The whole forward of one batch, with everything the backward reads.
-template <osprey::Tensor H>
-struct ForwardPass {
-  Index B = 0, T = 0;
-  Buf<H> tokens;                         // (N) ids as doubles
-  Buf<H> targets;                        // (N) ids as doubles
-  std::vector<BlockActivations<H>> blocks;  // L entries
-  Buf<H> output;                         // (N, C) the residual stream after the last block
-  LayerNormOut<H> lnf;                   // out (N, C), mean (N), rstd (N)
-  CrossEntropyOut<H> ce;                 // losses (N), probs (N, V)
-};
 
 // One micro-batch's share of a step.
 template <osprey::Tensor H>
@@ -97,85 +56,6 @@ struct StepGradients {
   Scalar loss = 0.0;  // mean token loss over the global batch
   Params<H> grads;
 };
-
-// ids (N) as a buffer of doubles (exact for every GPT-2 id).
-template <osprey::Tensor H>
-osprey::Result<Buf<H>> idBuffer(H& h, std::span<const data::TokenId> ids) {
-  std::vector<Scalar> values(ids.begin(), ids.end());
-  return h.fromList(std::span<const Scalar>(values));
-}
-
-// The batch's shape against the model: T within the context, ids within the vocabulary
-// (checked on the host, so a bad id is a clear error before any kernel runs).
-inline osprey::Result<void> checkBatch(const Config& c, const data::Batch& batch) {
-  if (batch.B < 1 || batch.T < 1)
-    return osprey::Error{fmt::format("a batch needs at least one row and one position (got {} x {})",
-                                     batch.B, batch.T)};
-  if (batch.T > c.maxT)
-    return osprey::Error{fmt::format("--seq {} exceeds the model's context of {} positions", batch.T, c.maxT)};
-  const auto n = static_cast<std::size_t>(batch.B * batch.T);
-  if (batch.inputs.size() != n || batch.targets.size() != n)
-    return osprey::Error{fmt::format("a {} x {} batch must hold {} inputs and targets (has {} and {})",
-                                     batch.B, batch.T, n, batch.inputs.size(), batch.targets.size())};
-  for (std::size_t i = 0; i < n; ++i)
-    for (data::TokenId id : {batch.inputs[i], batch.targets[i]})
-      if (id < 0 || id >= c.V)
-        return osprey::Error{fmt::format("token id {} is outside the model's vocabulary of {}", id, c.V)};
-  return {};
-}
-
-// The forward of batch through weights w, keeping the activations.
-template <osprey::Tensor H>
-osprey::Result<ForwardPass<H>> forwardForTraining(H& h, const Params<H>& w, const data::Batch& batch,
-                                                  LayerClock* clock = nullptr) {
-  const Laps lap(clock);
-  const Config& c = w.config;
-  OSPREY_CHECK(checkBatch(c, batch));
-  const Index B = batch.B, T = batch.T, C = c.C, N = B * T;
-  ForwardPass<H> f;
-  f.B = B;
-  f.T = T;
-  f.tokens = OSPREY_TRY(idBuffer(h, std::span<const data::TokenId>(batch.inputs)));   // (N)
-  f.targets = OSPREY_TRY(idBuffer(h, std::span<const data::TokenId>(batch.targets))); // (N)
-  f.blocks.reserve(static_cast<std::size_t>(c.L));
-
-  auto x = OSPREY_TRY(encoderForward(h, f.tokens, w.wte(), w.wpe(), N, T, C, 0));    // (N, C)
-  lap("forward encoder");
-  for (Index l = 0; l < c.L; ++l) {
-    BlockActivations<H> a;
-    a.input = x;                                                                      // (N, C)
-    a.ln1 = OSPREY_TRY(layernormForward(h, x, w.block(l, BlockSlot::Ln1Weight),
-                                        w.block(l, BlockSlot::Ln1Bias), N, C));       // (N, C)
-    lap("forward layernorm");
-    auto projected = OSPREY_TRY(matmulAttentionForward(h, a.ln1.out, w.block(l, BlockSlot::AttnWeight),
-                                                       w.block(l, BlockSlot::AttnBias), B, T, C, c.NH));
-    a.qkv = std::move(projected.qkv);                                                 // (N, 3C)
-    a.attn = std::move(projected.attn);                                               // (N, C)
-    lap("forward matmul qkv + attention");
-    a.residual = OSPREY_TRY(residualMatmulForward(h, x, a.attn.out, w.block(l, BlockSlot::AttnProjWeight),
-                                                  w.block(l, BlockSlot::AttnProjBias), N, C, C));  // (N, C)
-    lap("forward matmul attn proj + residual");
-    a.ln2 = OSPREY_TRY(layernormForward(h, a.residual, w.block(l, BlockSlot::Ln2Weight),
-                                        w.block(l, BlockSlot::Ln2Bias), N, C));       // (N, C)
-    lap("forward layernorm");
-    auto mlp = OSPREY_TRY(matmulGeluForward(h, a.ln2.out, w.block(l, BlockSlot::FcWeight),
-                                            w.block(l, BlockSlot::FcBias), N, C, 4 * C));
-    a.fc = std::move(mlp.fc);                                                         // (N, 4C)
-    a.fcGelu = std::move(mlp.gelu);                                                   // (N, 4C)
-    lap("forward matmul fc + gelu");
-    x = OSPREY_TRY(residualMatmulForward(h, a.residual, a.fcGelu, w.block(l, BlockSlot::FcProjWeight),
-                                         w.block(l, BlockSlot::FcProjBias), N, 4 * C, C));  // (N, C)
-    lap("forward matmul fc proj + residual");
-    f.blocks.push_back(std::move(a));
-  }
-  f.output = x;                                                                       // (N, C)
-  f.lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight(), w.lnfBias(), N, C));     // (N, C)
-  lap("forward layernorm");
-  // logits = z·wteᵀ (N, V), then the cross-entropy: losses (N), probs (N, V)
-  f.ce = OSPREY_TRY(headLoss(h, f.lnf.out, w.wte(), f.targets, N, C, c.V));
-  lap("forward lm head and cross-entropy");
-  return f;
-}
 
 // Gradients of every parameter from a forward pass, for the loss sum(losses) * dloss.
 template <osprey::Tensor H>

@@ -1,14 +1,6 @@
 // GpuBuffer<Device>: device memory owned by a shared handle, plus the kernel bodies every device
-// runtime launches. Device runtimes (host.hpp, cuda.hpp) mirror each other member for member:
-//
-//   static Result<std::shared_ptr<D>> open()          the device, or why it cannot be had
-//   std::string name() const                          "host", "cuda: NVIDIA H200"
-//   Result<Scalar*> allocate(Index n) / release(p)    device memory
-//   Result<void> upload(dst, src, n) / download(...)  host <-> device copies
-//   Result<void> forEach(n, body)                     body(i) for every i, in parallel
-//   Result<Scalar> fold(view, seed, combine)          left fold in element order
-//   Result<Index> indexOf(view, x)                    smallest matching index, else n
-//   Result<void> matMul(out, a, b, rows, inner, cols) exact product, k order from 0.0
+// runtime launches. What a runtime must provide is the DeviceRuntime concept
+// (device_runtime.hpp); a buffer itself asks only that it take its memory back (device::Release).
 #pragma once
 
 #include <functional>
@@ -16,13 +8,16 @@
 #include <utility>
 
 #include "osprey/config.hpp"
+#include "osprey/gpu/device_runtime.hpp"
 #include "osprey/view.hpp"
 
 namespace osprey {
 
 // T is the element storage: Scalar (double) for the exact handlers, float for the fast handler
-// (gpu/fast.hpp). Kernels read every element as a Scalar through ViewOf<T>.
+// (gpu/cuda/fast.hpp), any other type a handler keeps on the side. Kernels read every element as a
+// Scalar through ViewOf<T>.
 template <class D, class T = Scalar>
+  requires device::Release<D, T>
 class GpuBuffer {
  public:
   using Element = T;
@@ -36,9 +31,9 @@ class GpuBuffer {
   // A buffer of n elements that takes no memory until they are first read: the first view() or
   // data() (of this buffer, a copy or a part) calls make(), which allocates the block and fills it
   // with the values the buffer holds, and returns it (released with the last copy, as any
-  // buffer's block). The fast handler makes the floats of outputs that its own layers read only as
-  // bf16 copies this way (gpt2/fast/bf16_twins.hpp), so a training step neither stores
-  // nor writes the floats of its LayerNorm and GELU outputs unless something else reads them.
+  // buffer's block). A handler that keeps some outputs in a narrower copy for its own kernels
+  // makes their full elements this way, so they are neither stored nor written unless something
+  // else reads them.
   // make() returns null where it could not allocate (having said why): the reads then see no
   // memory, and the device's copy or kernel reports the null address.
   static GpuBuffer later(std::shared_ptr<D> device, Index n, std::function<T*()> make) {

@@ -1,8 +1,9 @@
-// Gpu<D>: the gpu handler, answering the effect with the GPU surface on device runtime D.
+// Gpu<D>: the gpu handler, answering the effect with the GPU surface on device runtime D, which
+// must be a DeviceRuntime (device_runtime.hpp): a device lacking a member is told which.
 //
-// Gpu<D, E> stores its elements as E (double for the exact handlers); the fast handler
-// (gpu/fast.hpp) is Gpu<CudaDevice, float> with its own products and row folds in place of the
-// exact ones.
+// Gpu<D, E> stores its elements as E (double for the exact handlers), which D must hold
+// (DeviceStorage); the fast handler (gpu/cuda/fast.hpp) is Gpu<CudaDevice, float> with its own
+// products and row folds in place of the exact ones.
 #pragma once
 
 #include <memory>
@@ -11,12 +12,14 @@
 
 #include "osprey/block_layout.hpp"
 #include "osprey/effect.hpp"
+#include "osprey/gpu/device_runtime.hpp"
 #include "osprey/gpu/surface.hpp"
 #include "osprey/shape_check.hpp"
 
 namespace osprey {
 
-template <class D, class E = Scalar>
+template <DeviceRuntime D, class E = Scalar>
+  requires DeviceStorage<D, E>
 class Gpu {
  public:
   using Buffer = GpuBuffer<D, E>;
@@ -43,7 +46,7 @@ class Gpu {
   }
   Result<Buffer> fromList(std::span<const Scalar> xs) { return toGpu<E>(m_device, xs); }
 
-  // `batch` products of one shape stored one after another (gpt2/layers/attention_heads.hpp),
+  // `batch` products of one shape stored one after another (a model's per-head products),
   // answered by the device where it launches them together (cuda).
   Result<Buffer> matMulBatched(const Buffer& a, const Buffer& b, Index batch, Index rows, Index inner, Index cols)
     requires requires(D& d, Scalar* out, View v, Index n) { d.matMulBatched(out, v, v, n, n, n, n); }
@@ -68,8 +71,10 @@ class Gpu {
     return out;
   }
 
-  // Row folds (gpt2/layers/fold_rows.hpp), answered by the device where it has its own kernel
-  // for them (cuda); elsewhere this member does not exist and the reference definition runs.
+  // Row folds, out[r] = finish(r, the in-order fold of term(r, c) over row r's length(r) columns)
+  // (a model's per-row statistics and column sums), answered by the device where it has its own
+  // kernel for them (cuda); elsewhere this member does not exist and the caller's reference
+  // definition runs.
   template <class L, class T, class C, class F>
     requires requires(D& d, Scalar* out, Index n, L l, Scalar s, bool b, T t, C c, F f) {
       d.foldRows(out, n, l, s, b, t, c, f);

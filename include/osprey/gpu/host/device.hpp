@@ -24,6 +24,7 @@
 
 #include "osprey/config.hpp"
 #include "osprey/gpu/buffer.hpp"
+#include "osprey/gpu/device_runtime.hpp"
 #include "osprey/gpu/size_class.hpp"
 #include "osprey/result.hpp"
 #include "osprey/strict.hpp"
@@ -221,5 +222,7 @@ class HostDevice {
     }
   }
 };
+
+OSPREY_ASSERT_DEVICE(HostDevice, "host");
 
 }  // namespace osprey
