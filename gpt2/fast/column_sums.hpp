@@ -2,8 +2,8 @@
 // of its dout, and the kernels that write those douts in a training step (the LayerNorm
 // backwards, GELU's backward) already hold every value in their registers, so they sum the
 // columns as they go (fast/row_kernels.hpp) and matmulGradients takes the sums from here instead
-// of reading dout again (cuBLASLt's bias-gradient epilogue ran as a kernel of its own, about
-// 1.1 ms of a GPT-2 124M step at B16 T1024).
+// of reading dout again (cuBLASLt's bias-gradient epilogue ran as a kernel of its own that read
+// dout once more: bench/cuda/NOTES.md has its cost).
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -32,7 +32,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackwardSummed(const
   const int widthInt = OSPREY_TRY(fast_detail::intWidth("gelu backward", width));
   // A few blocks a multiprocessor, each walking rows a grid apart: few partial sums to add. Four,
   // not five: bounded to 96 registers for five, the pipelined kernel ran no faster on the H200
-  // (78.5 µs against 79.0), and the totals would add a quarter more partial rows, grouped
+  // (bench/cuda/NOTES.md), and the totals would add a quarter more partial rows, grouped
   // otherwise (other bits in the bias gradient).
   const auto blocks = static_cast<int>(std::min<osprey::Index>(N, 4 * osprey::Index{m_device->multiprocessors()}));
   const int multiprocessors = m_device->multiprocessors();

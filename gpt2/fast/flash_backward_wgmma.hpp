@@ -4,8 +4,8 @@
 // sums in the same order: dk, dv and the dsᵀ tiles come out the same, bit for bit, which
 // tests/cuda/fast_test.cu checks. nvcc units only.
 //
-// Why: flashBackwardKeys was 250 µs of the backward's 361 at GPT-2's training shape (a layer, H200),
-// its B fragments loaded through ldmatrix for every product. Here the tensor cores read k, v, q and
+// Why: flashBackwardKeys was most of the flash backward's time at GPT-2's training shape
+// (bench/cuda/NOTES.md), its B fragments loaded through ldmatrix for every product. Here the tensor cores read k, v, q and
 // dout from shared memory themselves; pᵀ and dsᵀ go from the accumulators into the dv and dk
 // products as A operands; and the two products that do not depend on each other (sᵀ = k·qᵀ and
 // dpᵀ = v·doutᵀ) run together, the exponentials of pᵀ computed while dpᵀ is still running.

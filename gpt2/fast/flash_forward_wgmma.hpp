@@ -6,7 +6,7 @@
 //
 // Why: flashForward's mma.sync products take every B fragment of k and v through ldmatrix into the
 // registers, and its 255 registers a thread leave two warps a scheduler; Nsight Compute found it
-// waiting on its own instructions (issue slots 36% busy, tensor pipe 32%). Here the tensor cores
+// waiting on its own instructions, the tensor pipe mostly idle (bench/cuda/NOTES.md). Here the tensor cores
 // read q, k and v from shared memory themselves, and p goes from the accumulator into the second
 // product as its A operand without a store: 121 registers a thread, four warpgroups a
 // multiprocessor, whose softmax and products overlap.
@@ -27,9 +27,9 @@ namespace gpt2::fast_kernels {
 namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
 // One warpgroup (64 queries) a block and four blocks a multiprocessor, so that each warpgroup's
-// barriers are its own: 95.4 µs at the training shape against 103.7 with two warpgroups a block
-// sharing each k and v tile (tools/profile/flash_kernels_probe.cu), though each tile is then
-// copied in for half as many queries.
+// barriers are its own: faster at the training shape than two warpgroups a block sharing each k
+// and v tile (tools/profile/flash_kernels_probe.cu; bench/cuda/NOTES.md), though each tile is
+// then copied in for half as many queries.
 static_assert(kFlashThreads == 128, "a block of kFlashThreads threads is one warpgroup");
 constexpr int kWgmmaBlocks = 4;  // blocks a multiprocessor
 // The block's q tile, two stages of k and of v, and room to start them on a 1024-byte boundary

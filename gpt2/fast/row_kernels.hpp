@@ -288,8 +288,8 @@ struct ColumnSets {
 // of them loaded at once, and the slots' sums are then added pairwise (slot s and s + span, span
 // halving). The partials are still in the L2 cache from their writers: what costs is the chain of
 // loads each thread waits on, so many blocks with one batch of loads for up to
-// kTotalsSlots·kTotalsLoads rows (a block of 32 columns had each warp walk every 8th row: 9-13 µs
-// a launch where the bytes take 1-3).
+// kTotalsSlots·kTotalsLoads rows (a block of 32 columns had each warp walk every 8th row, several
+// times slower than the bytes take: bench/cuda/NOTES.md).
 constexpr int kTotalsColumns = 8, kTotalsSlots = 64, kTotalsLoads = 16;
 __global__ void __launch_bounds__(kTotalsColumns * kTotalsSlots)
     columnTotals(ColumnSets out, const float* partials, int rows, int sets) {
@@ -365,9 +365,8 @@ __device__ __forceinline__ int targetOf(float id, int V) {
 //
 // Three passes over the row (the maximum, the sum, the probabilities), each of a few instructions
 // a value. With the row in shared memory, one pass keeping a running maximum and a rescaled sum
-// (a branch a value, which splits warps) made the kernel wait on its instructions: Nsight Compute
-// counted about 40 a value, issued on 68% of cycles, with the memory 62% busy. exp(x - m) is
-// 2^((x - m)·log2 e).
+// (a branch a value, which splits warps) made the kernel wait on its instructions rather than on
+// memory (Nsight Compute's counts: bench/cuda/NOTES.md). exp(x - m) is 2^((x - m)·log2 e).
 constexpr int kLossThreads = 1024, kLossBlocksPerSM = 1;
 constexpr float kLog2eF = 1.4426950408889634f;
 __global__ void __launch_bounds__(kLossThreads, kLossBlocksPerSM)
@@ -521,8 +520,8 @@ constexpr float kGeluScaleF = 0.7978845608028654f, kGeluCubicF = 0.044715f;
 //   gelu = x·g;   0.5·(1 - tanh² u) = 2·g·(1 - g) = 2·e·g²,  so  gelu' = g·(1 + 2·x·e·g·du)
 // with du = sqrt(2/pi)·(1 + 3·0.044715·x²): one exponential and one reciprocal (ex2.approx,
 // rcp.approx: a few parts in 10^7) and no cancellation. CUDA's tanhf, with its branch for small
-// |u|, left GELU's kernels waiting on their instructions rather than on memory (Nsight Compute:
-// the multiprocessors 68-74% busy, the memory 54-66%). exp(-2u) = inf (x below about -10) gives
+// |u|, left GELU's kernels waiting on their instructions rather than on memory (Nsight Compute's
+// counts: bench/cuda/NOTES.md). exp(-2u) = inf (x below about -10) gives
 // g = 0 and gelu = -0, as 0.5·x·(1 + tanh u) does; exp(-2u) = 0 gives g = 1. Subnormal values
 // are flushed: they arise only where g is 0 or 1 anyway.
 // exp(-2u) = 2^(x·(a + b·x²)), the constants holding -2·log2(e)·sqrt(2/pi) (and 0.044715).
@@ -648,9 +647,8 @@ struct GeluSumRow {
 // floats), which columnTotals adds in block order.
 // The rows are pipelined: a thread holds two rows' loads, in register sets a and b, and issues row
 // n + gridDim's loads before it computes row n, so the memory is not left idle while a block
-// computes and stores. With one row in flight it was, between rows: GPT-2 124M's fc (16,384 rows
-// of 3,072, bf16) took 90.8 µs on the H200, 79.0 pipelined, against 74.6 for the elementwise
-// GeluBackwardBody over the same data. The sets are named, not indexed by the row (a register
+// computes and stores. With one row in flight it was, between rows, and the kernel ran well
+// behind the elementwise GeluBackwardBody over the same data (bench/cuda/NOTES.md). The sets are named, not indexed by the row (a register
 // array indexed at run time lives in local memory): the loop takes two rows a pass, a's then b's,
 // so every column still adds its rows in ascending order, and the sums are those of one row at a
 // time, bit for bit.

@@ -2,9 +2,7 @@
 // timing the heuristic's candidates that sum exactly as its first one does. nvcc units only.
 //
 // cublasLtMatmulAlgoGetHeuristic orders its candidates by an estimate; on the H200 its first pick
-// for GPT-2's products was often not the fastest (bench/cuda/NOTES.md, thirteenth run: a
-// projection with a residual addend 74.6 µs against 44.8 for its fifth candidate, the lm head
-// 2.09 ms against 1.76). Timing the candidates is cuBLASLt's documented way to find the best, and
+// for a model's products was often not the fastest (bench/cuda/NOTES.md, thirteenth run). Timing the candidates is cuBLASLt's documented way to find the best, and
 // it must not make the results depend on a stopwatch: a candidate is timed only where it splits
 // the sum over k as the first does (the same split-k count and reduction scheme). Such candidates
 // differ in how the output is tiled, not in any element's sum, so they give the first one's bits
