@@ -6,6 +6,7 @@
 // sequence for every token): slower, and kept to prove the cache changes nothing.
 #pragma once
 
+#include <cmath>
 #include <limits>
 #include <span>
 #include <vector>
@@ -56,14 +57,11 @@ osprey::Result<osprey::Index> greedyToken(H& h, const Buf<H>& logits) {
   const osprey::Scalar best = OSPREY_TRY(largest(h, logits));
   // A largest logit of +inf (activations that overflowed) or -inf (every logit -inf or NaN) picks
   // no token: the first of several infinities, or token 0, would be text made of nothing.
-  if (!(best > -std::numeric_limits<osprey::Scalar>::infinity() && best < std::numeric_limits<osprey::Scalar>::infinity()))
+  if (!std::isfinite(best))
     return osprey::Error{fmt::format("generate: the largest logit is {}: the model's activations are not finite (the "
                                      "weights are broken or too large)",
                                      best)};
-  const osprey::Index token = OSPREY_TRY(h.indexOf(logits, best));
-  if (token == h.length(logits))
-    return osprey::Error{"generate: the logits have no maximum (all NaN or -inf): the weights are broken"};
-  return token;
+  return h.indexOf(logits, best);  // found: a finite largest logit is one of the logits
 }
 
 // tokens (n) as a buffer of ids held in doubles.

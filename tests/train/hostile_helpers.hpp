@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli_run.hpp"
+#include "gpt2/train/checkpoint.hpp"
 
 namespace osprey::testing::train {
 
@@ -40,6 +41,16 @@ inline CliRun tinyTrain(const std::string& data, std::vector<std::string> extra)
   std::vector<std::string> args = {"train", "--backend", "gpu", "--data", data, "--batch", "2", "--seq", "8"};
   args.insert(args.end(), extra.begin(), extra.end());
   return runOsprey(args);
+}
+
+// One step of `train` on the tiny preset saved to `run`: where a resume or overwrite test starts.
+inline CliRun saveOneStep(const std::string& data, const std::filesystem::path& run) {
+  return tinyTrain(data, {"--preset", "tiny", "--steps", "1", "--save", run.string()});
+}
+
+// The manifest a resume of `run` reads (what the tests damage).
+inline std::filesystem::path trainerStateOf(const std::filesystem::path& run) {
+  return gpt2::train::checkpointDir(run) / "trainer_state.json";
 }
 
 // Every regular file under dir (relative path -> bytes).

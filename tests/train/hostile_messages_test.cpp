@@ -292,8 +292,8 @@ TEST(HostileMessages, ResumingOnOtherDataNamesBothFiles) {
   const std::string trained = writeText(dir / "trained.txt", hostileSampleText()).string();
   const std::string other = writeText(dir / "other.txt", hostileSampleText() + "more words\n").string();
   const fs::path run = dir / "run";
-  ASSERT_EQ(tinyTrain(trained, {"--preset", "tiny", "--steps", "1", "--save", run.string()}).status, 0);
-  const fs::path manifest = gpt2::train::checkpointDir(run) / "trainer_state.json";
+  ASSERT_EQ(saveOneStep(trained, run).status, 0);
+  const fs::path manifest = trainerStateOf(run);
 
   const CliRun r = tinyTrain(other, {"--resume", run.string(), "--steps", "2", "--save", run.string()});
   EXPECT_EQ(r.status, 1);

@@ -163,8 +163,8 @@ TEST(HostileTrainOptions, AResumedRunRefusesAnEditedManifestAndAStepCounterThatW
   TempDir dir;
   const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
   const fs::path run = dir / "run";
-  ASSERT_EQ(tinyTrain(data, {"--preset", "tiny", "--steps", "1", "--save", run.string()}).status, 0);
-  const fs::path manifest = gpt2::train::checkpointDir(run) / "trainer_state.json";
+  ASSERT_EQ(saveOneStep(data, run).status, 0);
+  const fs::path manifest = trainerStateOf(run);
   const std::string good = readText(manifest);
   auto edit = [&](const std::string& path, const nlohmann::json& value) {
     auto j = nlohmann::json::parse(good);

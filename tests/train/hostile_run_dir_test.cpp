@@ -33,7 +33,7 @@ TEST(HostileTrainRunDir, SavingOverAnotherRunNeedsResumeOrOverwrite) {
   ASSERT_EQ(tinyTrain(data, {"--preset", "tiny", "--steps", "2", "--save", run.string()}).status, 0);
   const auto before = snapshot(run);
 
-  CliRun again = tinyTrain(data, {"--preset", "tiny", "--steps", "1", "--save", run.string()});
+  CliRun again = saveOneStep(data, run);
   EXPECT_EQ(again.status, 1);
   EXPECT_NE(again.err.find("--save " + run.string() + ": the directory already holds a training run"),
             std::string::npos) << again.err;
@@ -67,7 +67,7 @@ TEST(HostileTrainRunDir, ALossHistoryWithoutACheckpointNeedsOverwrite) {
   fs::create_directories(run);
   // What a run that failed before its first save leaves: steps in loss.csv, no checkpoint.
   writeText(run / "loss.csv", "step,train_loss,val_loss,tokens_per_s\n1,10.9,,100.0\n2,10.8,,100.0\n");
-  CliRun r = tinyTrain(data, {"--preset", "tiny", "--steps", "1", "--save", run.string()});
+  CliRun r = saveOneStep(data, run);
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("already holds a training run's loss history (" + (run / "loss.csv").string() +
                        ") and no checkpoint; give --overwrite"),
@@ -97,7 +97,7 @@ TEST(HostileTrainRunDir, InitRefusesToWriteOverAModel) {
   // A training checkpoint directory, or a run's directory, is a model too.
   const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
   const fs::path run = dir / "run";
-  ASSERT_EQ(tinyTrain(data, {"--preset", "tiny", "--steps", "1", "--save", run.string()}).status, 0);
+  ASSERT_EQ(saveOneStep(data, run).status, 0);
   EXPECT_EQ(runOsprey({"init", "--preset", "tiny", "--out", gpt2::train::checkpointDir(run).string()}).status, 1);
   EXPECT_EQ(runOsprey({"init", "--preset", "tiny", "--out", run.string()}).status, 1);
 }
@@ -123,7 +123,7 @@ TEST(HostileTrainRunDir, ASecondRunOnTheSameDirectoryFailsAtOnceNamingThePid) {
     EXPECT_FALSE(fs::exists(gpt2::train::checkpointDir(run)));
   }
   // Released with its holder: the directory is free again.
-  CliRun r = tinyTrain(data, {"--preset", "tiny", "--steps", "1", "--save", run.string()});
+  CliRun r = saveOneStep(data, run);
   EXPECT_EQ(r.status, 0) << r.err;
 }
 
