@@ -3,6 +3,10 @@
 # a short 124M decode and of one 124M exact training step (B=4, T=1024), summed by kernel name.
 #
 #   scripts/profile-cuda.sh [decode|train|steady|all]     (after scripts/gpu-check.sh build)
+#   scripts/profile-cuda.sh detail REGEX [COUNT]          why the kernels named by REGEX take their
+#                                                         time: Nsight Compute's throughput, occupancy,
+#                                                         stall and instruction sections for the first
+#                                                         COUNT (default 4) such launches of a step
 #
 # `steady` profiles `train --steps 2` and `--steps 1` and prints their difference: one training
 # step after the first, without the first step's algorithm choice and checks.
@@ -52,6 +56,16 @@ if [[ $what = steady ]]; then
   measure steady-1 -- "$gpt2" $(steps 1)
   python3 "$root/tools/profile/kernel_times.py" "$dir/steady-2.csv" --minus "$dir/steady-1.csv" --top 40 |
     tee "$dir/steady.txt"
+fi
+if [[ $what = detail ]]; then
+  regex=${2:?"profile-cuda: detail needs a regular expression naming kernels"}
+  echo "== detail: kernels matching $regex"
+  ncu --clock-control none --kernel-name-base demangled --kernel-name "regex:$regex" --launch-count "${3:-4}" \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats \
+    "$gpt2" train-step --preset 124M --data "$data" --batch "${TRAIN_BATCH:-4}" --seq "${TRAIN_SEQ:-1024}" \
+    --backend gpu --device cuda > "$dir/detail.txt" 2> "$dir/detail.err" || tail -5 "$dir/detail.err"
+  grep -v '^==PROF==' "$dir/detail.txt" | cut -c1-160
 fi
 if [[ -n ${OUT:-} ]]; then mkdir -p "$OUT/profile" && cp "$dir"/*.txt "$OUT/profile/" 2>/dev/null; fi
 exit 0

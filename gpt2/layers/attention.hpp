@@ -90,7 +90,7 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   const osprey::Index R = OSPREY_TRY(checkedProduct(L, {B, NH, T}));  // softmax rows
   const osprey::Index RT = OSPREY_TRY(checkedProduct(L, {R, T}));
   const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs;
-  const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
+  const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
   const heads::Layout qkvHeads{Ti, C3, NHi, HS};  // q at column 0, k at C, v at 2C
 
@@ -99,7 +99,7 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   const auto cv = scores.view();
   // pre[r][t2] = scores / sqrt(hs), the scaled score, read only on the causal prefix t2 <= r % T.
   const auto pre = [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
-    return cv[osprey::Int(r) * Ti + t2] / sqrtHs;
+    return bySqrtHs(cv[osprey::Int(r) * Ti + t2]);
   };
   // Per softmax row, over its causal prefix: the max and the sum of exp(pre - max), (B, NH, T) each.
   const auto stats = OSPREY_TRY(detail::softmaxStats(h, R, detail::CausalPrefix{Ti}, pre));
@@ -107,7 +107,7 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   auto att = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
     if (t2 > r % Ti) return 0.0;
-    return osprey::math::exp(cv[i] / sqrtHs - mv[r]) / sv[r];
+    return osprey::math::exp(bySqrtHs(cv[i]) - mv[r]) / sv[r];
   }));
   // outHeads (B, NH, T, hs) = att · v per head (t2 ascending; att is 0 past the causal prefix).
   auto outHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs, att, heads::squareRows(NHi, Ti), qkv,
@@ -139,7 +139,7 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
   OSPREY_CHECK(checkLength(h, vCache, TcC, L, "value cache"));
   const auto qv = qkvRow.view(), kv = kCache.view(), vv = vCache.view();
   const osprey::Int Ti = Tc, Ci = C, HS = hs;
-  const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
+  const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
 
   // pre (NH, Tc): the scaled score of every cached position, q · k over the head's channels (a dot
   // fold: the same fused multiply-adds, in the same order, as the forward's product).
@@ -148,7 +148,7 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
         const auto [hh, t2] = divMod(osprey::Int(i), Ti);
         return Product{qv[hh * HS + d], kv[t2 * Ci + hh * HS + d]};
       },
-      [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return score / sqrtHs; }));
+      [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return bySqrtHs(score); }));
   const auto pv = pre.view();
   // Per head, over every cached position: the max and the sum of exp(pre - max), (NH) each.
   const detail::TableEntry<std::remove_cvref_t<decltype(pv)>> preEntry{pv, Ti};
@@ -186,7 +186,7 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   OSPREY_CHECK(checkLength(h, att, RT, L, "att"));
   const auto av = att.view();
   const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs;
-  const osprey::Scalar sqrtHs = osprey::math::sqrt(static_cast<osprey::Scalar>(hs));
+  const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
   const heads::Layout qkvHeads{Ti, C3, NHi, HS}, doutHeads{Ti, Ci, NHi, HS};
   // att and dscore (B, NH, T, T) per head, as they are (already the products' layout: no copy).
@@ -208,7 +208,7 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   auto dscore = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
     const auto [r, t2] = divMod(osprey::Int(i), Ti);
     if (t2 > r % Ti) return 0.0;
-    return (av[i] * (gv[i] - rv[r])) / sqrtHs;
+    return bySqrtHs(av[i] * (gv[i] - rv[r]));
   }));
   // Per head: dq = dscore · k (B, NH, T, hs). dk = dscoreᵀ · q and dv = attᵀ · dout are taken
   // transposed, dkᵀ = qᵀ · dscore and dvᵀ = doutᵀ · att (B, NH, hs, T): each output is the same

@@ -1,10 +1,12 @@
 // Finding NaN and infinities in parameters, so that a step that overflowed stops the run before
 // its numbers are trusted or saved.
 //
-// On the handler (every step, on the new weights): each run of kFiniteRun consecutive elements is
-// tested by one kernel thread, the runs in parallel, and the per-run answers are summed on the
-// device; the weights never leave it, and the step waits for the answer once. (A reduce over the tensor itself would be one
-// device thread walking 124M elements.) On the host (before a save, on the copy the save makes
+// On the handler (every step, on the new weights): the elements are dealt out to
+// ceil(n / kFiniteRun) kernel threads, thread r testing elements r, r + threads, r + 2·threads, ...
+// (neighbouring threads read neighbouring elements, so a warp's reads share cache lines), and the
+// per-thread answers are summed on the device; the weights never leave it, and the step waits for
+// the answer once. (A reduce over the tensor itself would be one device thread walking 124M
+// elements.) On the host (before a save, on the copy the save makes
 // anyway): the first bad element, named (gpt2/model/finite_weights.hpp).
 #pragma once
 
@@ -25,20 +27,20 @@ namespace gpt2::train {
 
 inline constexpr osprey::Index kFiniteRun = 1024;
 
-// runs (ceil(n / kFiniteRun)): 1 where that run of x holds a NaN or an infinity, else 0. (A range
-// test, not arithmetic, so no compiler may fold it away: NaN fails both comparisons, an infinity
-// one of them.)
+// runs (ceil(n / kFiniteRun)): 1 where one of the elements run r tests (r, r + runs, ...) is NaN
+// or infinite, else 0. Which element lands in which run does not change whether the answers sum
+// to zero, so the runs are strided for coalesced reads. (A range test, not arithmetic, so no
+// compiler may fold it away: NaN fails both comparisons, an infinity one of them.)
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> nonFiniteRuns(H& h, const Buf<H>& x) {
   const osprey::Index n = h.length(x);
+  const osprey::Index runs = (n + kFiniteRun - 1) / kFiniteRun;
   const auto xv = x.view();
-  const osprey::Int N = n, R = kFiniteRun;
-  return h.build((n + kFiniteRun - 1) / kFiniteRun, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
+  const osprey::Int N = n, S = runs;
+  return h.build(runs, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
     const osprey::Scalar top = 1.7976931348623157e308;  // the largest double
-    const osprey::Int first = osprey::Int(r) * R;
-    const osprey::Int end = N - first < R ? N : first + R;
     osprey::Scalar bad = 0.0;
-    for (osprey::Int i = first; i < end; ++i)
+    for (osprey::Int i = r; i < N; i += S)
       if (!(xv[i] >= -top && xv[i] <= top)) bad = 1.0;
     return bad;
   });

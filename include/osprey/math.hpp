@@ -12,8 +12,10 @@
 //   sqrt(x)     IEEE square root    sqrt.hpp   (correctly rounded everywhere already)
 //   fma(a,b,c)  a*b + c, one rounding  fma.hpp (correctly rounded everywhere already)
 //   powi(x, n)  x^n, integer n      powi.hpp   (fixed product order)
+//   DivideBy(d) x / d for a fixed d divide.hpp (a multiply where that is the same double)
 #pragma once
 
+#include "osprey/math/divide.hpp"
 #include "osprey/math/exp.hpp"
 #include "osprey/math/fma.hpp"
 #include "osprey/math/log.hpp"

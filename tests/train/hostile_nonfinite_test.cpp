@@ -140,14 +140,16 @@ TEST(HostileTrainNonFinite, ACheckpointHoldingInfinityIsRefusedWhenLoaded) {
   EXPECT_NE(r.err.find("cannot resume: wpe.weight[5] is -inf"), std::string::npos) << r.err;
 }
 
-// The device-side check finds a single bad element in any run of the tensor, on both host handlers.
+// The device-side check finds a single bad element wherever it lies (the first and last of each
+// thread's stride, and either side of a run's length), on both host handlers.
 TEST(HostileTrainNonFinite, TheHandlerSideCheckFindsOneBadElement) {
   auto check = [](auto& h) {
     const std::size_t run = static_cast<std::size_t>(gpt2::train::kFiniteRun);
     const std::size_t n = 3 * run + 17;
     for (double bad : {std::nan(""), std::numeric_limits<double>::infinity(),
                        -std::numeric_limits<double>::infinity()}) {
-      for (std::size_t at : {std::size_t{0}, run - 1, run, n - 1}) {
+      for (std::size_t at : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{4}, run - 1, run,
+                             2 * run + 7, n - 5, n - 2, n - 1}) {
         std::vector<double> values(n, 1e300);
         values[at] = bad;
         auto b = h.fromList(std::span<const double>(values));
