@@ -82,12 +82,14 @@ inline constexpr Index kIndexMin = INT64_MIN;
 
 OSPREY_INLINE Index add(Index a, Index b) {
 #if OSPREY_DEVICE_PASS
-  __int128 r = static_cast<__int128>(a) + b;
-  if (r > kIndexMax || r < kIndexMin) {
+  // The wrapped sum overflowed exactly when a and b share a sign that the sum does not (a few
+  // instructions; a 128-bit sum and its range test are a dozen).
+  const Index r = static_cast<Index>(static_cast<unsigned long long>(a) + static_cast<unsigned long long>(b));
+  if (((a ^ r) & (b ^ r)) < 0) {
     fault(FaultKind::Add, a, b);
     return 0;
   }
-  return static_cast<Index>(r);
+  return r;
 #else
   Index r;
   if (__builtin_add_overflow(a, b, &r)) fault(FaultKind::Add, a, b);
@@ -96,12 +98,13 @@ OSPREY_INLINE Index add(Index a, Index b) {
 }
 OSPREY_INLINE Index sub(Index a, Index b) {
 #if OSPREY_DEVICE_PASS
-  __int128 r = static_cast<__int128>(a) - b;
-  if (r > kIndexMax || r < kIndexMin) {
+  // The wrapped difference overflowed exactly when a and b differ in sign and it differs from a's.
+  const Index r = static_cast<Index>(static_cast<unsigned long long>(a) - static_cast<unsigned long long>(b));
+  if (((a ^ b) & (a ^ r)) < 0) {
     fault(FaultKind::Sub, a, b);
     return 0;
   }
-  return static_cast<Index>(r);
+  return r;
 #else
   Index r;
   if (__builtin_sub_overflow(a, b, &r)) fault(FaultKind::Sub, a, b);
@@ -112,8 +115,8 @@ OSPREY_INLINE Index sub(Index a, Index b) {
 // division dozens of them), and index maths runs once per element: operands that fit 32 bits,
 // as nearly all indices do, take the one-instruction forms below. The results are the same
 // integers; only the cost differs.
-OSPREY_INLINE bool fitsInt32(Index v) { return v >= -2147483648LL && v <= 2147483647LL; }
-OSPREY_INLINE bool fitsUint32(Index v) { return v >= 0 && v <= 4294967295LL; }
+OSPREY_INLINE bool fitsInt32(Index v) { return static_cast<Index>(static_cast<int>(v)) == v; }  // high word = sign of low
+OSPREY_INLINE bool fitsUint32(Index v) { return (static_cast<unsigned long long>(v) >> 32) == 0; }  // high word zero
 
 OSPREY_INLINE Index mul(Index a, Index b) {
 #if OSPREY_DEVICE_PASS

@@ -212,45 +212,52 @@ void raggedRowFoldsEqualPlainLoops(H& h) {
   EXPECT_EQ(firstBitDifference(maxima, wantMaxima), wantMaxima.size());
 }
 
-// Many short ragged rows (more than the 128 a multiprocessor at which the cuda device folds a row
-// a lane; softmax rows have this shape): a sum, a maximum from the first term and a dot product of
-// two tensors per row, against plain loops. Rows of one warp differ in length, some are empty, and
-// some run past several of the lanes' 16-term tiles.
+// Many ragged rows (enough that the cuda device folds them a row a lane, 32 rows a block; softmax
+// rows have this shape): a sum, a maximum from the first term and a dot product of two tensors per
+// row, against plain loops. Rows of one group differ in length, some are empty, and some run past
+// several of the lanes' tiles (64 terms a row, 32 for a dot's pairs); the second shape has rows
+// hundreds of terms long and a row count just past the lanes' threshold, not a multiple of 32.
 template <class H>
 void manyRaggedRowFoldsEqualPlainLoops(H& h) {
-  constexpr Index kRows = 20011, kWidth = 83;
-  const auto a = awkwardValues(static_cast<std::size_t>(kRows * kWidth), 94);
-  const auto b = awkwardValues(static_cast<std::size_t>(kRows * kWidth), 95);
-  auto aBuf = lift(h, a), bBuf = lift(h, b);
-  const osprey::View x = aBuf.view(), y = bBuf.view();
-  const auto length = [] OSPREY_FN(Index r) -> Index { return r % 7 == 3 ? 0 : (r * 37) % (kWidth + 1); };
-  const auto term = [=] OSPREY_FN(Index r, Index c) -> Scalar { return x[osprey::Int(r) * kWidth + c]; };
-  const auto sums = readAll(h, must(sumRaggedRows(h, kRows, length, term, AsIs{})));
-  const auto maxima = readAll(h, must(foldRaggedRowsFromFirst(h, kRows, length, term, Larger{}, AsIs{})));
-  const auto dots = readAll(h, must(dotRaggedRows(h, kRows, length,
-      [=] OSPREY_FN(Index r, Index c) -> Product {
-        const osprey::Int at = osprey::Int(r) * kWidth + c;
-        return Product{x[at], y[at]};
-      },
-      AsIs{})));
-  std::vector<Scalar> wantSums, wantMaxima, wantDots;
-  for (Index r = 0; r < kRows; ++r) {
-    const auto at = static_cast<std::size_t>(r * kWidth);
-    const Index count = r % 7 == 3 ? 0 : (r * 37) % (kWidth + 1);
-    Scalar sum = 0.0, maximum = count > 0 ? a[at] : 0.0, dot = 0.0;
-    for (Index c = 0; c < count; ++c) {
-      const auto k = at + static_cast<std::size_t>(c);
-      sum = sum + a[k];
-      if (c > 0 && a[k] > maximum) maximum = a[k];
-      dot = std::fma(a[k], b[k], dot);
+  struct Shape {
+    Index rows, width, stride;  // row r holds (r * stride) % (width + 1) terms, none when r % 7 == 3
+  };
+  for (Shape s : {Shape{20011, 83, 37}, Shape{2049, 1000, 131}}) {
+    SCOPED_TRACE(::testing::Message() << s.rows << " rows of up to " << s.width);
+    const Index W = s.width, S = s.stride;
+    const auto a = awkwardValues(static_cast<std::size_t>(s.rows * W), 94);
+    const auto b = awkwardValues(static_cast<std::size_t>(s.rows * W), 95);
+    auto aBuf = lift(h, a), bBuf = lift(h, b);
+    const osprey::View x = aBuf.view(), y = bBuf.view();
+    const auto length = [=] OSPREY_FN(Index r) -> Index { return r % 7 == 3 ? 0 : (r * S) % (W + 1); };
+    const auto term = [=] OSPREY_FN(Index r, Index c) -> Scalar { return x[osprey::Int(r) * W + c]; };
+    const auto sums = readAll(h, must(sumRaggedRows(h, s.rows, length, term, AsIs{})));
+    const auto maxima = readAll(h, must(foldRaggedRowsFromFirst(h, s.rows, length, term, Larger{}, AsIs{})));
+    const auto dots = readAll(h, must(dotRaggedRows(h, s.rows, length,
+        [=] OSPREY_FN(Index r, Index c) -> Product {
+          const osprey::Int at = osprey::Int(r) * W + c;
+          return Product{x[at], y[at]};
+        },
+        AsIs{})));
+    std::vector<Scalar> wantSums, wantMaxima, wantDots;
+    for (Index r = 0; r < s.rows; ++r) {
+      const auto at = static_cast<std::size_t>(r * W);
+      const Index count = r % 7 == 3 ? 0 : (r * S) % (W + 1);
+      Scalar sum = 0.0, maximum = count > 0 ? a[at] : 0.0, dot = 0.0;
+      for (Index c = 0; c < count; ++c) {
+        const auto k = at + static_cast<std::size_t>(c);
+        sum = sum + a[k];
+        if (c > 0 && a[k] > maximum) maximum = a[k];
+        dot = std::fma(a[k], b[k], dot);
+      }
+      wantSums.push_back(sum);
+      wantMaxima.push_back(maximum);
+      wantDots.push_back(dot);
     }
-    wantSums.push_back(sum);
-    wantMaxima.push_back(maximum);
-    wantDots.push_back(dot);
+    EXPECT_SAME_BITS(sums, wantSums);
+    EXPECT_SAME_BITS(maxima, wantMaxima);
+    EXPECT_SAME_BITS(dots, wantDots);
   }
-  EXPECT_SAME_BITS(sums, wantSums);
-  EXPECT_SAME_BITS(maxima, wantMaxima);
-  EXPECT_SAME_BITS(dots, wantDots);
 }
 
 // Transposes and head gathers (a copy on every handler; the cuda device's tiled strided copy) put
@@ -304,7 +311,7 @@ void rowFoldFaultIsItsError(H& h) {
                       },
                       AsIs{}),
               "integer overflow");
-  // The same in one of many short rows (folded a row a lane on the cuda device).
+  // The same in one of many short rows (folded a row a lane on the cuda device, 32 rows a block).
   expectError(sumRows(h, 20000, 3,
                       [=] OSPREY_FN(Index r, Index c) -> Scalar {
                         return static_cast<Scalar>((osprey::Int(r / 15000) + c / 2 + 1) * huge > 0);

@@ -326,8 +326,8 @@ class CudaDevice {
     if constexpr (Tree) {
       cuda_detail::treeRowFoldKernel<<<blocks, cuda_detail::kTreeFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst,
                                                                                term, combine, finish, launch);
-    } else if (rows >= cuda_detail::kLaneFoldRowsPerProcessor * static_cast<Index>(m_multiprocessors)) {
-      const Index groups = (rows + cuda_detail::kLaneFoldThreads - 1) / cuda_detail::kLaneFoldThreads;
+    } else if (rows >= cuda_detail::kLaneFoldMinRows) {
+      const Index groups = (rows + cuda_detail::kLaneFoldRows - 1) / cuda_detail::kLaneFoldRows;
       const Index most = static_cast<Index>(m_multiprocessors) * cuda_detail::kLaneFoldBlocksPerProcessor;
       cuda_detail::laneRowFoldKernel<<<static_cast<unsigned>(groups < most ? groups : most),
                                        cuda_detail::kLaneFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst,

@@ -93,66 +93,97 @@ __global__ void __launch_bounds__(kRowFoldThreads)
 }
 
 // The same row folds with one row a lane, for many rows (softmax statistics: a row per query of
-// every head): each warp folds 32 consecutive rows, lane l row r0 + l, in order, from a shared
-// tile of kLaneFoldChunk terms a row that the whole warp fills first (term (r0 + i, k0 + j) by the
-// lane that owns tile element i·kLaneFoldChunk + j, so neighbouring lanes read neighbouring
-// columns). A block per row leaves thread 0 combining while 255 threads idle; here every lane
-// combines. Each row's combines are still the one thread's, in column order, so the bits are
-// rowFoldKernel's.
-constexpr int kLaneFoldWarps = 4;
+// every head; LayerNorm's and the cross-entropy's rows): a block takes 32 consecutive rows at a
+// time, warp 0 folding row r0 + l in lane l, in column order, from a shared tile of
+// kLaneFoldChunkBytes of terms a row, while warps 1..7 compute the next tile into the other buffer
+// (the whole block fills the first), each thread's share of a tile in one batch of loads.
+// Neighbouring threads fill neighbouring columns of a row, so the reads coalesce. A group's time is
+// its longest row's chain of combines, overlapped with the filling: with the terms computed by
+// seven warps instead of by the combining lanes themselves, a long group no longer holds the whole
+// launch back by its one warp's instruction count (softmax rows run from 1 to T terms). Each row's
+// combines are still one thread's, in column order, so the bits are rowFoldKernel's.
+constexpr int kLaneFoldWarps = 8;
 constexpr int kLaneFoldThreads = 32 * kLaneFoldWarps;
-constexpr int kLaneFoldChunk = 16;  // terms of each row per tile; 32 x 17 Values a warp
-// Lanes only pay where there are rows enough for several warps on every multiprocessor: fewer,
-// longer rows (a LayerNorm's, the cross-entropy's 50,257 logits) keep a block a row, whose
-// threads fetch one row's terms far ahead of its single combining thread.
-constexpr Index kLaneFoldRowsPerProcessor = 4 * 32;  // four warps a multiprocessor
-constexpr int kLaneFoldBlocksPerProcessor = 8;
+constexpr int kLaneFoldRows = 32;    // rows a block folds at once, one a lane of warp 0
+constexpr int kLaneFoldChunkBytes = 512;  // of each row per tile: 64 doubles (32 x 65 a buffer)
+// Lanes pay once there are groups of 32 rows for about half the multiprocessors; fewer rows (a
+// decoding step's heads) keep a block a row, whose many blocks fill in parallel.
+constexpr Index kLaneFoldMinRows = 64 * kLaneFoldRows;
+constexpr int kLaneFoldBlocksPerProcessor = 4;
+// Terms a thread loads before it stores them: 224 filling threads x 10 cover a tile of 2048.
+constexpr int kLaneFillBatch = 10;
 
 template <class Out, class L, class T, class C, class F>
 __global__ void __launch_bounds__(kLaneFoldThreads)
     laneRowFoldKernel(Out* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish,
                       unsigned long long launch) {
   using Value = decltype(term(Index{}, Index{}));
-  __shared__ Value tiles[kLaneFoldWarps][32][kLaneFoldChunk + 1];
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  Value (*tile)[kLaneFoldChunk + 1] = tiles[warp];
-  const Index warps = static_cast<Index>(gridDim.x) * kLaneFoldWarps;
-  for (Index group = static_cast<Index>(blockIdx.x) * kLaneFoldWarps + warp; group * 32 < rows; group += warps) {
-    const Index r0 = group * 32, r = r0 + lane;
-    const Index cols = r < rows ? length(r) : 0;
-    Index most = cols;  // the longest row of the warp's 32
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const Index other = __shfl_xor_sync(0xffffffffu, most, offset);
-      most = other > most ? other : most;
+  constexpr int kLaneFoldChunk = kLaneFoldChunkBytes / static_cast<int>(sizeof(Value));
+  constexpr int kLaneFoldTile = kLaneFoldRows * kLaneFoldChunk;
+  static_assert(kLaneFoldChunk >= 8, "a row fold's term is too large for the lanes' tiles");
+  __shared__ Value tiles[2][kLaneFoldRows][kLaneFoldChunk + 1];
+  __shared__ Index rowCols[kLaneFoldRows];
+  __shared__ Index groupMost;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  Index r0 = 0;
+  // Tile k of the group into buffer k % 2, elements first, first + step, ... (element e is row
+  // e / kLaneFoldChunk, column k·kLaneFoldChunk + e % kLaneFoldChunk), a batch of loads in flight
+  // before any store (rowFoldKernel's fill says why).
+  const auto fill = [&](Index k, int first, int step) {
+    Value (*into)[kLaneFoldChunk + 1] = tiles[k % 2];
+    const Index from = k * kLaneFoldChunk;
+    for (int e0 = first; e0 < kLaneFoldTile; e0 += kLaneFillBatch * step) {
+      Value held[kLaneFillBatch];
+      bool real[kLaneFillBatch];
+#pragma unroll
+      for (int u = 0; u < kLaneFillBatch; ++u) {
+        const int e = e0 + u * step, i = e / kLaneFoldChunk, j = e % kLaneFoldChunk;
+        real[u] = e < kLaneFoldTile && from + j < rowCols[i];
+        if (real[u]) held[u] = term(r0 + i, from + j);
+      }
+#pragma unroll
+      for (int u = 0; u < kLaneFillBatch; ++u) {
+        const int e = e0 + u * step;
+        if (real[u]) into[e / kLaneFoldChunk][e % kLaneFoldChunk] = held[u];
+      }
     }
+  };
+  for (Index group = blockIdx.x; group * kLaneFoldRows < rows; group += gridDim.x) {
+    r0 = group * kLaneFoldRows;
+    const Index r = r0 + lane;
+    if (warp == 0) {
+      const Index cols = r < rows ? length(r) : 0;
+      rowCols[lane] = cols;
+      Index most = cols;  // the longest row of the group
+      for (int offset = 16; offset > 0; offset /= 2) {
+        const Index other = __shfl_xor_sync(0xffffffffu, most, offset);
+        most = other > most ? other : most;
+      }
+      if (lane == 0) groupMost = most;
+    }
+    __syncthreads();
+    const Index tilesOfGroup = (groupMost + kLaneFoldChunk - 1) / kLaneFoldChunk;
+    if (tilesOfGroup > 0) fill(0, tid, kLaneFoldThreads);
+    __syncthreads();
     Scalar acc = seed;
-    for (Index k0 = 0; k0 < most; k0 += kLaneFoldChunk) {
-      // Tile element e = lane + 32u, u < kLaneFoldChunk: every load first, then every store (see
-      // rowFoldKernel's fill for why).
-      Value held[kLaneFoldChunk];
-      bool real[kLaneFoldChunk];
-#pragma unroll
-      for (int u = 0; u < kLaneFoldChunk; ++u) {
-        const int e = lane + 32 * u, i = e / kLaneFoldChunk, j = e % kLaneFoldChunk;
-        real[u] = k0 + j < __shfl_sync(0xffffffffu, cols, i);
-        if (real[u]) held[u] = term(r0 + i, k0 + j);
+    for (Index k = 0; k < tilesOfGroup; ++k) {
+      if (warp == 0) {
+        const Value* values = tiles[k % 2][lane];
+        const Index left = rowCols[lane] - k * kLaneFoldChunk;
+        const int count = left <= 0 ? 0 : left < kLaneFoldChunk ? static_cast<int>(left) : kLaneFoldChunk;
+        int e = 0;
+        if constexpr (std::is_same_v<Value, Scalar>) {
+          if (k == 0 && fromFirst && count > 0) acc = values[e++];
+        }
+#pragma unroll 8
+        for (; e < count; ++e) acc = combine(acc, values[e]);
+      } else if (k + 1 < tilesOfGroup) {
+        fill(k + 1, tid - 32, kLaneFoldThreads - 32);
       }
-#pragma unroll
-      for (int u = 0; u < kLaneFoldChunk; ++u) {
-        const int e = lane + 32 * u;
-        if (real[u]) tile[e / kLaneFoldChunk][e % kLaneFoldChunk] = held[u];
-      }
-      __syncwarp();
-      const Index left = cols - k0;
-      const int count = left <= 0 ? 0 : left < kLaneFoldChunk ? static_cast<int>(left) : kLaneFoldChunk;
-      int e = 0;
-      if constexpr (std::is_same_v<Value, Scalar>) {
-        if (k0 == 0 && fromFirst && count > 0) acc = tile[lane][e++];
-      }
-      for (; e < count; ++e) acc = combine(acc, tile[lane][e]);
-      __syncwarp();  // the tile is read before the warp refills it
+      __syncthreads();  // tile k is combined and tile k + 1 is in place
     }
-    if (r < rows) out[r] = static_cast<Out>(finish(r, acc));
+    if (warp == 0 && r < rows) out[r] = static_cast<Out>(finish(r, acc));
+    __syncthreads();  // every thread has read groupMost and rowCols before the next group's
   }
   stampFault(launch);
 }
