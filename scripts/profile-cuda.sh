@@ -3,6 +3,10 @@
 # a short 124M decode and of one 124M exact training step (B=4, T=1024), summed by kernel name.
 #
 #   scripts/profile-cuda.sh [decode|train|steady|all]     (after scripts/gpu-check.sh build)
+#   scripts/profile-cuda.sh times                        one steady step's device time by kind of
+#                                                         launch as it runs, without Nsight Compute
+#                                                         (OSPREY_CUDA_KERNEL_TIMES: the difference
+#                                                         of `train --steps 3` and `--steps 2`)
 #   scripts/profile-cuda.sh detail REGEX [COUNT]          why the kernels named by REGEX take their
 #                                                         time: Nsight Compute's throughput, occupancy,
 #                                                         stall and instruction sections for the first
@@ -23,7 +27,7 @@ what=${1:-all}
 dir=$build/profile
 mkdir -p "$dir"
 [[ -x $gpt2 ]] || { echo "profile-cuda: $gpt2 is missing; run scripts/gpu-check.sh build first" >&2; exit 2; }
-command -v ncu >/dev/null || { echo "profile-cuda: ncu is not on PATH" >&2; exit 2; }
+[[ $what = times ]] || command -v ncu >/dev/null || { echo "profile-cuda: ncu is not on PATH" >&2; exit 2; }
 data=${OSPREY_TRAIN_DATA:-$root/data/tinyshakespeare.txt}
 # Enough launches for `steady`'s two steps with the first step's checks (a cap below that would cut
 # the second step short and its difference would miss kernels).
@@ -56,6 +60,14 @@ if [[ $what = steady ]]; then
   measure steady-1 -- "$gpt2" $(steps 1)
   python3 "$root/tools/profile/kernel_times.py" "$dir/steady-2.csv" --minus "$dir/steady-1.csv" --top 40 |
     tee "$dir/steady.txt"
+fi
+if [[ $what = times ]]; then
+  for n in 3 2; do
+    OSPREY_CUDA_KERNEL_TIMES="$dir/times-$n.tsv" "$gpt2" train --preset 124M --data "$data" \
+      --batch "${TRAIN_BATCH:-4}" --seq "${TRAIN_SEQ:-1024}" --steps "$n" --backend gpu --device cuda \
+      > "$dir/times-$n.out" 2>&1 || { echo "profile-cuda: train --steps $n failed:"; tail -5 "$dir/times-$n.out"; }
+  done
+  python3 "$root/tools/profile/kernel_clock_steps.py" "$dir/times-3.tsv" "$dir/times-2.tsv" --top 40 | tee "$dir/times.txt"
 fi
 if [[ $what = detail ]]; then
   regex=${2:?"profile-cuda: detail needs a regular expression naming kernels"}

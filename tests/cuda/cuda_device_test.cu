@@ -27,6 +27,7 @@
 #include "handlers.hpp"
 #include "osprey/gpu/cuda/exact_lt.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
+#include "osprey/gpu/cuda/kernel_clock.hpp"
 #include "osprey/gpu/size_class.hpp"
 #include "osprey/gpu/surface.hpp"
 #include "osprey/under.hpp"
@@ -989,3 +990,52 @@ TEST(CudaCheck, AFailedCallNamesTheCallTheContextTheErrorAndWhatToDo) {
 
 }  // namespace
 }  // namespace osprey::testing
+
+namespace {
+__global__ void spinKernel(double* out, int rounds) {
+  double x = threadIdx.x;
+  for (int i = 0; i < rounds; ++i) x = x * 0.999 + 1.0;
+  out[threadIdx.x] = x;
+}
+}  // namespace
+
+// OSPREY_CUDA_KERNEL_TIMES: each bracketed launch is counted under its label with a time that is
+// its own (a long kernel's several times a short one's), and the file's first line is the total.
+TEST(CudaKernelClock, WritesEachLabelsLaunchesAndTime) {
+  const std::string file = ::testing::TempDir() + "osprey-kernel-times.tsv";
+  ASSERT_EQ(setenv("OSPREY_CUDA_KERNEL_TIMES", file.c_str(), 1), 0);
+  double* out = nullptr;
+  ASSERT_EQ(cudaMalloc(&out, 32 * sizeof(double)), cudaSuccess);
+  {
+    osprey::cuda_detail::KernelClock clock;
+    unsetenv("OSPREY_CUDA_KERNEL_TIMES");
+    ASSERT_TRUE(clock.on());
+    for (int i = 0; i < 3; ++i) {
+      const auto timed = clock.time(nullptr, [] { return std::string("short"); });
+      spinKernel<<<1, 32>>>(out, 1000);
+    }
+    {
+      const auto timed = clock.time(nullptr, [] { return std::string("long"); });
+      spinKernel<<<1, 32>>>(out, 2000000);
+    }
+    clock.report();
+  }
+  ASSERT_EQ(cudaFree(out), cudaSuccess);
+  std::FILE* in = std::fopen(file.c_str(), "r");
+  ASSERT_NE(in, nullptr);
+  double busy = 0, longMs = 0, shortMs = 0;
+  long long all = 0, longCount = 0, shortCount = 0;
+  char label[256];
+  ASSERT_EQ(std::fscanf(in, "%lf\t%lld\t%255[^\n]\n", &busy, &all, label), 3);
+  EXPECT_NE(std::string(label).find("busy total"), std::string::npos) << label;
+  ASSERT_EQ(std::fscanf(in, "%lf\t%lld\t%255[^\n]\n", &longMs, &longCount, label), 3);
+  EXPECT_STREQ(label, "long");
+  ASSERT_EQ(std::fscanf(in, "%lf\t%lld\t%255[^\n]\n", &shortMs, &shortCount, label), 3);
+  EXPECT_STREQ(label, "short");
+  std::fclose(in);
+  EXPECT_EQ(all, 4);
+  EXPECT_EQ(longCount, 1);
+  EXPECT_EQ(shortCount, 3);
+  EXPECT_GT(longMs, 10 * shortMs);
+  EXPECT_NEAR(busy, longMs + shortMs, 1e-3);
+}

@@ -1323,13 +1323,20 @@ TEST(Fast, GreedyTokenIsTheFirstMaximum) {
   greedyTokenIsTheFirstMaximum(h);
 }
 
-// The device-side argmax: the first of equal maxima, NaN never the answer, and all NaN an error.
+// The device-side argmax: the first of equal maxima, NaN never the answer, and all NaN or a largest
+// logit that is not finite an error.
 TEST(Fast, DeviceArgmaxKeepsTheContract) {
   auto h = makeFast();
   const Scalar nan = std::nan("");
   auto tokenOf = [&](std::vector<Scalar> values) { return greedyToken(h, ok(h.fromList(std::span<const Scalar>(values)))); };
   EXPECT_EQ(ok(tokenOf({nan, 2.0, nan, 2.0, -1.0})), 1);
-  EXPECT_EQ(ok(tokenOf({-INFINITY, -INFINITY})), 0);
+  // As on the exact handlers: a largest logit that is not finite picks no token.
+  for (std::vector<Scalar> broken : {std::vector<Scalar>{-INFINITY, -INFINITY}, std::vector<Scalar>{1.0, INFINITY, 2.0},
+                                     std::vector<Scalar>{nan, -INFINITY}}) {
+    auto overflowed = tokenOf(broken);
+    ASSERT_FALSE(overflowed.ok()) << "token " << *overflowed;
+    EXPECT_NE(overflowed.error().message.find("not finite"), std::string::npos) << overflowed.error().message;
+  }
   std::vector<Scalar> many(50257, -3.0);
   many[50000] = 5.0;
   many[40000] = 5.0;

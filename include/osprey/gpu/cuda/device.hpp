@@ -77,6 +77,7 @@
 #include "osprey/gpu/size_class.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/exact_matmul.hpp"
+#include "osprey/gpu/cuda/kernel_clock.hpp"
 #include "osprey/gpu/cuda/kernels/copy_blocks.hpp"
 #include "osprey/gpu/cuda/kernels/elementwise.hpp"
 #include "osprey/gpu/cuda/kernels/fold.hpp"
@@ -284,6 +285,7 @@ class CudaDevice {
     const unsigned long long launch =
         OSPREY_TRY(beginLaunch(&cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses,
                                &cuda_detail::forEachLabel<Body>, n));
+    const auto timed = m_clock.time(m_stream, [&] { return m_clock.named(&cuda_detail::forEachLabel<Body>); });
     cuda_detail::forEachKernel<<<cuda_detail::blocksFor(n, m_multiprocessors), cuda_detail::kThreadsPerBlock, 0, m_stream>>>(
         n, body, launch);
     OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::forEachLabel<Body>() + " launch");
@@ -299,8 +301,11 @@ class CudaDevice {
                                &cuda_detail::foldLabel<C>, v.n));
     std::lock_guard lock(m_stagingLock);
     Scalar* result = &m_scratch->value;
-    cuda_detail::foldKernel<<<1, cuda_detail::kFoldThreads, 0, m_stream>>>(v, seed, combine, result, launch);
-    OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::foldLabel<C>() + " launch");
+    {
+      const auto timed = m_clock.time(m_stream, [&] { return m_clock.named(&cuda_detail::foldLabel<C>); });
+      cuda_detail::foldKernel<<<1, cuda_detail::kFoldThreads, 0, m_stream>>>(v, seed, combine, result, launch);
+      OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::foldLabel<C>() + " launch");
+    }
     OSPREY_CUDA_CHECK(cudaMemcpyAsync(&m_staging->value, result, sizeof(Scalar), cudaMemcpyDeviceToHost, m_stream),
                       cuda_detail::foldLabel<C>() + " result");
     OSPREY_CHECK(settle(fmt::format("the result of a fold over {} elements", v.n)));
@@ -323,10 +328,12 @@ class CudaDevice {
     const Index filling = static_cast<Index>(m_multiprocessors) *
                           (Tree ? cuda_detail::kTreeFoldBlocksPerProcessor : cuda_detail::kRowFoldBlocksPerProcessor);
     const auto blocks = static_cast<unsigned>(rows < filling ? rows : filling);
+    const bool lanes = !Tree && rows >= cuda_detail::kLaneFoldMinRows;
+    const auto timed = m_clock.time(m_stream, [&] { return m_clock.named(label) + (lanes ? " (lanes)" : ""); });
     if constexpr (Tree) {
       cuda_detail::treeRowFoldKernel<<<blocks, cuda_detail::kTreeFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst,
                                                                                term, combine, finish, launch);
-    } else if (rows >= cuda_detail::kLaneFoldMinRows) {
+    } else if (lanes) {
       const Index groups = (rows + cuda_detail::kLaneFoldRows - 1) / cuda_detail::kLaneFoldRows;
       const Index most = static_cast<Index>(m_multiprocessors) * cuda_detail::kLaneFoldBlocksPerProcessor;
       cuda_detail::laneRowFoldKernel<<<static_cast<unsigned>(groups < most ? groups : most),
@@ -352,6 +359,7 @@ class CudaDevice {
         ((cols + cuda_detail::kCopyTile - 1) / cuda_detail::kCopyTile);
     const Index most = static_cast<Index>(m_multiprocessors) * cuda_detail::kCopyBlocksPerProcessor;
     const bool alongRows = layout.rowStride == 1 && layout.colStride != 1;
+    const auto timed = m_clock.time(m_stream, [&] { return std::string(alongRows ? "copyBlocks (transposing)" : "copyBlocks"); });
     cuda_detail::copyBlocksKernel<<<static_cast<unsigned>(tiles < most ? tiles : most), cuda_detail::kCopyThreads, 0,
                                     m_stream>>>(out, src.data, layout, blocks, rows, cols, alongRows);
     OSPREY_CUDA_CHECK(cudaGetLastError(), fmt::format("copyBlocks ({} blocks of {} x {}) launch", blocks, rows, cols));
@@ -369,6 +377,7 @@ class CudaDevice {
     long long* best = &m_scratch->index;
     OSPREY_CUDA_CHECK(cudaMemcpyAsync(best, &m_staging->index, sizeof(long long), cudaMemcpyHostToDevice, m_stream),
                       "indexOf setup");
+    const auto timed = m_clock.time(m_stream, [] { return std::string("indexOf"); });
     cuda_detail::indexOfKernel<<<cuda_detail::blocksFor(v.n, m_multiprocessors), cuda_detail::kThreadsPerBlock, 0, m_stream>>>(
         v, x, best);
     OSPREY_CUDA_CHECK(cudaGetLastError(), "indexOf launch");
@@ -381,6 +390,7 @@ class CudaDevice {
   Result<void> matMul(Scalar* out, View a, View b, Index rows, Index inner, Index cols) {
     OSPREY_CHECK(activate());
     const auto label = [&] { return fmt::format("matMul ({} x {}) * ({} x {})", rows, inner, inner, cols); };
+    const auto timed = m_clock.time(m_stream, label);
     OSPREY_CUDA_CHECK(launchExactMatMul(out, a.data, b.data, rows, inner, cols, m_multiprocessors, m_stream),
                       label() + " launch");
     if (m_checkEachLaunch) return settle(label());
@@ -394,6 +404,7 @@ class CudaDevice {
     const auto label = [&] {
       return fmt::format("matMul of {} products ({} x {}) * ({} x {})", batch, rows, inner, inner, cols);
     };
+    const auto timed = m_clock.time(m_stream, label);
     OSPREY_CUDA_CHECK(launchExactMatMulBatched(out, a.data, b.data, batch, rows, inner, cols, m_multiprocessors, m_stream),
                       label() + " launch");
     if (m_checkEachLaunch) return settle(label());
@@ -449,6 +460,7 @@ class CudaDevice {
     // effort and their status is deliberately ignored (the driver reclaims everything with the
     // process).
     (void)cudaDeviceSynchronize();
+    m_clock.report();
     for (auto& [bytes, blocks] : m_idle)
       for (void* p : blocks) (void)cudaFree(p);
     for (const Unit& u : m_units) (void)cudaFreeHost(u.readback);
@@ -593,6 +605,7 @@ class CudaDevice {
   bool m_holding = false;                               // see holdReleases
   std::vector<const void*> m_held;
   cudaStream_t m_stream = nullptr;                      // see stream()
+  cuda_detail::KernelClock m_clock;                     // OSPREY_CUDA_KERNEL_TIMES (kernel_clock.hpp)
 
   std::mutex m_stagingLock;        // one read-back at a time through m_staging / m_scratch
   Staging* m_staging;              // pinned host memory
