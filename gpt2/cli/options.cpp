@@ -10,7 +10,7 @@ void addModelOptions(CLI::App& sub, ModelRequest& request) {
                  "initialisation");
   sub.add_option("--preset", request.preset, "a fresh initialisation of this shape: 124M or tiny")
       ->check(CLI::IsMember({"124M", "tiny"}));
-  sub.add_option("--seed", request.seed, "seed of the initialisation (when no checkpoint is read)")
+  sub.add_option("--seed", request.seed, "seed of the initialisation (when no checkpoint is read) and of generate's sampling")
       ->capture_default_str();
 }
 

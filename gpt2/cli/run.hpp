@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "gpt2/sampling/sampling.hpp"
 #include "gpt2/tokenizer/tokenizer.hpp"
 #include "gpt2/train/job.hpp"  // TrainStepJob, TrainJob (train-step and train)
 #include "gpt2/model/weights.hpp"
@@ -36,7 +37,8 @@ struct Streams {
   std::ostream& err;
 };
 
-// `generate`: print the header line, the prompt, then each greedy token as it is chosen.
+// `generate`: print the header line, the prompt, then each token as it is chosen (greedy, or
+// drawn with `sampling`).
 struct GenerateJob {
   HostWeights weights;       // released once uploaded to the handler
   std::string label;         // "124M", "tiny": the header line's model name
@@ -46,6 +48,7 @@ struct GenerateJob {
   Index tokens = 0;          // how many to generate
   bool timing = false;       // timings on `err`
   bool floatDecodeWeights = false;  // fast: decode from the float weights, not their bf16 copies
+  sampling::SamplingSettings sampling;  // temperature 0 (the default): greedy
 };
 
 // `logits`: print the header line, then the last prompt position's V logits, one per line.

@@ -1,6 +1,6 @@
 // The body of every run, written once over the handler: upload the weights, print the header
-// line naming the handler, then generate (streaming) or print logits. Instantiated once per
-// handler by run_lists.cpp, run_host.cpp and run_cuda.cu; nothing here names a handler.
+// line naming the handler, then generate (greedy or sampled, streaming) or print logits.
+// Instantiated once per handler by run_lists.cpp, run_host.cpp and run_cuda.cu; nothing here names a handler.
 //
 // Output contract (DESIGN.md §3): stdout's first line is `gpt2 (<label>) on <device>`; every
 // later byte is the same on every handler. Timings go to stderr, and only when asked for.
@@ -19,6 +19,7 @@
 #include "gpt2/model/model.hpp"
 #include "gpt2/cli/run.hpp"
 #include "gpt2/cli/run_memory.hpp"
+#include "gpt2/sampling/sampled_generation.hpp"
 #include "gpt2/train/loop.hpp"      // runJob for TrainJob
 #include "gpt2/train/step_job.hpp"  // runJob for TrainStepJob
 #include "gpt2/model/weights.hpp"
@@ -72,7 +73,7 @@ osprey::Result<void> runJob(H& h, GenerateJob& job, const Streams& s) {
     s.out << OSPREY_TRY(job.tokenizer.tokenText(id));
     return detail::flushed(s.out);
   };
-  OSPREY_TRY(generateGreedy(h, w, std::span<const int>(job.prompt), job.tokens, onToken));
+  OSPREY_TRY(generateTokens(h, w, std::span<const int>(job.prompt), job.tokens, job.sampling, onToken));
   s.out << "\n";
   OSPREY_CHECK(detail::flushed(s.out));
 
