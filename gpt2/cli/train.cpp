@@ -1,6 +1,7 @@
 // `osprey-gpt2 train --data FILE --steps N --batch B --seq T [--lr …] [--val-every K]
-//  [--save DIR] [--save-every K] [--time-limit S] [--resume DIR] [--preset …] [--backend/--device …]`:
-// the training loop (train_loop.hpp).
+//  [--val-data FILE] [--cache-dir DIR] [--save DIR] [--save-every K] [--time-limit S] [--resume DIR]
+//  [--preset …] [--backend/--device …]`: the training loop (train_loop.hpp). FILE is a text or an
+// llm.c token shard (gpt2/train/data.hpp).
 //
 // --steps counts the steps of this invocation: `--steps 2 --save D`, then
 // `--resume D --steps 2 --save D`, ends where `--steps 4` ends, bit for bit. A resumed run takes
@@ -35,6 +36,8 @@ struct TrainOptions {
   ModelRequest model;
   BackendChoice backend;
   std::string data;
+  std::optional<std::string> valData;   // --val-data: validation from this file, not 10% of --data
+  std::optional<std::string> cacheDir;  // --cache-dir: where text's token caches go
   Index steps = 0;
   Index batch = 4;
   Index seq = 64;
@@ -213,7 +216,8 @@ osprey::Result<void> trainOnThisRank(TrainOptions o, CliContext& ctx, const trai
   }
   const auto tokenizerDir = OSPREY_TRY(findTokenizerDir(modelDir));
   const auto tokenizer = OSPREY_TRY(Tokenizer::load(tokenizerDir));
-  auto text = OSPREY_TRY(train::prepareTrainingText(o.data, tokenizer, tokenizerDir));
+  const train::DataSources sources{o.data, o.valData, o.cacheDir, job.weights.config.V};
+  auto text = OSPREY_TRY(train::prepareTrainingText(sources, tokenizer, tokenizerDir));
   err << text.cacheNote << "\n";
   if (job.resume && job.resume->state.dataSha256 != text.sha256)
     return dataMismatch(job.resume->state, job.resume->source, o.data, text.sha256);
@@ -249,9 +253,10 @@ osprey::Result<void> trainOnThisRank(TrainOptions o, CliContext& ctx, const trai
   job.state.label = job.label;
   job.trainTokens = std::move(text.split.train);
   job.valTokens = std::move(text.split.val);
-  err << fmt::format("data: {} tokens ({} train, {} validation); {} steps of {} x {} tokens, AdamW lr {:g} "
+  err << fmt::format("data: {} tokens ({} train, {} validation{}); {} steps of {} x {} tokens, AdamW lr {:g} "
                      "weight decay {:g}\n",
-                     job.state.dataTokens, job.trainTokens.size(), job.valTokens.size(), o.steps, o.batch, o.seq,
+                     job.state.dataTokens, job.trainTokens.size(), job.valTokens.size(),
+                     o.valData ? " from " + *o.valData : "", o.steps, o.batch, o.seq,
                      o.adamw.lr, o.adamw.weightDecay);
   err.flush();
   ModelJob any = std::move(job);
@@ -268,6 +273,11 @@ void addTrainCommand(CLI::App& app, CliContext& ctx) {
   o->modelOption = sub->get_option("--model");
   o->presetOption = sub->get_option("--preset");
   train::addDataOptions(*sub, o->data, o->batch, o->seq, o->microBatch);
+  sub->add_option("--val-data", o->valData,
+                  "validate on this file (text or llm.c token shard) instead of the last 10% of --data, which "
+                  "then trains whole");
+  sub->add_option("--cache-dir", o->cacheDir,
+                  "where a text's token cache goes (default: $XDG_CACHE_HOME/osprey, else ~/.cache/osprey)");
   o->batchOption = sub->get_option("--batch");
   o->seqOption = sub->get_option("--seq");
   o->microOption = sub->get_option("--micro-batch");

@@ -1,5 +1,6 @@
 // `osprey-gpt2 train-step --data FILE --batch B --seq T [--lr …] [--backend …]`: one training step
-// on the first batch of FILE's training split (the text is tokenised once and cached beside it),
+// on the first batch of FILE's training split (a text, tokenised once and cached in the cache
+// directory, or an llm.c token shard: gpt2/train/data.hpp),
 // printing the loss, the sum of every gradient tensor and the loss after the AdamW step
 // (train_step_job.hpp). Everything after the first line is the same bytes on every handler.
 #include <memory>
@@ -19,6 +20,7 @@ struct TrainStepOptions {
   ModelRequest model;
   BackendChoice backend;
   std::string data;
+  std::optional<std::string> cacheDir;  // --cache-dir
   Index batch = 4;
   Index seq = 64;
   Index microBatch = 0;
@@ -32,7 +34,8 @@ osprey::Result<void> trainStepCommand(const TrainStepOptions& o, CliContext& ctx
   if (!chosen.notice.empty()) ctx.streams.err << chosen.notice << "\n";
   const auto tokenizerDir = OSPREY_TRY(findTokenizerDir(chosen.directory));
   const auto tokenizer = OSPREY_TRY(Tokenizer::load(tokenizerDir));
-  const auto text = OSPREY_TRY(train::prepareTrainingText(o.data, tokenizer, tokenizerDir));
+  const train::DataSources sources{o.data, std::nullopt, o.cacheDir, chosen.weights.config.V};
+  const auto text = OSPREY_TRY(train::prepareTrainingText(sources, tokenizer, tokenizerDir));
   ctx.streams.err << text.cacheNote << "\n";
   ctx.streams.err.flush();
   auto stream = OSPREY_TRY(data::BatchStream::create(text.split.train, o.batch, o.seq, "training", o.data));
@@ -68,6 +71,8 @@ void addTrainStepCommand(CLI::App& app, CliContext& ctx) {
   addBackendOptions(*sub, o->backend);
   addModelOptions(*sub, o->model);
   train::addDataOptions(*sub, o->data, o->batch, o->seq, o->microBatch);
+  sub->add_option("--cache-dir", o->cacheDir,
+                  "where a text's token cache goes (default: $XDG_CACHE_HOME/osprey, else ~/.cache/osprey)");
   train::addAdamWOptions(*sub, o->adamw);
   sub->add_flag("--timing", o->timing, "print the step's time on stderr");
   sub->callback([o, &ctx] { ctx.result = trainStepCommand(*o, ctx); });

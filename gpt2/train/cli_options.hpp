@@ -64,7 +64,7 @@ inline constexpr IntLimits kGpus{1, INT_MAX};
 // --data FILE, --batch B, --seq T, --micro-batch M
 inline void addDataOptions(CLI::App& sub, std::string& data, osprey::Index& batch, osprey::Index& seq,
                            osprey::Index& microBatch) {
-  sub.add_option("--data", data, "a text file to train on (tokenised once, cached beside it as FILE.osprey-tokens)")
+  sub.add_option("--data", data, "a text file (tokenised once, the tokens cached in the cache directory) or an llm.c token shard (.bin)")
       ->required();
   sub.add_option("--batch", batch, "B: sequences per step")->capture_default_str()->check(countWithin(kAtLeastOne));
   sub.add_option("--seq", seq, "T: tokens per sequence")->capture_default_str()->check(countWithin(kAtLeastOne));

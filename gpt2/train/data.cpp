@@ -1,10 +1,12 @@
-// Tokenising a training text through the cache, and the tokenizer's digest (see train_data.hpp).
+// A run's data: text through the token cache, or llm.c shards as they are (see data.hpp).
 #include "gpt2/train/data.hpp"
 
 #include <fmt/format.h>
 
 #include "gpt2/train/data_cache.hpp"
 #include "gpt2/train/data_sha256.hpp"
+#include "osprey/io/input_file.hpp"
+#include "osprey/io/llmc_shard.hpp"
 
 namespace gpt2::train {
 
@@ -19,22 +21,71 @@ osprey::Result<std::string> tokenizerDigest(const std::filesystem::path& dir) {
   return osprey::Error{fmt::format("{}: no tokenizer files (vocab.json + merges.txt)", dir.string())};
 }
 
-osprey::Result<TrainingText> prepareTrainingText(const std::string& dataPath, const Tokenizer& tokenizer,
-                                                 const std::filesystem::path& tokenizerDir) {
+namespace {
+
+osprey::Result<TokenFile> readShard(const std::string& path, Index vocab) {
+  TokenFile out;
+  out.tokens = OSPREY_TRY(osprey::io::readLlmcShard(path, vocab));
+  out.sha256 = OSPREY_TRY(data::sha256File(path));
+  out.note = fmt::format("{}: an llm.c token shard of {} tokens", path, out.tokens.size());
+  return out;
+}
+
+osprey::Result<TokenFile> readText(const std::string& path, const std::optional<std::string>& cacheDir,
+                                   const Tokenizer& tokenizer, const std::filesystem::path& tokenizerDir) {
   const std::string digest = OSPREY_TRY(tokenizerDigest(tokenizerDir));
   auto encode = [&tokenizer](std::string_view text) -> osprey::Result<std::vector<data::TokenId>> {
     return tokenizer.encode(text);
   };
-  auto tokenized = OSPREY_TRY(data::loadOrTokenize(dataPath, digest, encode));
-  TrainingText out;
-  out.tokens = static_cast<Index>(tokenized.tokens.size());
+  // No cache directory (no HOME, no --cache-dir) is no reason to stop: the text is tokenised
+  // and the run says why nothing was cached.
+  auto dir = data::cacheDirectory(cacheDir);
+  if (!dir.ok() && cacheDir) return dir.error();  // --cache-dir given but unusable
+  TokenFile out;
+  if (!dir.ok()) {
+    const std::string text = OSPREY_TRY(osprey::io::readWholeFile(path));
+    if (text.empty()) return osprey::Error{fmt::format("{}: the training data is empty (0 bytes)", path)};
+    auto tokens = encode(text);
+    if (!tokens.ok()) return osprey::Error{fmt::format("{}: cannot tokenise: {}", path, tokens.error().message)};
+    out.tokens = std::move(*tokens);
+    out.sha256 = data::sha256Hex(text);
+    out.note = fmt::format("tokenised (cache not written: {})", dir.error().message);
+    return out;
+  }
+  auto tokenized = OSPREY_TRY(data::loadOrTokenize(path, digest, encode, *dir));
+  out.tokens = std::move(tokenized.tokens);
   out.sha256 = tokenized.dataSha256;
-  out.split = data::splitTrainVal(tokenized.tokens);
-  out.cacheNote = tokenized.fromCache     ? "tokens from the cache " + data::cachePathFor(dataPath)
-                  : tokenized.cacheWritten ? "tokenised and cached in " + data::cachePathFor(dataPath)
-                                           : "tokenised (cache not written: " + tokenized.cacheNote + ")";
+  out.note = tokenized.fromCache     ? "tokens from the cache " + tokenized.cachePath
+             : tokenized.cacheWritten ? "tokenised and cached in " + tokenized.cachePath
+                                      : "tokenised (cache not written: " + tokenized.cacheNote + ")";
   if (!tokenized.cacheDamage.empty())  // a damaged cache is rebuilt, and the run says so
-    out.cacheNote += " (the cache there was damaged and not read: " + tokenized.cacheDamage + ")";
+    out.note += " (the cache there was damaged and not read: " + tokenized.cacheDamage + ")";
+  return out;
+}
+
+}  // namespace
+
+osprey::Result<TokenFile> readTokenFile(const std::string& path, const DataSources& sources,
+                                        const Tokenizer& tokenizer, const std::filesystem::path& tokenizerDir) {
+  if (osprey::io::looksLikeLlmcShard(path)) return readShard(path, sources.vocab);
+  return readText(path, sources.cacheDir, tokenizer, tokenizerDir);
+}
+
+osprey::Result<TrainingText> prepareTrainingText(const DataSources& sources, const Tokenizer& tokenizer,
+                                                 const std::filesystem::path& tokenizerDir) {
+  TokenFile data = OSPREY_TRY(readTokenFile(sources.data, sources, tokenizer, tokenizerDir));
+  TrainingText out;
+  out.tokens = static_cast<Index>(data.tokens.size());
+  out.sha256 = data.sha256;
+  out.cacheNote = data.note;
+  if (!sources.valData) {
+    out.split = data::splitTrainVal(data.tokens);
+    return out;
+  }
+  TokenFile val = OSPREY_TRY(readTokenFile(*sources.valData, sources, tokenizer, tokenizerDir));
+  out.cacheNote += "\nvalidation: " + val.note;
+  out.split.train = std::move(data.tokens);
+  out.split.val = std::move(val.tokens);
   return out;
 }
 

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -33,6 +34,23 @@ void appendU64(std::string& out, std::uint64_t v) {
 }
 
 }  // namespace
+
+osprey::Result<std::filesystem::path> cacheDirectory(const std::optional<std::string>& given) {
+  if (given) {
+    if (given->empty()) return osprey::Error{"--cache-dir is empty: give the directory for token caches"};
+    return std::filesystem::path(*given);
+  }
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/')
+    return std::filesystem::path(xdg) / "osprey";
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0')
+    return std::filesystem::path(home) / ".cache" / "osprey";
+  return osprey::Error{"no cache directory: neither XDG_CACHE_HOME (an absolute path) nor HOME is set; give "
+                       "--cache-dir DIR"};
+}
+
+std::string cachePathIn(const std::filesystem::path& cacheDir, const std::string& dataSha256) {
+  return (cacheDir / (dataSha256 + ".osprey-tokens")).string();
+}
 
 std::string cachePathFor(const std::string& dataPath) { return dataPath + ".osprey-tokens"; }
 
@@ -129,18 +147,21 @@ osprey::Result<void> writeCache(const std::string& cachePath, const CacheKey& ke
   return osprey::io::writeFileAtomic(cachePath, bytes);
 }
 
-osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath,
-                                             const std::string& tokenizerDigest,
-                                             const Encoder& encode) {
+namespace {
+
+// loadOrTokenize with the cache at cacheDir / name(key), cacheDir made first when given.
+osprey::Result<TokenizedText> loadOrTokenizeAt(const std::string& dataPath, const std::string& tokenizerDigest,
+                                               const Encoder& encode, const std::filesystem::path* cacheDir) {
   CacheKey key = OSPREY_TRY(statKey(dataPath, tokenizerDigest));
   if (key.dataSize == 0)
     return osprey::Error{fmt::format("{}: the training data is empty (0 bytes)", dataPath)};
   // One read serves both the digest and (on a cache miss) the tokenizer.
   const std::string text = OSPREY_TRY(osprey::io::readWholeFile(dataPath));
   key.dataSha256 = sha256Hex(text);
-  const std::string cachePath = cachePathFor(dataPath);
+  const std::string cachePath = cacheDir ? cachePathIn(*cacheDir, key.dataSha256) : cachePathFor(dataPath);
   TokenizedText out;
   out.dataSha256 = key.dataSha256;
+  out.cachePath = cachePath;
   if (auto cached = readCache(cachePath, key, &out.cacheDamage)) {
     out.tokens = std::move(*cached);
     out.fromCache = true;
@@ -150,10 +171,28 @@ osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath,
   if (!tokens.ok())
     return osprey::Error{fmt::format("{}: cannot tokenise: {}", dataPath, tokens.error().message)};
   out.tokens = std::move(*tokens);
+  std::error_code made;
+  if (cacheDir) std::filesystem::create_directories(*cacheDir, made);
+  if (made) {
+    out.cacheNote = fmt::format("cannot make the cache directory {}: {}", cacheDir->string(), made.message());
+    return out;
+  }
   auto written = writeCache(cachePath, key, out.tokens);
   out.cacheWritten = written.ok();
   if (!written.ok()) out.cacheNote = written.error().message;
   return out;
+}
+
+}  // namespace
+
+osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath, const std::string& tokenizerDigest,
+                                             const Encoder& encode, const std::filesystem::path& cacheDir) {
+  return loadOrTokenizeAt(dataPath, tokenizerDigest, encode, &cacheDir);
+}
+
+osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath, const std::string& tokenizerDigest,
+                                             const Encoder& encode) {
+  return loadOrTokenizeAt(dataPath, tokenizerDigest, encode, nullptr);
 }
 
 }  // namespace gpt2::data

@@ -1,5 +1,9 @@
-// The tokenised-data cache: a text file is tokenised once, and the token ids are kept beside it
-// in `<file>.osprey-tokens`, reused while neither the text nor the tokenizer has changed.
+// The tokenised-data cache: a text file is tokenised once, and the token ids are kept in the
+// user's cache directory (cacheDirectory: --cache-dir, else $XDG_CACHE_HOME/osprey, else
+// ~/.cache/osprey) as `<SHA-256 of the text>.osprey-tokens`, reused while neither the text nor the
+// tokenizer has changed. Nothing is written beside the user's data, so read-only data trains too.
+// The file is named by the text's content (texts at different paths never share a name unless
+// they are the same bytes) and checked against the full key below when read.
 //
 // Cache key: the text's size, modification time and SHA-256, and a digest of the tokenizer
 // (its vocab.json + merges.txt). Size and mtime make a stale cache cheap to spot; the SHA-256
@@ -11,11 +15,12 @@
 //   n bytes   {"data_size":…, "data_mtime_ns":…, "data_sha256":"…", "tokenizer":"…", "count":N}
 //   4·N bytes the token ids, uint32 each
 // The cache is written through io::writeFileAtomic, so a reader sees the old cache or the new
-// one, whole. A cache that cannot be written (read-only directory) is reported and skipped:
-// training goes on with the tokens in memory.
+// one, whole. A cache that cannot be written (a read-only cache directory, none at all) is
+// reported and skipped: training goes on with the tokens in memory.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -47,18 +52,34 @@ struct TokenizedText {
   std::string dataSha256;     // digest of the text the tokens came from
   bool fromCache = false;     // true when an existing cache was reused
   bool cacheWritten = false;  // true when a fresh cache was saved
+  std::string cachePath;      // the cache file read or written (or that could not be written)
   std::string cacheNote;      // why the cache was not written, when it was not
   std::string cacheDamage;    // why an existing cache was not read, when its header was damaged
 };
 
-// `<dataPath>.osprey-tokens`
+// Where caches live: `given` (--cache-dir) when there is one; else $XDG_CACHE_HOME/osprey when
+// XDG_CACHE_HOME is an absolute path (the XDG rule: a relative one is ignored); else
+// $HOME/.cache/osprey. An error when there is no HOME either (the run then caches nothing).
+osprey::Result<std::filesystem::path> cacheDirectory(const std::optional<std::string>& given);
+
+// `<cacheDir>/<dataSha256>.osprey-tokens`
+std::string cachePathIn(const std::filesystem::path& cacheDir, const std::string& dataSha256);
+
+// `<dataPath>.osprey-tokens`, beside the text: where training kept its cache before issue 30.
+// Only the three-argument loadOrTokenize below still uses it (fuzz/training_data_fuzz.cpp reads
+// and writes caches through the pair); training uses the cache directory.
 std::string cachePathFor(const std::string& dataPath);
 
 // The key of dataPath as it is on disk now.
 osprey::Result<CacheKey> currentKey(const std::string& dataPath, const std::string& tokenizerDigest);
 
-// The tokens of dataPath: from its cache when the key matches, else tokenised with `encode`
-// and cached. Errors name the file: missing, unreadable, empty.
+// The tokens of dataPath: from its cache in cacheDir (cachePathIn; the directory is made when
+// missing) when the key matches, else tokenised with `encode` and cached there. Errors name the
+// file: missing, unreadable, empty; a cache that cannot be written is a note, not an error.
+osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath, const std::string& tokenizerDigest,
+                                             const Encoder& encode, const std::filesystem::path& cacheDir);
+
+// The same with the cache beside the text (cachePathFor).
 osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath,
                                              const std::string& tokenizerDigest,
                                              const Encoder& encode);

@@ -15,6 +15,7 @@
 #include "gpt2/temp_dir.hpp"
 #include "gpt2/train/checkpoint.hpp"
 #include "gpt2/train/data_cache.hpp"
+#include "gpt2/train/data_sha256.hpp"
 #include "hostile_helpers.hpp"
 
 namespace fs = std::filesystem;
@@ -163,9 +164,10 @@ TEST(HostileJson, ATrainerStateWithAKeyGivenTwiceCannotBeResumed) {
 // a key given twice is damaged, and the run says so, naming the file and the key.
 TEST(HostileJson, ATokenCacheWithAKeyGivenTwiceIsRebuiltAndSaidSo) {
   TempDir dir;
+  ScopedEnv cacheHome("XDG_CACHE_HOME", (dir / "xdg-cache").string());
   const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
   ASSERT_EQ(tinyTrain(data, {"--preset", "tiny", "--steps", "1"}).status, 0);
-  const fs::path cache = gpt2::data::cachePathFor(data);
+  const fs::path cache = gpt2::data::cachePathIn(dir / "xdg-cache" / "osprey", *gpt2::data::sha256File(data));
   ASSERT_TRUE(fs::exists(cache));
   insertIntoHeader(cache, 8, R"("count": 1, )");
 
