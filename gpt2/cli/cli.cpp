@@ -23,6 +23,7 @@ int runCli(const std::vector<std::string>& args, const HandlerEntries& entries, 
   addInitCommand(app, ctx);
   addTrainStepCommand(app, ctx);
   addTrainCommand(app, ctx);
+  addExportCommand(app, ctx);
   requireDecimalNumbers(app);
 
   std::vector<const char*> argv;

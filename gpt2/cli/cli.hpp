@@ -6,6 +6,7 @@
 //   init        write a freshly initialised model directory     (cli_init.cpp)
 //   train-step  one training step: loss, gradient sums          (cli_train_step.cpp)
 //   train       the training loop                               (cli_train.cpp)
+//   export      the model as an llm.c checkpoint                (export.cpp)
 //
 // A subcommand is a function `void addXCommand(CLI::App&, CliContext&)` that registers its
 // options and a callback; the callback stores its outcome in ctx.result. runCli lists them all
@@ -44,6 +45,7 @@ void addTokenizeCommands(CLI::App& app, CliContext& ctx);
 void addInitCommand(CLI::App& app, CliContext& ctx);
 void addTrainStepCommand(CLI::App& app, CliContext& ctx);  // cli_train_step.cpp
 void addTrainCommand(CLI::App& app, CliContext& ctx);      // cli_train.cpp
+void addExportCommand(CLI::App& app, CliContext& ctx);     // export.cpp
 
 // Options several subcommands share (cli_options.cpp).
 void addModelOptions(CLI::App& sub, ModelRequest& request);     // --model, --preset, --seed
