@@ -2,7 +2,6 @@
 #include "osprey/io/llmc_shard.hpp"
 
 #include <array>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -25,9 +24,10 @@ void appendInt(std::string& bytes, std::int32_t value) {
 }  // namespace
 
 bool looksLikeLlmcShard(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  // InputFile, not a stream: a FIFO in the file's place is refused at once, never waited on.
+  auto file = InputFile::open(path);
   std::array<unsigned char, 4> head{};
-  if (!in.read(reinterpret_cast<char*>(head.data()), 4)) return false;
+  if (!file.ok() || file->size() < head.size() || !file->readAt(0, head.size(), head.data()).ok()) return false;
   return intAt(head.data()) == kLlmcShardMagic;
 }
 

@@ -23,8 +23,8 @@ inline constexpr std::int32_t kLlmcShardVersion = 1;
 inline constexpr std::uint64_t kLlmcShardHeaderBytes = 256 * 4;
 
 // Whether the file begins with the shard magic: how a run tells a shard from a text file (a
-// text whose first four bytes are "\x58\x0c\x35\x01" is not one anybody writes). False for a file
-// that cannot be read; reading it then says why.
+// text whose first four bytes are "\x88\xd8\x34\x01" is not one anybody writes). False for a file
+// that cannot be read (or is not a regular file: a FIFO is never waited on); reading it then says why.
 bool looksLikeLlmcShard(const std::string& path);
 
 // The tokens of a shard, each checked to be below `vocab`.
