@@ -1,12 +1,13 @@
 // Finding NaN and infinities in parameters, so that a step that overflowed stops the run before
 // its numbers are trusted or saved.
 //
-// On the handler (every step, on the new weights): the elements are dealt out to
-// ceil(n / kFiniteRun) kernel threads, thread r testing elements r, r + threads, r + 2·threads, ...
-// (neighbouring threads read neighbouring elements, so a warp's reads share cache lines), and the
-// per-thread answers are summed on the device; the weights never leave it, and the step waits for
-// the answer once. (A reduce over the tensor itself would be one device thread walking 124M
-// elements.) On the host (before a save, on the copy the save makes
+// On the handler (every step, on the new weights): kernel thread r tests elements r, r + runs,
+// r + 2·runs, ... (kFiniteRun of them; neighbouring threads read neighbouring elements, so a warp's
+// reads share cache lines), eight loads in flight at a time, and the per-thread answers are counted
+// on the device; the weights never leave it, and the step waits for the answer once. A thread's
+// loads are few and batched because each load waits hundreds of cycles for memory: a thread
+// walking a long run one load after another took a step's 148 tensors to about 40 ms (the exact
+// step's kernel clock, bench/RESULTS.md). On the host (before a save, on the copy the save makes
 // anyway): the first bad element, named (gpt2/model/finite_weights.hpp).
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -25,12 +27,15 @@
 
 namespace gpt2::train {
 
-inline constexpr osprey::Index kFiniteRun = 1024;
+inline constexpr osprey::Index kFiniteRun = 64;   // elements a thread tests
+inline constexpr int kFiniteBatch = 8;             // of them loaded together
 
 // runs (ceil(n / kFiniteRun)): 1 where one of the elements run r tests (r, r + runs, ...) is NaN
 // or infinite, else 0. Which element lands in which run does not change whether the answers sum
-// to zero, so the runs are strided for coalesced reads. (A range test, not arithmetic, so no
-// compiler may fold it away: NaN fails both comparisons, an infinity one of them.)
+// to zero, so the runs are strided for coalesced reads. A batch's indices are all computed (and
+// checked) before any of its loads, so no fault path stands between the loads and they are in
+// flight together. (A range test, not arithmetic, so no compiler may fold it away: NaN fails both
+// comparisons, an infinity one of them.)
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> nonFiniteRuns(H& h, const Buf<H>& x) {
   const osprey::Index n = h.length(x);
@@ -40,10 +45,38 @@ osprey::Result<Buf<H>> nonFiniteRuns(H& h, const Buf<H>& x) {
   return h.build(runs, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
     const osprey::Scalar top = 1.7976931348623157e308;  // the largest double
     osprey::Scalar bad = 0.0;
-    for (osprey::Int i = r; i < N; i += S)
-      if (!(xv[i] >= -top && xv[i] <= top)) bad = 1.0;
+    for (osprey::Int first = r; first < N; first += S * kFiniteBatch) {
+      osprey::Index at[kFiniteBatch];
+      for (int u = 0; u < kFiniteBatch; ++u) at[u] = (first + S * u).raw();
+      osprey::Scalar v[kFiniteBatch];
+      for (int u = 0; u < kFiniteBatch; ++u) v[u] = at[u] < n ? xv[at[u]] : 0.0;
+      for (int u = 0; u < kFiniteBatch; ++u)
+        if (!(v[u] >= -top && v[u] <= top)) bad = 1.0;
+    }
     return bad;
   });
+}
+
+// The sum of flags (0 or 1 each) as a one-element buffer, on the device: rows of kFiniteRun summed
+// in parallel, level after level, until one row is left. The sums are small whole numbers, exact
+// in any order.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> countOnDevice(H& h, Buf<H> flags) {
+  while (h.length(flags) > kFiniteRun) {
+    const osprey::Index n = h.length(flags), rows = (n + kFiniteRun - 1) / kFiniteRun;
+    const auto fv = flags.view();
+    const osprey::Int N = n, R = kFiniteRun;
+    flags = OSPREY_TRY(sumRaggedRows(h, rows,
+        [=] OSPREY_FN(osprey::Index r) -> osprey::Index {
+          const osprey::Index left = (N - osprey::Int(r) * R).raw();
+          return left < kFiniteRun ? left : kFiniteRun;
+        },
+        [=] OSPREY_FN(osprey::Index r, osprey::Index c) -> osprey::Scalar { return fv[osprey::Int(r) * R + c]; },
+        AsIs{}));
+  }
+  const auto fv = flags.view();
+  return sumRows(h, 1, h.length(flags),
+      [=] OSPREY_FN(osprey::Index, osprey::Index c) -> osprey::Scalar { return fv[c]; }, AsIs{});
 }
 
 // Whether some element of x is NaN or infinite.
@@ -58,17 +91,15 @@ osprey::Result<bool> holdsNonFinite(H& h, const Buf<H>& x) {
 
 // The index of the first tensor of w holding a NaN or an infinity, or nullopt. Every step asks,
 // so the common answer (none) waits on the device once: each tensor's runs are counted on the
-// device (a one-row sum) into one running total, read once; only a non-zero total looks for the
+// device (countOnDevice) into one running total, read once; only a non-zero total looks for the
 // tensor, one by one.
 template <osprey::Tensor H>
 osprey::Result<std::optional<std::size_t>> firstNonFiniteTensor(H& h, const Weights<Buf<H>>& w) {
   std::optional<Buf<H>> total;
   for (const Buf<H>& x : w.tensors) {
     if (h.length(x) == 0) continue;
-    const auto runs = OSPREY_TRY(nonFiniteRuns(h, x));
-    const auto rv = runs.view();
-    auto count = OSPREY_TRY(sumRows(h, 1, h.length(runs),
-        [=] OSPREY_FN(osprey::Index, osprey::Index c) -> osprey::Scalar { return rv[c]; }, AsIs{}));  // (1)
+    auto runs = OSPREY_TRY(nonFiniteRuns(h, x));
+    auto count = OSPREY_TRY(countOnDevice(h, std::move(runs)));  // (1)
     total = total ? OSPREY_TRY(h.zipWith(*total, count,
                                          [=] OSPREY_FN(osprey::Scalar a, osprey::Scalar b) -> osprey::Scalar {
                                            return a + b;

@@ -4,6 +4,7 @@
 // refused when loaded.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -162,6 +163,30 @@ TEST(HostileTrainNonFinite, TheHandlerSideCheckFindsOneBadElement) {
     std::vector<double> fine(n, -1.7976931348623157e308);
     auto b = h.fromList(std::span<const double>(fine));
     EXPECT_FALSE(*gpt2::train::holdsNonFinite(h, *b));
+  };
+  osprey::Lists lists;
+  check(lists);
+  osprey::GpuHost host = osprey::testing::makeHandler<osprey::GpuHost>();
+  check(host);
+}
+
+// The per-step count of bad runs, level after level of 64-term row sums: every length around the
+// levels' edges gives the exact number of ones.
+TEST(HostileTrainNonFinite, TheDeviceCountIsExactAtEveryLevel) {
+  auto check = [](auto& h) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{65}, std::size_t{4096},
+                          std::size_t{4097}, std::size_t{262145}}) {
+      std::vector<double> flags(n, 0.0);
+      for (std::size_t i = 0; i < n; i += 1 + i % 97) flags[i] = 1.0;
+      flags[n - 1] = 1.0;
+      const long long ones = std::count(flags.begin(), flags.end(), 1.0);
+      auto b = h.fromList(std::span<const double>(flags));
+      ASSERT_TRUE(b.ok());
+      auto count = gpt2::train::countOnDevice(h, std::move(*b));
+      ASSERT_TRUE(count.ok()) << count.error().message;
+      ASSERT_EQ(h.length(*count), 1);
+      EXPECT_EQ(static_cast<long long>(h.get(*count, 0)), ones) << n << " flags";
+    }
   };
   osprey::Lists lists;
   check(lists);

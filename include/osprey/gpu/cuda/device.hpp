@@ -285,7 +285,7 @@ class CudaDevice {
     const unsigned long long launch =
         OSPREY_TRY(beginLaunch(&cuda_detail::thisUnit, &cuda_detail::thisUnitAddresses,
                                &cuda_detail::forEachLabel<Body>, n));
-    const auto timed = m_clock.time(m_stream, [&] { return m_clock.named(&cuda_detail::forEachLabel<Body>); });
+    const auto timed = m_clock.time(m_stream, [&] { return m_clock.named(&cuda_detail::forEachSites<Body>); });
     cuda_detail::forEachKernel<<<cuda_detail::blocksFor(n, m_multiprocessors), cuda_detail::kThreadsPerBlock, 0, m_stream>>>(
         n, body, launch);
     OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::forEachLabel<Body>() + " launch");
@@ -302,7 +302,7 @@ class CudaDevice {
     std::lock_guard lock(m_stagingLock);
     Scalar* result = &m_scratch->value;
     {
-      const auto timed = m_clock.time(m_stream, [&] { return m_clock.named(&cuda_detail::foldLabel<C>); });
+      const auto timed = m_clock.time(m_stream, [&] { return m_clock.named(&cuda_detail::foldSites<C>); });
       cuda_detail::foldKernel<<<1, cuda_detail::kFoldThreads, 0, m_stream>>>(v, seed, combine, result, launch);
       OSPREY_CUDA_CHECK(cudaGetLastError(), cuda_detail::foldLabel<C>() + " launch");
     }
@@ -329,7 +329,9 @@ class CudaDevice {
                           (Tree ? cuda_detail::kTreeFoldBlocksPerProcessor : cuda_detail::kRowFoldBlocksPerProcessor);
     const auto blocks = static_cast<unsigned>(rows < filling ? rows : filling);
     const bool lanes = !Tree && rows >= cuda_detail::kLaneFoldMinRows;
-    const auto timed = m_clock.time(m_stream, [&] { return m_clock.named(label) + (lanes ? " (lanes)" : ""); });
+    const auto timed = m_clock.time(m_stream, [&] {
+      return m_clock.named(Tree ? &cuda_detail::treeFoldSites<T> : &cuda_detail::rowFoldSites<T>) + (lanes ? " (lanes)" : "");
+    });
     if constexpr (Tree) {
       cuda_detail::treeRowFoldKernel<<<blocks, cuda_detail::kTreeFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst,
                                                                                term, combine, finish, launch);

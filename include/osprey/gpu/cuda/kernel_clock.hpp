@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -22,6 +23,36 @@
 #include <vector>
 
 namespace osprey::cuda_detail {
+
+// Where a kernel's closures were written, from its demangled type: nvcc names each extended lambda
+// `__nv_dl_tag<signature, &function<...>, n>`; this gives "function#n" for each, joined by " / ",
+// or the type's first 160 characters when it holds none.
+inline std::string closureSites(const std::string& type) {
+  std::string sites;
+  const std::string tag = "__nv_dl_tag<";
+  for (std::size_t at = type.find(tag); at != std::string::npos; at = type.find(tag, at + 1)) {
+    std::size_t amp = type.find(", &", at);
+    if (amp == std::string::npos) break;
+    std::size_t end = amp + 3;
+    while (end < type.size() && (std::isalnum(static_cast<unsigned char>(type[end])) || type[end] == '_' ||
+                                 type[end] == ':'))
+      ++end;
+    std::string site = type.substr(amp + 3, end - amp - 3);
+    // The tag's number follows the function's template arguments: ", 3u>" closes the tag.
+    int depth = 0;
+    std::size_t k = end;
+    for (; k < type.size(); ++k) {
+      if (type[k] == '<') ++depth;
+      else if (type[k] == '>') --depth;
+      else if (type[k] == ',' && depth == 0) break;
+    }
+    std::size_t digits = k + 2, stop = digits;
+    while (stop < type.size() && std::isdigit(static_cast<unsigned char>(type[stop]))) ++stop;
+    if (stop > digits) site += "#" + type.substr(digits, stop - digits);
+    if (sites.find(site) == std::string::npos) sites += (sites.empty() ? "" : " / ") + site;
+  }
+  return sites.empty() ? type.substr(0, 160) : sites;
+}
 
 class KernelClock {
   struct Span {

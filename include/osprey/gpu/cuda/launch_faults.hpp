@@ -27,6 +27,7 @@
 
 #include "osprey/config.hpp"
 #include "osprey/gpu/cuda/check.hpp"
+#include "osprey/gpu/cuda/kernel_clock.hpp"
 #include "osprey/result.hpp"
 #include "osprey/strict.hpp"
 
@@ -70,11 +71,16 @@ __device__ __forceinline__ void stampFault(unsigned long long launch) {
 
 // A readable kernel label for errors: "forEach<osprey::BuildBody<…>>".
 template <class T>
-std::string kernelLabel(const char* kernel) {
+std::string demangledName() {
   int status = 0;
   char* demangled = abi::__cxa_demangle(typeid(T).name(), nullptr, nullptr, &status);
   std::string type = status == 0 && demangled ? demangled : typeid(T).name();
   std::free(demangled);
+  return type;
+}
+template <class T>
+std::string kernelLabel(const char* kernel) {
+  std::string type = demangledName<T>();
   constexpr std::size_t kLongest = 160;
   if (type.size() > kLongest) type = type.substr(0, kLongest) + "…";
   return fmt::format("{}<{}>", kernel, type);
@@ -94,6 +100,25 @@ std::string rowFoldLabel() {
 template <class T>
 std::string treeFoldLabel() {
   return kernelLabel<T>("foldRows (tree)");
+}
+
+// The kernel clock's labels (kernel_clock.hpp): the kernel and the functions its closures were
+// written in, which stay apart where the error labels' first 160 characters would not.
+template <class T>
+std::string forEachSites() {
+  return "forEach " + closureSites(demangledName<T>());
+}
+template <class T>
+std::string rowFoldSites() {
+  return "foldRows " + closureSites(demangledName<T>());
+}
+template <class T>
+std::string treeFoldSites() {
+  return "foldRows (tree) " + closureSites(demangledName<T>());
+}
+template <class C>
+std::string foldSites() {
+  return "fold " + closureSites(demangledName<C>());
 }
 
 // This unit's slot and stamp on the current device (each device loads its own copy of the module).
