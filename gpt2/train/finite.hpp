@@ -6,9 +6,9 @@
 // reads share cache lines), eight loads in flight at a time, and the per-thread answers are counted
 // on the device; the weights never leave it, and the step waits for the answer once. A thread's
 // loads are few and batched because each load waits hundreds of cycles for memory: a thread
-// walking a long run one load after another took a step's 148 tensors to about 40 ms (the exact
-// step's kernel clock, bench/RESULTS.md). On the host (before a save, on the copy the save makes
-// anyway): the first bad element, named (gpt2/model/finite_weights.hpp).
+// walking a long run one load after another made up most of the 43 ms that one exact step spent
+// in element builds (the kernel clock, bench/RESULTS.md). On the host (before a save, on the copy
+// the save makes anyway): the first bad element, named (gpt2/model/finite_weights.hpp).
 #pragma once
 
 #include <cmath>
