@@ -1,6 +1,8 @@
 // A run's data: text through the token cache, or llm.c shards as they are (see data.hpp).
 #include "gpt2/train/data.hpp"
 
+#include <glob.h>
+
 #include <fmt/format.h>
 
 #include "gpt2/train/data_cache.hpp"
@@ -28,6 +30,31 @@ osprey::Result<TokenFile> readShard(const std::string& path, Index vocab) {
   out.tokens = OSPREY_TRY(osprey::io::readLlmcShard(path, vocab));
   out.sha256 = OSPREY_TRY(data::sha256File(path));
   out.note = fmt::format("{}: an llm.c token shard of {} tokens", path, out.tokens.size());
+  return out;
+}
+
+// Several shards named by a pattern, as llm.c's -i takes them (`fineweb_train_*.bin`): every
+// match in name order (glob(3) sorts), each a shard, their tokens one after another. The digest
+// is over the shards' digests in that order, so a resumed run notices a shard added or changed.
+osprey::Result<TokenFile> readShards(const std::string& pattern, Index vocab) {
+  glob_t found{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &found);
+  std::vector<std::string> paths(found.gl_pathv, found.gl_pathv + (rc == 0 ? found.gl_pathc : 0));
+  ::globfree(&found);
+  if (paths.empty()) return osprey::Error{fmt::format("{}: no file matches this pattern", pattern)};
+  TokenFile out;
+  std::string digests;
+  for (const std::string& path : paths) {
+    if (!osprey::io::looksLikeLlmcShard(path))
+      return osprey::Error{fmt::format("{} (matched by {}): not an llm.c token shard; a pattern takes shards only",
+                                       path, pattern)};
+    TokenFile one = OSPREY_TRY(readShard(path, vocab));
+    out.tokens.insert(out.tokens.end(), one.tokens.begin(), one.tokens.end());
+    digests += one.sha256;
+  }
+  out.sha256 = data::sha256Hex(digests);
+  out.note = fmt::format("{}: {} llm.c token shards ({} ... {}), {} tokens", pattern, paths.size(), paths.front(),
+                         paths.back(), out.tokens.size());
   return out;
 }
 
@@ -67,6 +94,9 @@ osprey::Result<TokenFile> readText(const std::string& path, const std::optional<
 
 osprey::Result<TokenFile> readTokenFile(const std::string& path, const DataSources& sources,
                                         const Tokenizer& tokenizer, const std::filesystem::path& tokenizerDir) {
+  std::error_code ec;
+  if (path.find_first_of("*?[") != std::string::npos && !std::filesystem::exists(path, ec))
+    return readShards(path, sources.vocab);
   if (osprey::io::looksLikeLlmcShard(path)) return readShard(path, sources.vocab);
   return readText(path, sources.cacheDir, tokenizer, tokenizerDir);
 }

@@ -1,7 +1,9 @@
 // The data a training run reads, made ready once on the host. Each file is either a text
 // (tokenised through the cache, data_cache.hpp, keyed by the text and the tokenizer's files) or an
 // llm.c token shard (osprey/io/llmc_shard.hpp, its tokens taken as they are, checked against the
-// model's vocabulary): told apart by the shard's magic, not by the file's name.
+// model's vocabulary): told apart by the shard's magic, not by the file's name. A path holding
+// `*`, `?` or `[` that names no file is a pattern for several shards (llm.c's
+// `fineweb_train_*.bin`): every match in name order, their tokens one after another, in memory.
 //
 // Training and validation: the first 90% and last 10% of --data's tokens; with --val-data, all
 // of --data trains and all of --val-data validates (llm.c's train and val shards).
@@ -22,7 +24,7 @@ using osprey::Index;
 
 // Where a run's data comes from and how its tokens are checked.
 struct DataSources {
-  std::string data;                       // --data: text or llm.c shard
+  std::string data;                       // --data: text, llm.c shard, or a pattern of shards
   std::optional<std::string> valData;     // --val-data: validation from this file instead of the split
   std::optional<std::string> cacheDir;    // --cache-dir (else data::cacheDirectory's default)
   Index vocab = 0;                        // the model's V: a shard's tokens must be below it

@@ -83,6 +83,44 @@ TEST(LlmcShardData, ValidationFromAShard) {
   EXPECT_NE(r.out.find("| val loss "), std::string::npos) << r.out;
 }
 
+// A pattern names several shards, as llm.c's -i does: their tokens in name order, so the step is
+// the one trained on a single shard holding them all.
+TEST(LlmcShardData, APatternReadsEveryShardInNameOrder) {
+  TempDir dir;
+  std::vector<std::int32_t> all;
+  for (int i = 0; i < 600; ++i) all.push_back((i * 7919 + 11) % 50257);
+  // Written out of order: the name decides the order, not the writing.
+  const std::vector<std::pair<std::string, std::pair<int, int>>> parts{
+      {"shard_000002.bin", {400, 600}}, {"shard_000000.bin", {0, 150}}, {"shard_000001.bin", {150, 400}}};
+  for (const auto& [name, range] : parts)
+    ASSERT_TRUE(osprey::io::writeLlmcShard((dir / name).string(),
+                                           std::vector<std::int32_t>(all.begin() + range.first,
+                                                                     all.begin() + range.second))
+                    .ok());
+  ASSERT_TRUE(osprey::io::writeLlmcShard((dir / "whole.bin").string(), all).ok());
+  const std::string pattern = (dir / "shard_*.bin").string();
+  const std::vector<std::string> step{"train-step", "--preset", "tiny", "--batch", "4", "--seq", "32"};
+  auto onPattern = step, onWhole = step;
+  onPattern.insert(onPattern.end(), {"--data", pattern});
+  onWhole.insert(onWhole.end(), {"--data", (dir / "whole.bin").string()});
+  auto a = runOsprey(onPattern);
+  auto b = runOsprey(onWhole);
+  ASSERT_EQ(a.status, 0) << a.err;
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_NE(a.err.find(pattern + ": 3 llm.c token shards"), std::string::npos) << a.err;
+  auto lines = [](const std::string& s) { return s.substr(s.find('\n', s.find('\n') + 1) + 1); };  // after the description
+  EXPECT_EQ(lines(a.out), lines(b.out));
+
+  auto none = runOsprey({"train-step", "--preset", "tiny", "--data", (dir / "nothing_*.bin").string()});
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.err.find("nothing_*.bin: no file matches this pattern"), std::string::npos) << none.err;
+  { std::ofstream(dir / "shard_notes.bin") << "a text, not a shard"; }
+  auto mixed = runOsprey(onPattern);
+  EXPECT_EQ(mixed.status, 1);
+  EXPECT_NE(mixed.err.find("shard_notes.bin (matched by " + pattern + "): not an llm.c token shard"), std::string::npos)
+      << mixed.err;
+}
+
 TEST(LlmcShardData, BadShardsStopTheRunNamingTheFile) {
   TempDir dir;
   std::vector<std::int32_t> tokens(100, 50256);
