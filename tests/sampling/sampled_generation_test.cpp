@@ -1,4 +1,4 @@
-// Sampled generation on the tiny model: lists and gpu/host draw the same tokens (their logits are
+// Sampled generation on the tiny model (and 124M): lists and gpu/host draw the same tokens (their logits are
 // the same doubles, and the draw is host arithmetic on them), sampling at temperature 1 is not
 // greedy decoding, the seed decides the tokens, and a position's draw does not depend on the draws
 // before it (a continuation restarted from its middle goes on with the same tokens).
@@ -26,6 +26,24 @@ TEST(SampledGeneration, ListsAndGpuHostSampleTheSameTokens) {
     ASSERT_EQ(a.size(), 20u);
     EXPECT_EQ(a, b) << "temperature " << s.temperature << ", top-k " << s.topK << ", top-p " << s.topP;
   }
+}
+
+// GPT-2 124M (its deterministic initialisation): three tokens sampled from 50257-wide rows at the
+// real widths, lists against gpu/host, top-k and top-p both cutting.
+TEST(SampledGeneration, The124MModelSamplesTheSameTokensOnListsAndGpuHost) {
+  const HostWeights weights = initialWeights(kGpt2_124M, kDefaultSeed);
+  const auto sampled = [&](auto& h) {
+    auto w = upload(h, weights);
+    if (!w.ok()) throw std::runtime_error(w.error().message);
+    auto f = prepareForward(h, std::move(*w));
+    if (!f.ok()) throw std::runtime_error(f.error().message);
+    return tinyTokens(h, *f, kPrompt, 3, sampledAt(1.0, 2026, 200, 0.9));
+  };
+  osprey::Lists lists = osprey::testing::makeHandler<osprey::Lists>();
+  osprey::GpuHost host = osprey::testing::makeHandler<osprey::GpuHost>();
+  const auto a = sampled(lists);
+  EXPECT_EQ(a.size(), 3u);
+  EXPECT_EQ(a, sampled(host));
 }
 
 TEST_F(TinySampling, TemperatureOneIsNotGreedyAndZeroIsGreedyUnchanged) {
