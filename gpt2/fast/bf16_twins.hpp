@@ -21,6 +21,8 @@ namespace fast_kernels {
 
 constexpr int kTwinThreads = 256;
 
+namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
+
 // out[i] = in[i] rounded to bf16 (nearest even) for i < n, then zeros up to `length`: four
 // elements a thread, read as one float4 where in is 16-byte aligned and written as two bf16 pairs.
 __global__ void __launch_bounds__(kTwinThreads) bf16Copy(__nv_bfloat16* out, const float* in, osprey::Index n,
@@ -54,6 +56,7 @@ __global__ void __launch_bounds__(kTwinThreads) floatsOfHalves(float* out, const
     out[i] = __bfloat162float(in[i]);
 }
 
+}  // namespace
 }  // namespace fast_kernels
 
 inline cudaError_t FastHandler::widen(cudaStream_t stream, float* out, const __nv_bfloat16* in, osprey::Index n) {

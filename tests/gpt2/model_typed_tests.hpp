@@ -21,6 +21,9 @@ TYPED_TEST_SUITE(Gpt2ModelTest, Gpt2ModelHandlers, osprey::testing::HandlerNames
 TYPED_TEST(Gpt2ModelTest, CachedLogitsEqualTheFullPassBitForBit) { cachedLogitsEqualFullPass(this->handler); }
 TYPED_TEST(Gpt2ModelTest, CachedGenerationEqualsFullRecomputation) { cachedGenerationEqualsRecompute(this->handler); }
 TYPED_TEST(Gpt2ModelTest, GreedyTokenIsTheFirstMaximum) { greedyTokenIsTheFirstMaximum(this->handler); }
+TYPED_TEST(Gpt2ModelTest, LivelyGenerationVariesAndIsTheReferences) {
+  livelyGenerationVariesAndIsTheReferences(this->handler);
+}
 TYPED_TEST(Gpt2ModelTest, GenerationChecksTheContext) { generationChecksTheContext(this->handler); }
 
 }  // namespace gpt2::testing

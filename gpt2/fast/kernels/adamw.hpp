@@ -77,6 +77,7 @@ struct AdamWTensors {
   bool fours[kAdamWTensors];
   int count;
 };
+namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 __global__ void __launch_bounds__(256) adamwTensorsKernel(AdamWTensors list) {
   const unsigned block = blockIdx.x;
   int i = 0;
@@ -85,6 +86,7 @@ __global__ void __launch_bounds__(256) adamwTensorsKernel(AdamWTensors list) {
   eachByFours(list.body[i], list.n[i], list.fours[i],
               static_cast<osprey::Index>(block - list.firstBlock[i]) * blockDim.x + threadIdx.x, blocks * blockDim.x);
 }
+}  // namespace
 
 // Every body's update (sizes[i] elements each), kAdamWTensors tensors a launch.
 inline cudaError_t adamwTensors(cudaStream_t stream, const std::vector<AdamWBody>& bodies,

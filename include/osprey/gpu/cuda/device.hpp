@@ -73,6 +73,7 @@
 #include "osprey/block_layout.hpp"
 #include "osprey/config.hpp"
 #include "osprey/effect.hpp"
+#include "osprey/gpu/block_cache.hpp"
 #include "osprey/gpu/buffer.hpp"
 #include "osprey/gpu/size_class.hpp"
 #include "osprey/gpu/cuda/check.hpp"
@@ -152,18 +153,7 @@ class CudaDevice {
     return static_cast<T*>(OSPREY_TRY(allocateBytes(n, sizeof(T), elementName<T>())));
   }
   void release(const void* p) {
-    if (!p) return;
-    std::lock_guard lock(m_cacheLock);
-    auto live = m_live.find(p);
-    if (live == m_live.end()) return;  // not ours; never happens through GpuBuffer
-    if (m_holding) {  // still live: a recorded graph's kernels write it on every replay
-      m_held.push_back(p);
-      return;
-    }
-    m_idle[live->second].push_back(const_cast<void*>(p));
-    m_cachedBytes += live->second;
-    m_liveBytes -= live->second;
-    m_live.erase(live);
+    if (p) (void)m_cache.release(p);  // the cache has no limit here: a block is cached, or held
   }
 
   // While held, released blocks stay live instead of going back to the cache: a CUDA graph replays
@@ -171,13 +161,7 @@ class CudaDevice {
   // released during the recording, so no other buffer may be handed those blocks until the graph
   // is gone. Ending the hold releases them.
   void holdReleases(bool hold) {
-    std::vector<const void*> held;
-    {
-      std::lock_guard lock(m_cacheLock);
-      m_holding = hold;
-      if (!hold) held.swap(m_held);
-    }
-    for (const void* p : held) release(p);
+    for (const void* p : m_cache.hold(hold)) release(p);
   }
 
   // The stream every launch, copy and wait of this device goes to: the legacy default stream
@@ -230,17 +214,7 @@ class CudaDevice {
     const std::size_t requested = static_cast<std::size_t>(n) * size;
     const std::size_t bytes = sizeClass(requested);  // cached blocks are reused by size class
     OSPREY_CHECK(activate());
-    {
-      std::lock_guard lock(m_cacheLock);
-      auto cached = m_idle.find(bytes);
-      if (cached != m_idle.end() && !cached->second.empty()) {
-        void* p = cached->second.back();
-        cached->second.pop_back();
-        m_cachedBytes -= bytes;
-        noteLive(p, bytes);
-        return p;
-      }
-    }
+    if (const auto cached = m_cache.take(bytes)) return *cached;
     void* p = nullptr;
     cudaError_t status = cudaMalloc(&p, bytes);
     if (status == cudaErrorMemoryAllocation) {
@@ -257,15 +231,8 @@ class CudaDevice {
                                m_name, requested, n, elements, gib(requested), gib(freeBytes), gib(totalBytes))};
     }
     OSPREY_CUDA_CHECK(status, fmt::format("cudaMalloc of {} bytes", bytes));
-    std::lock_guard lock(m_cacheLock);
-    noteLive(p, bytes);
+    m_cache.add(p, bytes);
     return p;
-  }
-  // m_cacheLock held.
-  void noteLive(void* p, std::size_t bytes) {
-    m_live[p] = bytes;
-    m_liveBytes += bytes;
-    if (m_liveBytes > m_peakLiveBytes) m_peakLiveBytes = m_liveBytes;
   }
   template <class T>
   static std::string_view elementName(Index n = 2) {
@@ -414,20 +381,11 @@ class CudaDevice {
   }
 
   // What the cache holds, for tests and diagnostics.
-  std::size_t cachedBytes() const {
-    std::lock_guard lock(m_cacheLock);
-    return m_cachedBytes;
-  }
+  std::size_t cachedBytes() const { return m_cache.cachedBytes(); }
   // The most bytes handed out at once since the device was opened (or since resetPeak()): the
   // peak memory a run's buffers needed, whatever the cache held besides.
-  std::size_t peakLiveBytes() const {
-    std::lock_guard lock(m_cacheLock);
-    return m_peakLiveBytes;
-  }
-  void resetPeak() {
-    std::lock_guard lock(m_cacheLock);
-    m_peakLiveBytes = m_liveBytes;
-  }
+  std::size_t peakLiveBytes() const { return m_cache.peakLiveBytes(); }
+  void resetPeak() { m_cache.resetPeak(); }
   int multiprocessors() const { return m_multiprocessors; }
   // The most shared memory a block may ask for (bytes, opting in beyond the default 48 KiB).
   std::size_t sharedMemoryPerBlock() const { return m_sharedMemoryPerBlock; }
@@ -463,7 +421,7 @@ class CudaDevice {
     // process).
     (void)cudaDeviceSynchronize();
     m_clock.report();
-    for (auto& [bytes, blocks] : m_idle)
+    for (auto& [bytes, blocks] : m_cache.drain())
       for (void* p : blocks) (void)cudaFree(p);
     for (const Unit& u : m_units) (void)cudaFreeHost(u.readback);
     (void)cudaFree(m_scratch);
@@ -579,13 +537,7 @@ class CudaDevice {
     // Queued kernels may still read released blocks: let them finish before the driver gets the
     // memory back.
     OSPREY_CUDA_CHECK(cudaDeviceSynchronize(), "waiting for queued kernels before giving cached memory back");
-    std::map<std::size_t, std::vector<void*>> idle;
-    {
-      std::lock_guard lock(m_cacheLock);
-      idle.swap(m_idle);
-      m_cachedBytes = 0;
-    }
-    for (auto& [bytes, blocks] : idle)
+    for (auto& [bytes, blocks] : m_cache.drain())
       for (void* p : blocks) OSPREY_CUDA_CHECK(cudaFree(p), "giving cached memory back");
     return {};
   }
@@ -599,13 +551,7 @@ class CudaDevice {
   std::size_t m_sharedMemoryPerBlock;
   std::string m_name;
   bool m_checkEachLaunch;
-  mutable std::mutex m_cacheLock;
-  std::map<const void*, std::size_t> m_live;            // handed out: pointer -> bytes
-  std::map<std::size_t, std::vector<void*>> m_idle;     // released: bytes -> blocks
-  std::size_t m_cachedBytes = 0;
-  std::size_t m_liveBytes = 0, m_peakLiveBytes = 0;
-  bool m_holding = false;                               // see holdReleases
-  std::vector<const void*> m_held;
+  BlockCache m_cache;                                    // see allocate and holdReleases
   cudaStream_t m_stream = nullptr;                      // see stream()
   cuda_detail::KernelClock m_clock;                     // OSPREY_CUDA_KERNEL_TIMES (kernel_clock.hpp)
 

@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 
 #include "osprey/config.hpp"
+#include "osprey/gpu/block_cache.hpp"
 #include "osprey/gpu/buffer.hpp"
 #include "osprey/gpu/device_runtime.hpp"
 #include "osprey/gpu/size_class.hpp"
@@ -76,47 +77,25 @@ class HostDevice {
     if (n == 0) return static_cast<Scalar*>(nullptr);
     const std::size_t requested = static_cast<std::size_t>(n) * sizeof(Scalar);
     const std::size_t bytes = sizeClass(requested);  // cached blocks are reused by size class
-    {
-      std::lock_guard lock(m_cacheLock);
-      auto cached = m_idle.find(bytes);
-      if (cached != m_idle.end() && !cached->second.empty()) {
-        Scalar* p = cached->second.back();
-        cached->second.pop_back();
-        m_cachedBytes -= bytes;
-        m_live.emplace(p, bytes);
-        return p;
-      }
-    }
+    if (const auto cached = m_cache.take(bytes)) return static_cast<Scalar*>(*cached);
     auto* p = fresh(bytes);
     if (!p) {
       releaseCache();
       p = fresh(bytes);
     }
     if (!p) return Error{fmt::format("host: out of memory allocating {} bytes", requested)};
-    std::lock_guard lock(m_cacheLock);
-    m_live.emplace(p, bytes);
+    m_cache.add(p, bytes);
     return p;
   }
   void release(Scalar* p) {
     if (!p) return;
-    std::lock_guard lock(m_cacheLock);
-    auto live = m_live.find(p);
-    const std::size_t bytes = live->second;
-    m_live.erase(live);
-    if (m_cachedBytes + bytes > m_cacheLimit) {
-      ::operator delete(p, alignmentFor(bytes));
-      return;
-    }
-    m_idle[bytes].push_back(p);
-    m_cachedBytes += bytes;
+    const auto [what, bytes] = m_cache.release(p);
+    if (what == BlockCache::Released::GiveBack) ::operator delete(p, alignmentFor(bytes));
   }
   // Gives every cached block back to the system.
   void releaseCache() {
-    std::lock_guard lock(m_cacheLock);
-    for (auto& [bytes, blocks] : m_idle)
-      for (Scalar* p : blocks) ::operator delete(p, alignmentFor(bytes));
-    m_idle.clear();
-    m_cachedBytes = 0;
+    for (auto& [bytes, blocks] : m_cache.drain())
+      for (void* p : blocks) ::operator delete(p, alignmentFor(bytes));
   }
 
   Result<void> upload(Scalar* dst, const Scalar* src, Index n) {
@@ -199,18 +178,14 @@ class HostDevice {
 
   HostDevice() {
     const char* env = std::getenv("OSPREY_HOST_CACHE_MB");
-    if (env && *env) m_cacheLimit = std::strtoull(env, nullptr, 10) << 20;
+    if (env && *env) m_cache.setLimit(std::strtoull(env, nullptr, 10) << 20);
   }
   // Below this many elements a kernel runs on the calling thread: starting and joining the team
   // costs more than the work (attention's per-head gathers are 4096 elements each, a few thousand
   // of them per training step).
   static constexpr Index kParallelThreshold = 16384;
 
-  std::mutex m_cacheLock;
-  std::unordered_map<Scalar*, std::size_t> m_live;
-  std::unordered_map<std::size_t, std::vector<Scalar*>> m_idle;
-  std::size_t m_cachedBytes = 0;
-  std::size_t m_cacheLimit = defaultCacheLimit();
+  BlockCache m_cache{defaultCacheLimit()};
 
   static Error errorOf(std::exception_ptr failure) {
     try {
