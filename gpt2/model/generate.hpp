@@ -87,13 +87,14 @@ inline osprey::Result<void> checkFitsContext(const Config& c, osprey::Index prom
   return {};
 }
 
-namespace reference {
-// `count` greedy tokens after the prompt's pass (`step`): the next token from the logits, then
-// one cached step for it, and so on. onToken(int id) is called for each new token in order; it
-// returns Result<void> (a failed write stops generation).
-template <osprey::Tensor H, class OnToken>
-osprey::Result<std::vector<int>> continueGreedy(H& h, const ForwardWeights<H>& w, StepOut<H>& step,
-                                                osprey::Index count, OnToken& onToken) {
+namespace detail {
+// `count` tokens after the prompt's pass (`step`): the next token chosen from the logits by
+// choose(i, logits) (i counts the new tokens from 0; it returns Result<int>), then one cached step
+// for it, and so on. onToken(int id) is called for each new token in order; it returns
+// Result<void> (a failed write stops generation).
+template <osprey::Tensor H, class Choose, class OnToken>
+osprey::Result<std::vector<int>> continueChoosing(H& h, const ForwardWeights<H>& w, StepOut<H>& step,
+                                                  osprey::Index count, Choose&& choose, OnToken& onToken) {
   std::vector<int> out;
   for (osprey::Index i = 0; i < count; ++i) {
     if (i > 0) {
@@ -101,11 +102,38 @@ osprey::Result<std::vector<int>> continueGreedy(H& h, const ForwardWeights<H>& w
       auto token = OSPREY_TRY(tokenBuffer(h, std::span<const int>(one)));             // (1)
       step = OSPREY_TRY(decodeStep(h, w, step.cache, token));
     }
-    const auto next = static_cast<int>(OSPREY_TRY(greedyToken(h, step.logits)));
+    const int next = OSPREY_TRY(choose(i, step.logits));
     out.push_back(next);
     OSPREY_CHECK(onToken(next));
   }
   return out;
+}
+
+// The prompt's pass (after checking that prompt and continuation fit the context), then
+// continueAfter(step) for the `count` new tokens.
+template <osprey::Tensor H, class ContinueAfter>
+osprey::Result<std::vector<int>> afterPrompt(H& h, const ForwardWeights<H>& w, std::span<const int> prompt,
+                                             osprey::Index count, ContinueAfter&& continueAfter) {
+  const auto T = static_cast<osprey::Index>(prompt.size());
+  OSPREY_CHECK(checkFitsContext(w.config, T, count));
+  if (count == 0) return std::vector<int>{};
+  auto tokens = OSPREY_TRY(tokenBuffer(h, prompt));                                    // (T)
+  auto step = OSPREY_TRY(prefill(h, w, tokens, T));
+  return continueAfter(step);
+}
+}  // namespace detail
+
+namespace reference {
+// `count` greedy tokens after the prompt's pass (`step`), each the logits' first maximum.
+template <osprey::Tensor H, class OnToken>
+osprey::Result<std::vector<int>> continueGreedy(H& h, const ForwardWeights<H>& w, StepOut<H>& step,
+                                                osprey::Index count, OnToken& onToken) {
+  return detail::continueChoosing(h, w, step, count,
+      [&](osprey::Index, const Buf<H>& logits) -> osprey::Result<int> {
+        const osprey::Index token = OSPREY_TRY(greedyToken(h, logits));
+        return static_cast<int>(token);
+      },
+      onToken);
 }
 }  // namespace reference
 
@@ -125,12 +153,8 @@ template <osprey::Tensor H, class OnToken>
 osprey::Result<std::vector<int>> generateGreedy(H& h, const ForwardWeights<H>& w,
                                                 std::span<const int> prompt, osprey::Index count,
                                                 OnToken&& onToken) {
-  const auto T = static_cast<osprey::Index>(prompt.size());
-  OSPREY_CHECK(checkFitsContext(w.config, T, count));
-  if (count == 0) return std::vector<int>{};
-  auto tokens = OSPREY_TRY(tokenBuffer(h, prompt));                                    // (T)
-  auto step = OSPREY_TRY(prefill(h, w, tokens, T));
-  return continueGreedy(h, w, step, count, onToken);
+  return detail::afterPrompt(h, w, prompt, count,
+                             [&](StepOut<H>& step) { return continueGreedy(h, w, step, count, onToken); });
 }
 
 // The same continuation recomputed from scratch for every token (no cache).

@@ -21,20 +21,13 @@ template <osprey::Tensor H, class OnToken>
 osprey::Result<std::vector<int>> continueSampled(H& h, const ForwardWeights<H>& w, StepOut<H>& step,
                                                  osprey::Index firstPosition, osprey::Index count,
                                                  const sampling::SamplingSettings& settings, OnToken& onToken) {
-  std::vector<int> out;
-  for (osprey::Index i = 0; i < count; ++i) {
-    if (i > 0) {
-      const int one[1] = {out.back()};
-      auto token = OSPREY_TRY(tokenBuffer(h, std::span<const int>(one)));             // (1)
-      step = OSPREY_TRY(decodeStep(h, w, step.cache, token));
-    }
-    const std::vector<osprey::Scalar> row = OSPREY_TRY(train::hostValues(h, step.logits));  // (V)
-    const int next = OSPREY_TRY(sampling::sampleToken(std::span<const osprey::Scalar>(row), settings,
-                                                      static_cast<std::uint64_t>(firstPosition + i)));
-    out.push_back(next);
-    OSPREY_CHECK(onToken(next));
-  }
-  return out;
+  return detail::continueChoosing(h, w, step, count,
+      [&](osprey::Index i, const Buf<H>& logits) -> osprey::Result<int> {
+        const std::vector<osprey::Scalar> row = OSPREY_TRY(train::hostValues(h, logits));  // (V)
+        return sampling::sampleToken(std::span<const osprey::Scalar>(row), settings,
+                                     static_cast<std::uint64_t>(firstPosition + i));
+      },
+      onToken);
 }
 
 // The continuation of `prompt` by `count` tokens: greedy (generateGreedy, unchanged) when the
@@ -46,11 +39,9 @@ osprey::Result<std::vector<int>> generateTokens(H& h, const ForwardWeights<H>& w
   OSPREY_CHECK(sampling::checkSampling(settings));
   if (settings.greedy()) return generateGreedy(h, w, prompt, count, onToken);
   const auto T = static_cast<osprey::Index>(prompt.size());
-  OSPREY_CHECK(checkFitsContext(w.config, T, count));
-  if (count == 0) return std::vector<int>{};
-  auto tokens = OSPREY_TRY(tokenBuffer(h, prompt));                                    // (T)
-  auto step = OSPREY_TRY(prefill(h, w, tokens, T));
-  return continueSampled(h, w, step, T, count, settings, onToken);
+  return detail::afterPrompt(h, w, prompt, count, [&](StepOut<H>& step) {
+    return continueSampled(h, w, step, T, count, settings, onToken);
+  });
 }
 
 }  // namespace gpt2

@@ -83,10 +83,9 @@ osprey::Result<Buf<H>> countOnDevice(H& h, Buf<H> flags) {
 template <osprey::Tensor H>
 osprey::Result<bool> holdsNonFinite(H& h, const Buf<H>& x) {
   if (h.length(x) == 0) return false;
-  const auto runs = OSPREY_TRY(nonFiniteRuns(h, x));
-  const osprey::Scalar count = OSPREY_TRY(h.reduce(runs, 0.0,
-      [=] OSPREY_FN(osprey::Scalar a, osprey::Scalar b) -> osprey::Scalar { return a + b; }));
-  return count != 0.0;
+  auto runs = OSPREY_TRY(nonFiniteRuns(h, x));
+  const auto count = OSPREY_TRY(countOnDevice(h, std::move(runs)));
+  return h.get(count, 0) != 0.0;
 }
 
 // The index of the first tensor of w holding a NaN or an infinity, or nullopt. Every step asks,

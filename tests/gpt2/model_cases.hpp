@@ -31,14 +31,20 @@ inline const HostWeights& tinyWeights() {
   return weights;
 }
 
-// The tiny model on handler h, in the forward pass's layout.
+// Host weights on handler h, in the forward pass's layout.
 template <class H>
-ForwardWeights<H> tinyOn(H& h) {
-  auto w = upload(h, tinyWeights());
+ForwardWeights<H> forwardOn(H& h, const HostWeights& host) {
+  auto w = upload(h, host);
   if (!w.ok()) throw std::runtime_error(w.error().message);
   auto f = prepareForward(h, std::move(*w));
   if (!f.ok()) throw std::runtime_error(f.error().message);
   return std::move(*f);
+}
+
+// The tiny model on handler h.
+template <class H>
+ForwardWeights<H> tinyOn(H& h) {
+  return forwardOn(h, tinyWeights());
 }
 
 // The tiny preset with its position embeddings scaled up (x 200). Random initialisation alone
@@ -56,11 +62,7 @@ inline const HostWeights& livelyTinyWeights() {
 
 template <class H>
 ForwardWeights<H> livelyTinyOn(H& h) {
-  auto w = upload(h, livelyTinyWeights());
-  if (!w.ok()) throw std::runtime_error(w.error().message);
-  auto f = prepareForward(h, std::move(*w));
-  if (!f.ok()) throw std::runtime_error(f.error().message);
-  return std::move(*f);
+  return forwardOn(h, livelyTinyWeights());
 }
 
 template <class H>
