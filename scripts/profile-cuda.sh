@@ -6,7 +6,9 @@
 #   scripts/profile-cuda.sh times                        one steady step's device time by kind of
 #                                                         launch as it runs, without Nsight Compute
 #                                                         (OSPREY_CUDA_KERNEL_TIMES: the difference
-#                                                         of `train --steps 3` and `--steps 2`)
+#                                                         of `train --steps 5` and `--steps 2`, / 3)
+#   scripts/profile-cuda.sh decode-times                 the same for one decoded token (`generate
+#                                                         --tokens 40` minus `--tokens 10`, / 30)
 #   scripts/profile-cuda.sh detail REGEX [COUNT]          why the kernels named by REGEX take their
 #                                                         time: Nsight Compute's throughput, occupancy,
 #                                                         stall and instruction sections for the first
@@ -27,7 +29,7 @@ what=${1:-all}
 dir=$build/profile
 mkdir -p "$dir"
 [[ -x $gpt2 ]] || { echo "profile-cuda: $gpt2 is missing; run scripts/gpu-check.sh build first" >&2; exit 2; }
-[[ $what = times ]] || command -v ncu >/dev/null || { echo "profile-cuda: ncu is not on PATH" >&2; exit 2; }
+[[ $what = times || $what = decode-times ]] || command -v ncu >/dev/null || { echo "profile-cuda: ncu is not on PATH" >&2; exit 2; }
 data=${OSPREY_TRAIN_DATA:-$root/data/tinyshakespeare.txt}
 # Enough launches for `steady`'s two steps with the first step's checks (a cap below that would cut
 # the second step short and its difference would miss kernels).
@@ -62,12 +64,22 @@ if [[ $what = steady ]]; then
     tee "$dir/steady.txt"
 fi
 if [[ $what = times ]]; then
-  for n in 3 2; do
+  for n in 5 2; do
     OSPREY_CUDA_KERNEL_TIMES="$dir/times-$n.tsv" "$gpt2" train --preset 124M --data "$data" \
       --batch "${TRAIN_BATCH:-4}" --seq "${TRAIN_SEQ:-1024}" --steps "$n" --backend gpu --device cuda \
       > "$dir/times-$n.out" 2>&1 || { echo "profile-cuda: train --steps $n failed:"; tail -5 "$dir/times-$n.out"; }
   done
-  python3 "$root/tools/profile/kernel_clock_steps.py" "$dir/times-3.tsv" "$dir/times-2.tsv" --top 40 | tee "$dir/times.txt"
+  python3 "$root/tools/profile/kernel_clock_steps.py" "$dir/times-5.tsv" "$dir/times-2.tsv" --per 3 --top 40 |
+    tee "$dir/times.txt"
+fi
+if [[ $what = decode-times ]]; then
+  for n in 40 10; do
+    OSPREY_CUDA_KERNEL_TIMES="$dir/decode-times-$n.tsv" "$gpt2" generate --preset 124M \
+      --prompt "The capital of France is" --tokens "$n" --backend gpu --device cuda \
+      > "$dir/decode-times-$n.out" 2>&1 || { echo "profile-cuda: generate --tokens $n failed:"; tail -5 "$dir/decode-times-$n.out"; }
+  done
+  python3 "$root/tools/profile/kernel_clock_steps.py" "$dir/decode-times-40.tsv" "$dir/decode-times-10.tsv" --per 30 \
+    --top 40 | tee "$dir/decode-times.txt"
 fi
 if [[ $what = detail ]]; then
   regex=${2:?"profile-cuda: detail needs a regular expression naming kernels"}
