@@ -11,6 +11,8 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -62,6 +64,7 @@ struct DeviceState {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   unsigned* tiny = nullptr;  // the epoch of the last product whose operands held a tiny value
+  unsigned long long* recomputed = nullptr;  // products exactChainFallback recomputed
   unsigned epoch = 0;        // of the product being queued: no flag to clear between products
   bool usable = false;  // false when the handle or workspace could not be had: the own kernel runs
   std::map<Key, Choice> chosen;
@@ -81,9 +84,26 @@ DeviceState& stateOfCurrentDevice() {
     slot->usable = cublasLtCreate(&slot->lt) == CUBLAS_STATUS_SUCCESS &&
                    cudaMalloc(&slot->workspace, kWorkspace) == cudaSuccess &&
                    cudaMalloc(&slot->tiny, sizeof(unsigned)) == cudaSuccess &&
-                   cudaMemset(slot->tiny, 0, sizeof(unsigned)) == cudaSuccess;  // no epoch is 0
+                   cudaMemset(slot->tiny, 0, sizeof(unsigned)) == cudaSuccess &&  // no epoch is 0
+                   cudaMalloc(&slot->recomputed, sizeof(unsigned long long)) == cudaSuccess &&
+                   cudaMemset(slot->recomputed, 0, sizeof(unsigned long long)) == cudaSuccess;
   }
   return *slot;
+}
+
+// OSPREY_EXACT_LT_REPORT set (to anything): each shape's choice, with the times it was chosen by,
+// and each tiny operand value found, on stderr; for finding where a product's time goes.
+bool reporting() {
+  static const bool on = std::getenv("OSPREY_EXACT_LT_REPORT") != nullptr;
+  return on;
+}
+
+// cuBLASLt's id of an algorithm (-1 when it cannot be read), for reports and errors.
+int idOf(const cublasLtMatmulAlgo_t& algo) {
+  int id = -1;
+  std::size_t written = 0;
+  (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &written);
+  return id;
 }
 
 // The next product's epoch (never 0, the flag's first value).
@@ -181,12 +201,18 @@ constexpr double kTinyMagnitude = 0x1p-250;
 // compares false and counts as not tiny; infinities and NaN gave the chain's bits in the check).
 // Each product has its own epoch, so the flag needs no clearing launch; should the counter wrap
 // onto a stale flag, the fallback merely recomputes the same chain.
-__global__ void anyTinyOperand(const double* a, Index na, const double* b, Index nb, unsigned* tiny, unsigned epoch) {
+// With `report` (OSPREY_EXACT_LT_REPORT), each block prints the first tiny value it found.
+__global__ void anyTinyOperand(const double* a, Index na, const double* b, Index nb, unsigned* tiny, unsigned epoch,
+                               bool report) {
   bool found = false;
   const Index stride = static_cast<Index>(blockDim.x) * gridDim.x;
   for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < na + nb; i += stride) {
     const double x = i < na ? a[i] : b[i - na];
-    found |= x != 0.0 && fabs(x) < kTinyMagnitude;
+    const bool small = x != 0.0 && fabs(x) < kTinyMagnitude;
+    if (report && small && !found)
+      printf("exact product %u: operand %c element %lld is %a, below 2^-250\n", epoch, i < na ? 'a' : 'b',
+             static_cast<long long>(i < na ? i : i - na), x);
+    found |= small;
   }
   if (__syncthreads_or(found) && threadIdx.x == 0) *tiny = epoch;
 }
@@ -195,8 +221,16 @@ __global__ void anyTinyOperand(const double* a, Index na, const double* b, Index
 // from +0.0, one thread an output (slow, and only for operands no trained GPT-2 holds); otherwise
 // nothing.
 __global__ void exactChainFallback(const unsigned* tiny, unsigned epoch, double* out, const double* a, const double* b,
-                                   Index batch, Index rows, Index inner, Index cols) {
+                                   Index batch, Index rows, Index inner, Index cols, unsigned long long* recomputed,
+                                   bool report) {
   if (*tiny != epoch) return;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    atomicAdd(recomputed, 1ull);
+    if (report)
+      printf("exact product %u: %lld x (%lld x %lld) * (%lld x %lld) recomputed as the plain chain\n", epoch,
+             static_cast<long long>(batch), static_cast<long long>(rows), static_cast<long long>(inner),
+             static_cast<long long>(inner), static_cast<long long>(cols));
+  }
   const Index n = batch * rows * cols, stride = static_cast<Index>(blockDim.x) * gridDim.x;
   for (Index o = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += stride) {
     const Index z = o / (rows * cols), i = o / cols % rows, j = o % cols;
@@ -287,6 +321,7 @@ Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows,
     return keep;
   }
   float best = timeOf([&] { return own(m.got, m.a, m.b) == cudaSuccess; }, stream, start, end);
+  const float ownMs = best;
   for (int w = 0; w < wholeCount; ++w) {
     const cublasLtMatmulAlgo_t& algo = whole[w];
     unsigned long long differing = 0;
@@ -310,17 +345,24 @@ Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows,
         [&] {
           const unsigned epoch = nextEpoch(state);
           anyTinyOperand<<<264, 256, 0, stream>>>(m.a, static_cast<Index>(na), m.b, static_cast<Index>(nb), state.tiny,
-                                                  epoch);
+                                                  epoch, false);
           if (runLt(state, s, algo, m.got, m.a, m.b, stream) != CUBLAS_STATUS_SUCCESS) return false;
-          exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, m.got, m.a, m.b, batch, rows, inner, cols);
+          exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, m.got, m.a, m.b, batch, rows, inner, cols,
+                                                      state.recomputed, false);
           return cudaGetLastError() == cudaSuccess;
         },
         stream, start, end);
+    if (reporting()) std::fprintf(stderr, "  cuBLASLt algorithm %d: %.4f ms\n", idOf(algo), ms / kTimedRuns);
     if (ms < best) {
       best = ms;
       keep = Choice{true, algo, nullptr};
     }
   }
+  if (reporting())
+    std::fprintf(stderr, "exact product %lld x (%lld x %lld) * (%lld x %lld): %s, %.4f ms (own kernel %.4f ms)\n",
+                 static_cast<long long>(batch), static_cast<long long>(rows), static_cast<long long>(inner),
+                 static_cast<long long>(inner), static_cast<long long>(cols),
+                 keep.lt ? "cuBLASLt" : "own kernel", best / kTimedRuns, ownMs / kTimedRuns);
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(end);
   (void)cudaStreamSynchronize(stream);
@@ -370,9 +412,11 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
   // In stream order: look for tiny operands, the product, and its recomputation
   // should the flag be set (see kTinyMagnitude). No host wait: the launches stay queued.
   const unsigned epoch = nextEpoch(state);
-  anyTinyOperand<<<264, 256, 0, stream>>>(a, batch * rows * inner, b, batch * inner * cols, state.tiny, epoch);
+  anyTinyOperand<<<264, 256, 0, stream>>>(a, batch * rows * inner, b, batch * inner * cols, state.tiny, epoch,
+                                          reporting());
   if (runLt(state, s, at->second.algo, out, a, b, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorLaunchFailure;
-  exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, out, a, b, batch, rows, inner, cols);
+  exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, out, a, b, batch, rows, inner, cols,
+                                              state.recomputed, reporting());
   return cudaGetLastError();
 }
 
@@ -382,6 +426,9 @@ ExactLtTally exactLtTally() {
   DeviceState& state = stateOfCurrentDevice();
   for (const auto& [key, choice] : state.chosen) (choice.lt ? t.onLt : t.onOwn) += 1;
   t.refused = state.refused;
+  if (state.usable &&
+      cudaMemcpy(&t.recomputed, state.recomputed, sizeof(t.recomputed), cudaMemcpyDeviceToHost) != cudaSuccess)
+    (void)cudaGetLastError();
   return t;
 }
 
