@@ -403,7 +403,13 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
     if (capturing != cudaStreamCaptureStatusNone) return own(out, a, b);
     auto s = std::make_shared<Descriptors>();
     Choice c;
-    if (describe(*s, batch, rows, inner, cols, alignment)) c = choose(state, *s, batch, rows, inner, cols, stream, own);
+    const bool described = describe(*s, batch, rows, inner, cols, alignment);
+    if (described) c = choose(state, *s, batch, rows, inner, cols, stream, own);
+    if (reporting())
+      std::fprintf(stderr, "exact product %lld x (%lld x %lld) * (%lld x %lld), operands aligned to %lld bytes: %s\n",
+                   static_cast<long long>(batch), static_cast<long long>(rows), static_cast<long long>(inner),
+                   static_cast<long long>(inner), static_cast<long long>(cols), static_cast<long long>(alignment),
+                   !described ? "own kernel (cuBLASLt took no descriptors)" : c.lt ? "cuBLASLt" : "own kernel");
     if (c.lt) c.descriptors = std::move(s);
     at = state.chosen.insert(std::make_pair(key, std::move(c))).first;
   }
