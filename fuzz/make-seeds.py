@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Writes the generated seed corpora of the fuzz targets (fuzz/corpus/<target>/).
 
-    fuzz/make-seeds.py            rewrites llmc_checkpoint/, hf_config/, training_data/, trainer_state/
+    fuzz/make-seeds.py            rewrites llmc_checkpoint/, llmc_shard/, hf_config/, training_data/,
+                                  trainer_state/
 
 Each corpus holds a few valid inputs and a few damaged ones, all small. The seeds are committed;
-run this again only to change them. (safetensors/ and tokenizer/ are kept by hand.)
+run this again only to change them (safetensors/ and tokenizer/ are kept by hand). Inputs a
+fuzzer found that are kept for replay are named <corpus>-<what they hold>
+(training_data-mtime-beyond-int64.json) and survive a rewrite.
 The training_data seeds are caches for the fixed text of fuzz/training_data_fuzz.cpp: TEXT,
 TOKENIZER_DIGEST and MTIME_NS below must stay equal to kText, kTokenizerDigest and the mtime there.
 """
@@ -19,9 +22,13 @@ CORPUS = os.path.join(HERE, "corpus")
 
 
 def reset(name):
+    """Empties corpus/<name>/ of generated seeds; inputs a fuzzer found, named <name>-*, stay."""
     path = os.path.join(CORPUS, name)
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
+    os.makedirs(path, exist_ok=True)
+    for entry in os.listdir(path):
+        if not entry.startswith(name + "-"):
+            full = os.path.join(path, entry)
+            shutil.rmtree(full) if os.path.isdir(full) else os.remove(full)
     return path
 
 
@@ -82,6 +89,47 @@ def llmc_seeds():
     write(d, "bad-header-only.bin", llmc_header(LLMC_MAGIC, 3, 1024, 50257, 12, 12, 768, 50304))
     write(d, "bad-short-header.bin", llmc_header(LLMC_MAGIC, 3, 1, 1, 1, 1, 1, 1)[:32])
     write(d, "bad-empty.bin", b"")
+
+
+# --- llm.c token shards --------------------------------------------------------------------------
+SHARD_MAGIC = 20240520
+
+
+def shard_header(count, magic=SHARD_MAGIC, version=1, rest=()):
+    ints = [magic, version, count] + list(rest) + [0] * (253 - len(rest))
+    return struct.pack("<256i", *ints)
+
+
+def shard(tokens, **header):
+    return shard_header(len(tokens), **header) + struct.pack("<%dH" % len(tokens), *tokens)
+
+
+def shard_seeds():
+    d = reset("llmc_shard")
+    # "First Citizen:\nBefore we proceed any further, hear me speak.\n" in GPT-2's tokens, then <|endoftext|>.
+    words = [5962, 22307, 25, 198, 8421, 356, 5120, 597, 2252, 11, 3285, 502, 2740, 13, 198, 50256]
+    write(d, "valid-gpt2.bin", shard(words))
+    write(d, "valid-one-token.bin", shard([0]))
+    write(d, "valid-small-vocab.bin", shard(list(range(0, 300, 7))))
+    write(d, "valid-header-tail-set.bin", shard([1, 2, 3], rest=[7, -1]))
+    # Damaged: each refused, naming the file.
+    write(d, "bad-token-50257.bin", shard([1, 50257, 2]))
+    write(d, "bad-token-65535.bin", shard([65535]))
+    write(d, "bad-truncated.bin", shard(words)[:-2])
+    write(d, "bad-odd-byte.bin", shard(words) + b"\0")
+    write(d, "bad-trailing-token.bin", shard(words) + b"\1\0")
+    write(d, "bad-count-zero.bin", shard_header(0))
+    write(d, "bad-count-negative.bin", shard_header(-1) + b"\1\0")
+    write(d, "bad-count-huge.bin", shard_header(0x7FFFFFFF) + b"\1\0")
+    write(d, "bad-version-2.bin", shard(words, version=2))
+    write(d, "bad-magic-checkpoint.bin", shard(words, magic=20240326))
+    write(d, "bad-header-only-magic.bin", struct.pack("<i", SHARD_MAGIC))
+    write(d, "bad-short-header.bin", shard_header(1)[:512])
+    # Token sections alone: the target writes the header (version 1, the count their bytes give).
+    write(d, "framed-gpt2.tokens", struct.pack("<%dH" % len(words), *words))
+    write(d, "framed-odd.tokens", b"\x01\x00\x02")
+    write(d, "framed-empty.tokens", b"")
+    write(d, "framed-bad-vocab.tokens", struct.pack("<3H", 299, 300, 50256))
 
 
 # --- config.json -------------------------------------------------------------------------------
@@ -250,6 +298,7 @@ def trainer_state_seeds():
 
 if __name__ == "__main__":
     llmc_seeds()
+    shard_seeds()
     config_seeds()
     training_data_seeds()
     trainer_state_seeds()

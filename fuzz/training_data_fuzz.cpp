@@ -1,6 +1,7 @@
-// libFuzzer target: arbitrary bytes as the tokenised-data cache beside a training text
-// (`<text>.osprey-tokens`, gpt2/train/data_cache.cpp), read by data::readCache and
-// data::loadOrTokenize, then split and batched as training reads it (data_batches.cpp).
+// libFuzzer target: arbitrary bytes as the tokenised-data cache of a training text
+// (`<cache dir>/<SHA-256 of the text>.osprey-tokens`, gpt2/train/data_cache.cpp), read by
+// data::readCache and data::loadOrTokenize, then split and batched as training reads it
+// (data_batches.cpp). The cache directory is the target's own (as --cache-dir names one).
 //
 // An input that starts with the cache's magic "OSPRTOK1" is the whole cache file. Any other input
 // is the cache's JSON header, then optionally a NUL byte and the raw token bytes: the target adds
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,12 +42,14 @@ constexpr std::int64_t kMtimeNanoseconds = 123456789;
 
 struct Setup {
   std::string dataPath;
+  std::filesystem::path cacheDir;
   std::string cachePath;
   CacheKey key;
 
   Setup() {
     dataPath = (osprey_fuzz::scratchDir() / "train.txt").string();
-    cachePath = cachePathFor(dataPath);
+    cacheDir = osprey_fuzz::scratchDir() / "cache";
+    std::filesystem::create_directories(cacheDir);
     osprey_fuzz::writeBytes(dataPath, kText);
     const struct timespec times[2] = {{kMtimeSeconds, kMtimeNanoseconds}, {kMtimeSeconds, kMtimeNanoseconds}};
     if (::utimensat(AT_FDCWD, dataPath.c_str(), times, 0) != 0) osprey_fuzz::scratchFailure("cannot set mtime");
@@ -54,6 +58,7 @@ struct Setup {
     key = *current;
     require(key.dataSize == kText.size() && key.dataSha256 == sha256Hex(kText), "the fixed text's key");
     require(key.dataMtimeNs == kMtimeSeconds * 1000000000 + kMtimeNanoseconds, "the fixed modification time");
+    cachePath = cachePathIn(cacheDir, key.dataSha256);  // where loadOrTokenize looks for it
   }
 };
 
@@ -90,8 +95,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     osprey_fuzz::require(false, "loadOrTokenize tokenises despite a valid cache");
     return std::vector<TokenId>{};
   };
-  auto loaded = loadOrTokenize(setup.dataPath, kTokenizerDigest, mustNotRun);
+  auto loaded = loadOrTokenize(setup.dataPath, kTokenizerDigest, mustNotRun, setup.cacheDir);
   require(loaded.ok() && loaded->fromCache && !loaded->cacheWritten, "a valid cache is used as it is");
+  require(loaded->cachePath == setup.cachePath, "the cache read is the one in the cache directory");
   require(loaded->tokens == *tokens && loaded->dataSha256 == setup.key.dataSha256, "the cache's tokens");
 
   const TokenSplit split = splitTrainVal(loaded->tokens);

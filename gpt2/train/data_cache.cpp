@@ -52,8 +52,6 @@ std::string cachePathIn(const std::filesystem::path& cacheDir, const std::string
   return (cacheDir / (dataSha256 + ".osprey-tokens")).string();
 }
 
-std::string cachePathFor(const std::string& dataPath) { return dataPath + ".osprey-tokens"; }
-
 // Size and modification time of dataPath (the cheap half of the key).
 static osprey::Result<CacheKey> statKey(const std::string& dataPath, const std::string& tokenizerDigest) {
   struct stat st {};
@@ -147,18 +145,16 @@ osprey::Result<void> writeCache(const std::string& cachePath, const CacheKey& ke
   return osprey::io::writeFileAtomic(cachePath, bytes);
 }
 
-namespace {
-
-// loadOrTokenize with the cache at cacheDir / name(key), cacheDir made first when given.
-osprey::Result<TokenizedText> loadOrTokenizeAt(const std::string& dataPath, const std::string& tokenizerDigest,
-                                               const Encoder& encode, const std::filesystem::path* cacheDir) {
+// The cache at cacheDir / name(key), cacheDir made first when a fresh cache is to be written.
+osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath, const std::string& tokenizerDigest,
+                                             const Encoder& encode, const std::filesystem::path& cacheDir) {
   CacheKey key = OSPREY_TRY(statKey(dataPath, tokenizerDigest));
   if (key.dataSize == 0)
     return osprey::Error{fmt::format("{}: the training data is empty (0 bytes)", dataPath)};
   // One read serves both the digest and (on a cache miss) the tokenizer.
   const std::string text = OSPREY_TRY(osprey::io::readWholeFile(dataPath));
   key.dataSha256 = sha256Hex(text);
-  const std::string cachePath = cacheDir ? cachePathIn(*cacheDir, key.dataSha256) : cachePathFor(dataPath);
+  const std::string cachePath = cachePathIn(cacheDir, key.dataSha256);
   TokenizedText out;
   out.dataSha256 = key.dataSha256;
   out.cachePath = cachePath;
@@ -172,27 +168,15 @@ osprey::Result<TokenizedText> loadOrTokenizeAt(const std::string& dataPath, cons
     return osprey::Error{fmt::format("{}: cannot tokenise: {}", dataPath, tokens.error().message)};
   out.tokens = std::move(*tokens);
   std::error_code made;
-  if (cacheDir) std::filesystem::create_directories(*cacheDir, made);
+  std::filesystem::create_directories(cacheDir, made);
   if (made) {
-    out.cacheNote = fmt::format("cannot make the cache directory {}: {}", cacheDir->string(), made.message());
+    out.cacheNote = fmt::format("cannot make the cache directory {}: {}", cacheDir.string(), made.message());
     return out;
   }
   auto written = writeCache(cachePath, key, out.tokens);
   out.cacheWritten = written.ok();
   if (!written.ok()) out.cacheNote = written.error().message;
   return out;
-}
-
-}  // namespace
-
-osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath, const std::string& tokenizerDigest,
-                                             const Encoder& encode, const std::filesystem::path& cacheDir) {
-  return loadOrTokenizeAt(dataPath, tokenizerDigest, encode, &cacheDir);
-}
-
-osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath, const std::string& tokenizerDigest,
-                                             const Encoder& encode) {
-  return loadOrTokenizeAt(dataPath, tokenizerDigest, encode, nullptr);
 }
 
 }  // namespace gpt2::data

@@ -65,11 +65,6 @@ osprey::Result<std::filesystem::path> cacheDirectory(const std::optional<std::st
 // `<cacheDir>/<dataSha256>.osprey-tokens`
 std::string cachePathIn(const std::filesystem::path& cacheDir, const std::string& dataSha256);
 
-// `<dataPath>.osprey-tokens`, beside the text: where training kept its cache before issue 30.
-// Only the three-argument loadOrTokenize below still uses it (fuzz/training_data_fuzz.cpp reads
-// and writes caches through the pair); training uses the cache directory.
-std::string cachePathFor(const std::string& dataPath);
-
 // The key of dataPath as it is on disk now.
 osprey::Result<CacheKey> currentKey(const std::string& dataPath, const std::string& tokenizerDigest);
 
@@ -78,11 +73,6 @@ osprey::Result<CacheKey> currentKey(const std::string& dataPath, const std::stri
 // file: missing, unreadable, empty; a cache that cannot be written is a note, not an error.
 osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath, const std::string& tokenizerDigest,
                                              const Encoder& encode, const std::filesystem::path& cacheDir);
-
-// The same with the cache beside the text (cachePathFor).
-osprey::Result<TokenizedText> loadOrTokenize(const std::string& dataPath,
-                                             const std::string& tokenizerDigest,
-                                             const Encoder& encode);
 
 // The cache file's tokens if it exists and matches `key`; an empty result otherwise (a stale or
 // damaged cache is not an error: it is rebuilt). A header that is not valid JSON (a key given

@@ -57,16 +57,18 @@ TEST(Sha256, KnownDigests) {
 TEST(TokenCache, TokenisesOnceThenReuses) {
   ScratchDir dir("cache-reuse");
   const fs::path data = dir.path / "input.txt";
+  const fs::path caches = dir.path / "cache";
   writeText(data, "hello world");
   int calls = 0;
-  auto first = loadOrTokenize(data.string(), "tok-A", ByteEncoder{&calls});
+  auto first = loadOrTokenize(data.string(), "tok-A", ByteEncoder{&calls}, caches);
   ASSERT_TRUE(first.ok()) << first.error().message;
   EXPECT_FALSE(first->fromCache);
   EXPECT_TRUE(first->cacheWritten) << first->cacheNote;
   EXPECT_EQ(first->tokens.size(), 11u);
-  EXPECT_TRUE(fs::exists(cachePathFor(data.string())));
+  EXPECT_EQ(first->cachePath, cachePathIn(caches, sha256Hex("hello world")));
+  EXPECT_TRUE(fs::exists(first->cachePath));
 
-  auto second = loadOrTokenize(data.string(), "tok-A", ByteEncoder{&calls});
+  auto second = loadOrTokenize(data.string(), "tok-A", ByteEncoder{&calls}, caches);
   ASSERT_TRUE(second.ok()) << second.error().message;
   EXPECT_TRUE(second->fromCache);
   EXPECT_EQ(second->tokens, first->tokens);
@@ -76,19 +78,20 @@ TEST(TokenCache, TokenisesOnceThenReuses) {
 TEST(TokenCache, RebuiltWhenTextOrTokenizerChanges) {
   ScratchDir dir("cache-stale");
   const fs::path data = dir.path / "input.txt";
+  const fs::path caches = dir.path / "cache";
   writeText(data, "abc");
   int calls = 0;
-  ASSERT_TRUE(loadOrTokenize(data.string(), "tok-A", ByteEncoder{&calls}).ok());
+  ASSERT_TRUE(loadOrTokenize(data.string(), "tok-A", ByteEncoder{&calls}, caches).ok());
   // Same size, same mtime, different bytes: only the SHA-256 can tell.
   const auto mtime = fs::last_write_time(data);
   writeText(data, "abd");
   fs::last_write_time(data, mtime);
-  auto changed = loadOrTokenize(data.string(), "tok-A", ByteEncoder{&calls});
+  auto changed = loadOrTokenize(data.string(), "tok-A", ByteEncoder{&calls}, caches);
   ASSERT_TRUE(changed.ok());
   EXPECT_FALSE(changed->fromCache);
   EXPECT_EQ(changed->tokens.back(), 'd');
   // A different tokenizer digest.
-  auto other = loadOrTokenize(data.string(), "tok-B", ByteEncoder{&calls});
+  auto other = loadOrTokenize(data.string(), "tok-B", ByteEncoder{&calls}, caches);
   ASSERT_TRUE(other.ok());
   EXPECT_FALSE(other->fromCache);
   EXPECT_EQ(calls, 3);
@@ -97,17 +100,18 @@ TEST(TokenCache, RebuiltWhenTextOrTokenizerChanges) {
 TEST(TokenCache, DamagedCacheIsRebuiltNotTrusted) {
   ScratchDir dir("cache-damaged");
   const fs::path data = dir.path / "input.txt";
+  const fs::path caches = dir.path / "cache";
   writeText(data, "some text to cache");
   int calls = 0;
-  ASSERT_TRUE(loadOrTokenize(data.string(), "t", ByteEncoder{&calls}).ok());
-  const auto cache = cachePathFor(data.string());
+  ASSERT_TRUE(loadOrTokenize(data.string(), "t", ByteEncoder{&calls}, caches).ok());
+  const auto cache = cachePathIn(caches, sha256Hex("some text to cache"));
   fs::resize_file(cache, fs::file_size(cache) - 3);  // truncated
-  auto again = loadOrTokenize(data.string(), "t", ByteEncoder{&calls});
+  auto again = loadOrTokenize(data.string(), "t", ByteEncoder{&calls}, caches);
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->fromCache);
   EXPECT_EQ(again->tokens.size(), 18u);
   writeText(cache, "garbage");
-  auto third = loadOrTokenize(data.string(), "t", ByteEncoder{&calls});
+  auto third = loadOrTokenize(data.string(), "t", ByteEncoder{&calls}, caches);
   ASSERT_TRUE(third.ok());
   EXPECT_FALSE(third->fromCache);
 }
@@ -115,16 +119,17 @@ TEST(TokenCache, DamagedCacheIsRebuiltNotTrusted) {
 TEST(TokenCache, EmptyAndMissingFilesAreClearErrors) {
   ScratchDir dir("cache-empty");
   const fs::path empty = dir.path / "empty.txt";
+  const fs::path caches = dir.path / "cache";
   writeText(empty, "");
   int calls = 0;
-  auto r = loadOrTokenize(empty.string(), "t", ByteEncoder{&calls});
+  auto r = loadOrTokenize(empty.string(), "t", ByteEncoder{&calls}, caches);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("empty.txt"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("empty"), std::string::npos);
-  auto missing = loadOrTokenize((dir.path / "nope.txt").string(), "t", ByteEncoder{&calls});
+  auto missing = loadOrTokenize((dir.path / "nope.txt").string(), "t", ByteEncoder{&calls}, caches);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("nope.txt"), std::string::npos) << missing.error().message;
-  auto directory = loadOrTokenize(dir.path.string(), "t", ByteEncoder{&calls});
+  auto directory = loadOrTokenize(dir.path.string(), "t", ByteEncoder{&calls}, caches);
   ASSERT_FALSE(directory.ok());
   EXPECT_EQ(calls, 0);
 }
