@@ -19,6 +19,7 @@
 
 #include "handlers.hpp"
 #include "osprey/effect.hpp"
+#include "osprey/several.hpp"
 #include "osprey/strict.hpp"
 
 namespace osprey::testing::effect_cases {
@@ -142,6 +143,43 @@ void buildKernelReadsAView(H& h) {
     for (Index i = 0; i < n; ++i)
       ASSERT_TRUE(sameBitsScalar(got[i], periodicAt(n - 1 - i) * 2.0 + static_cast<Scalar>(i)))
           << "element " << i << " = " << got[i];
+  }
+}
+
+// Three values an element from one kernel, each depending on the one before (the second reads
+// the first unrounded, as AdamW's parameter reads its new moments).
+struct ThreeFromOne {
+  View v;
+  OSPREY_FN Several<3> operator()(Index i) const {
+    const Scalar a = v[i] * 3.0 + 0.1;
+    const Scalar b = a / 7.0 - v[i];
+    return Several<3>{{a, b * b + a, -b}};
+  }
+};
+
+// buildEach<3> equals three builds of the same expressions, bit for bit, on awkward sizes; a
+// handler without buildEach (the reference definition then takes three builds) has nothing to
+// compare.
+template <class H>
+void buildEachEqualsSeparateBuilds(H& h) {
+  for (Index n : kAwkwardSizes) {
+    SCOPED_TRACE(::testing::Message() << "n = " << n);
+    auto src = buildPeriodic(h, n);
+    ASSERT_TRUE(src.ok()) << src.error().message;
+    const ThreeFromOne several{src->view()};
+    if constexpr (requires { h.template buildEach<3>(n, several); }) {
+      auto together = h.template buildEach<3>(n, several);
+      ASSERT_TRUE(together.ok()) << together.error().message;
+      for (int j = 0; j < 3; ++j) {
+        auto apart = h.build(n, [=] OSPREY_FN(Index i) -> Scalar { return several(i).v[j]; });
+        ASSERT_TRUE(apart.ok()) << apart.error().message;
+        const std::vector<Scalar> want = readAll(h, *apart), got = readAll(h, (*together)[j]);
+        ASSERT_EQ(got.size(), want.size()) << "output " << j;
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(Scalar)), 0) << "output " << j;
+      }
+    } else {
+      GTEST_SKIP() << h.device() << " has no buildEach";
+    }
   }
 }
 

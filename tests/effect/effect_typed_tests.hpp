@@ -25,6 +25,7 @@ TYPED_TEST_SUITE(EffectTest, EffectHandlers, HandlerNames);
 // build, length, get
 TYPED_TEST(EffectTest, BuildOnAwkwardSizes) { effect_cases::buildOnAwkwardSizes(this->handler); }
 TYPED_TEST(EffectTest, BuildKernelReadsAView) { effect_cases::buildKernelReadsAView(this->handler); }
+TYPED_TEST(EffectTest, BuildEachEqualsSeparateBuilds) { effect_cases::buildEachEqualsSeparateBuilds(this->handler); }
 TYPED_TEST(EffectTest, BuildRejectsNegativeLength) { effect_cases::buildRejectsNegativeLength(this->handler); }
 TYPED_TEST(EffectTest, GetReadsEachPosition) { effect_cases::getReadsEachPosition(this->handler); }
 TYPED_TEST(EffectTest, GetOutOfRangeFaults) { effect_cases::getOutOfRangeFaults(this->handler); }

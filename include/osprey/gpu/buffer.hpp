@@ -9,6 +9,7 @@
 
 #include "osprey/config.hpp"
 #include "osprey/gpu/device_runtime.hpp"
+#include "osprey/several.hpp"
 #include "osprey/view.hpp"
 
 namespace osprey {
@@ -117,6 +118,18 @@ struct BuildBody {
   T* out;
   K kernel;
   OSPREY_FN void operator()(Index i) const { out[i] = static_cast<T>(kernel(i)); }
+};
+
+// out[j][i] = kernel(i).v[j] for each of the K outputs, each rounded once to the storage type:
+// what buildEach launches.
+template <class K, int N, class T = Scalar>
+struct BuildEachBody {
+  T* out[N];
+  K kernel;
+  OSPREY_FN void operator()(Index i) const {
+    const Several<N> values = kernel(i);
+    for (int j = 0; j < N; ++j) out[j][i] = static_cast<T>(values.v[j]);
+  }
 };
 
 // f(a[i])

@@ -6,14 +6,17 @@
 // products and row folds in place of the exact ones.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "osprey/block_layout.hpp"
 #include "osprey/effect.hpp"
 #include "osprey/gpu/device_runtime.hpp"
 #include "osprey/gpu/surface.hpp"
+#include "osprey/several.hpp"
 #include "osprey/shape_check.hpp"
 
 namespace osprey {
@@ -45,6 +48,23 @@ class Gpu {
     return gpuMatMul(a, b, rows, inner, cols);
   }
   Result<Buffer> fromList(std::span<const Scalar> xs) { return toGpu<E>(m_device, xs); }
+
+  // K buffers of n elements from one kernel (several.hpp): one pass over the index space, where K
+  // builds would each read the kernel's inputs again. Only where the buffers hold doubles: with a
+  // narrower storage type an output would be used unrounded by the outputs computed from it, which
+  // K builds reading it back would not do.
+  template <int K, class F>
+    requires KernelOfSeveral<F, K> && std::is_same_v<E, Scalar>
+  Result<std::array<Buffer, K>> buildEach(Index n, F kernel) {
+    std::array<Buffer, K> out;
+    BuildEachBody<F, K, E> body{{}, kernel};
+    for (int j = 0; j < K; ++j) {
+      out[j] = OSPREY_TRY(gpuAllocate<E>(m_device, n));
+      body.out[j] = out[j].data();
+    }
+    OSPREY_CHECK(m_device->forEach(n, body));
+    return out;
+  }
 
   // `batch` products of one shape stored one after another (a model's per-head products),
   // answered by the device where it launches them together (cuda).
