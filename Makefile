@@ -12,7 +12,8 @@
 #   make shakespeare     train the tiny preset on tiny Shakespeare for 4 minutes (gpu backend, host
 #                        device), draw loss.png, then sample from the checkpoint (scripts/shakespeare.sh)
 #   make shakespeare-gpu the same with GPT-2 124M on the fast backend (an NVIDIA GPU) for 3 minutes
-#   make download-gpt2   the real GPT-2 checkpoint from the Hugging Face hub (needs network)
+#   make download-gpt2   the real GPT-2 checkpoint from the Hugging Face hub (needs network;
+#                        HF_MODEL=gpt2-medium, gpt2-large or gpt2-xl for the larger sizes)
 #   make clean
 #
 # Example:  make gpt2 PROMPT="The capital of France is" TOKENS=20 BACKEND=gpu
@@ -23,6 +24,7 @@ PROMPT      ?= The capital of France is
 TOKENS      ?= 20
 BACKEND     ?= lists
 MODEL       ?=
+HF_MODEL    ?= gpt2
 TIMING      ?=
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 
@@ -94,7 +96,7 @@ differential: deps
 	JOBS=$(JOBS) scripts/differential.sh $(DIFFERENTIAL_ARGS)
 
 download-gpt2:
-	scripts/download-gpt2.sh
+	scripts/download-gpt2.sh "" $(HF_MODEL)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

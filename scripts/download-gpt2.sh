@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Downloads the real GPT-2 (124M) checkpoint, openai-community/gpt2 from the Hugging Face hub:
-# config.json, model.safetensors (~548 MB), vocab.json, merges.txt, into a folder
-# (default ~/.cache/osprey/gpt2; first argument or $OSPREY_GPT2_DIR to change it), which can then
-# be given as `osprey-gpt2 --model DIR` or as $OSPREY_GPT2.
+# Downloads a real GPT-2 checkpoint from the Hugging Face hub, openai-community/MODEL (MODEL: gpt2,
+# the 124M default, or gpt2-medium, gpt2-large, gpt2-xl; second argument or $OSPREY_GPT2_MODEL):
+# config.json, model.safetensors (~548 MB for gpt2, 6.4 GB for gpt2-xl), vocab.json, merges.txt,
+# into a folder (default ~/.cache/osprey/MODEL; first argument or $OSPREY_GPT2_DIR to change it),
+# which can then be given as `osprey-gpt2 --model DIR` or as $OSPREY_GPT2.
+#
+#   scripts/download-gpt2.sh [DIR] [MODEL]
 #
 # Needs network access to huggingface.co. Offline it stops within seconds with a clear message
 # and exit status 1; nothing half-downloaded is left under the final names (each file is
 # written to NAME.part and renamed when complete). Files already present are kept.
 set -euo pipefail
 
-readonly REPO="openai-community/gpt2"
+readonly MODEL="${2:-${OSPREY_GPT2_MODEL:-gpt2}}"
+case $MODEL in
+  gpt2) readonly SIZE=124M ;;
+  gpt2-medium) readonly SIZE=350M ;;
+  gpt2-large) readonly SIZE=774M ;;
+  gpt2-xl) readonly SIZE=1558M ;;
+  *) echo "download-gpt2: unknown model \`$MODEL\`: choose gpt2, gpt2-medium, gpt2-large or gpt2-xl" >&2; exit 1 ;;
+esac
+readonly REPO="openai-community/$MODEL"
 readonly BASE_URL="${OSPREY_HF_ENDPOINT:-https://huggingface.co}/$REPO/resolve/main"
 readonly FILES=(config.json vocab.json merges.txt model.safetensors)
 # The tokenizer files are OpenAI's, whose hashes are known (see scripts/fetch-tokenizer.sh).
 readonly VOCAB_SHA256="196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
 readonly MERGES_SHA256="1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 
-dest="${1:-${OSPREY_GPT2_DIR:-$HOME/.cache/osprey/gpt2}}"
+dest="${1:-${OSPREY_GPT2_DIR:-$HOME/.cache/osprey/$MODEL}}"
 
 fail() {
   echo "download-gpt2: $*" >&2
@@ -59,4 +70,4 @@ check() {
 check "$dest/vocab.json" "$VOCAB_SHA256"
 check "$dest/merges.txt" "$MERGES_SHA256"
 
-echo "download-gpt2: GPT-2 (124M) is in $dest"
+echo "download-gpt2: GPT-2 ($SIZE, $REPO) is in $dest"

@@ -1,6 +1,6 @@
 // One GPT-2 training step (forward, backward, AdamW) per handler, timed after it is checked.
 //
-//   osprey_bench_train_step [--preset 124M|tiny] [--batch 4] [--seq 64] [--handlers lists,host]
+//   osprey_bench_train_step [--preset 124M|350M|774M|1558M|tiny] [--batch 4] [--seq 64] [--handlers lists,host]
 //                           [--repeats 3] [--profile]
 //
 // Check before timing: the first step on every handler must give a finite loss, and the loss and
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
         }
       }
     } else {
-      std::cerr << "usage: osprey_bench_train_step [--preset 124M|tiny] [--batch B] [--seq T] "
+      std::cerr << "usage: osprey_bench_train_step [--preset 124M|350M|774M|1558M|tiny] [--batch B] [--seq T] "
                    "[--handlers lists,host] [--repeats N] [--profile]\n";
       return 2;
     }

@@ -47,10 +47,11 @@ ChosenModel initialised(const Config& config, std::uint64_t seed, std::string no
 
 }  // namespace
 
-std::vector<fs::path> huggingFaceCacheDirs() {
+std::vector<fs::path> huggingFaceCacheDirs(std::string_view hubName) {
   std::vector<fs::path> dirs;
   const fs::path hub = hubDir();
-  for (const char* repo : {"models--openai-community--gpt2", "models--gpt2"}) {
+  const std::string name(hubName);
+  for (const std::string& repo : {"models--openai-community--" + name, "models--" + name}) {
     const fs::path root = hub / repo;
     std::error_code ec;
     // refs/main names the snapshot the hub's "main" pointed at when it was downloaded.
@@ -71,11 +72,30 @@ std::vector<fs::path> huggingFaceCacheDirs() {
 osprey::Result<ChosenModel> chooseModel(const ModelRequest& request) {
   if (request.model && request.preset)
     return osprey::Error{"give --model or --preset, not both (--preset starts a fresh initialisation)"};
-  if (request.model) return fromCheckpoint(OSPREY_TRY(loadCheckpoint(*request.model)));
+  if (request.model) {
+    // A path that exists is read as one; otherwise a Hugging Face model name ("gpt2-xl",
+    // "openai-community/gpt2-xl") is that model's snapshot in the cache, as transformers finds it.
+    std::error_code ec;
+    const Preset* named = presetEntry(*request.model);
+    if (named && !named->hubName.empty() && !fs::exists(*request.model, ec)) {
+      std::vector<std::string> looked;
+      for (const fs::path& dir : huggingFaceCacheDirs(named->hubName)) {
+        if (isCompleteModelDir(dir)) return fromCheckpoint(OSPREY_TRY(loadCheckpoint(dir)));
+        looked.push_back(dir.string());
+      }
+      return osprey::Error{fmt::format(
+          "--model {}: no such file or directory, and no Hugging Face cache snapshot of {}{} (looked in {}); "
+          "download it (scripts/download-gpt2.sh DIR {}, then --model DIR), or use --preset {} for GPT-2's "
+          "initialisation of its shape",
+          *request.model, kHubOrganisation, named->hubName, fmt::join(looked, ", "), named->hubName,
+          named->name)};
+    }
+    return fromCheckpoint(OSPREY_TRY(loadCheckpoint(*request.model)));
+  }
   if (request.preset) {
     auto config = presetNamed(*request.preset);
     if (!config)
-      return osprey::Error{fmt::format("unknown preset `{}`: choose 124M or tiny", *request.preset)};
+      return osprey::Error{fmt::format("unknown preset `{}`: choose {}", *request.preset, presetChoices())};
     return initialised(*config, request.seed,
                        fmt::format("osprey: --preset {}: using GPT-2's initialisation with seed {} — "
                                    "the output is not meaningful text",

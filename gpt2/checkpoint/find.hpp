@@ -1,7 +1,12 @@
 // Which GPT-2 a run uses, decided once, in this order:
 //
-//   1. --model PATH      a Hugging Face model directory or an llm.c .bin file;
-//   2. --preset NAME     a fresh GPT-2 initialisation of that shape ("124M" | "tiny");
+//   1. --model PATH      a Hugging Face model directory or an llm.c .bin file; where no such path
+//                        exists, a Hugging Face GPT-2 name ("gpt2-medium" or
+//                        "openai-community/gpt2-medium", ... "gpt2-xl") is its snapshot in the
+//                        cache below, and an error saying how to get it where there is none;
+//   2. --preset NAME     a fresh GPT-2 initialisation of that shape (presetNamed: "124M",
+//                        "350M", "774M", "1558M", their Hugging Face names "gpt2" ... "gpt2-xl",
+//                        or "tiny");
 //   3. $OSPREY_GPT2      the same kinds of path as --model;
 //   4. the Hugging Face cache: <hub>/models--openai-community--gpt2 and <hub>/models--gpt2,
 //      snapshot refs/main (else any snapshot) holding config.json + model.safetensors, where
@@ -16,6 +21,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpt2/model/init.hpp"
@@ -37,8 +43,9 @@ struct ChosenModel {
   std::string notice;                              // for stderr; empty when a checkpoint was read
 };
 
-// The cache snapshot folders that would be tried, in order (whether or not they exist).
-std::vector<std::filesystem::path> huggingFaceCacheDirs();
+// The cache snapshot folders of a Hugging Face GPT-2 (openai-community/<hubName>, or its old name
+// <hubName>) that would be tried, in order (whether or not they exist).
+std::vector<std::filesystem::path> huggingFaceCacheDirs(std::string_view hubName = "gpt2");
 
 osprey::Result<ChosenModel> chooseModel(const ModelRequest& request);
 

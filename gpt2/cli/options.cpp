@@ -8,8 +8,8 @@ void addModelOptions(CLI::App& sub, ModelRequest& request) {
                  "Hugging Face GPT-2 directory (config.json + model.safetensors) or llm.c .bin "
                  "file; default: $OSPREY_GPT2, then the Hugging Face cache, then GPT-2's "
                  "initialisation");
-  sub.add_option("--preset", request.preset, "a fresh initialisation of this shape: 124M or tiny")
-      ->check(CLI::IsMember({"124M", "tiny"}));
+  sub.add_option("--preset", request.preset, "a fresh initialisation of this shape: " + presetChoices())
+      ->check(CLI::IsMember(presetNames()));
   sub.add_option("--seed", request.seed, "seed of the initialisation (when no checkpoint is read) and of generate's sampling")
       ->capture_default_str();
 }

@@ -11,6 +11,10 @@ namespace gpt2 {
 template osprey::Result<void> runJob<FastHandler>(FastHandler&, ModelJob&, const Streams&);
 
 osprey::Result<void> runJobOnFast(ModelJob& job, const Streams& streams, FastProducts products) {
+  // A continuation whose shape a decoding kernel cannot take stops here, naming the kernel, before
+  // the weights go to the device (fast/shape_support.hpp; training has no such limit).
+  if (const auto* generate = std::get_if<GenerateJob>(&job))
+    if (auto problem = fast_shapes::decodingProblem(generate->weights.config)) return osprey::Error{*problem};
   return osprey::onFast<FastHandler>([&](FastHandler& h) {
     h.setProducts(products == FastProducts::Tf32 ? FastHandler::Products::Tf32 : FastHandler::Products::Bf16);
     if (const auto* generate = std::get_if<GenerateJob>(&job); generate && generate->floatDecodeWeights)

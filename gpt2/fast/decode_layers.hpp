@@ -108,9 +108,8 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attendRow(const char* L,
                                                                   osprey::Index NH, const int* position) {
   const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
   const osprey::Index positions = position ? held + 1 : held;
-  if (hs > 32 * fast_kernels::kDecodeMaxPerLane)
-    return osprey::Error{fmt::format("{}: heads {} wide exceed the fused kernel's {}", L, hs,
-                                     32 * fast_kernels::kDecodeMaxPerLane)};
+  static_assert(32 * fast_kernels::kDecodeMaxPerLane == fast_shapes::kDecodeMaxHead, "shape_support.hpp's heads");
+  if (auto problem = fast_shapes::decodeAttentionProblem(C, NH)) return osprey::Error{*problem};
   OSPREY_CHECK(fast_detail::checkShape(*this, qkvRow, 3, C, L, "qkv row"));
   OSPREY_CHECK(fast_detail::checkShape(*this, keys, held, C, L, "key cache"));
   OSPREY_CHECK(fast_detail::checkShape(*this, values, held, C, L, "value cache"));

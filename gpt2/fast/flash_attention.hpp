@@ -41,13 +41,15 @@
 
 #include "gpt2/fast/async_copies.hpp"
 #include "gpt2/fast/fast_math.hpp"  // fastExp2
+#include "gpt2/fast/shape_support.hpp"  // flashFits, kFlashHead
 #include "osprey/config.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/result.hpp"
 
 namespace gpt2::fast_kernels {
 
-constexpr int kFlashHead = 64;  // the head size these kernels are written for
+// The head size these kernels are written for (fast/shape_support.hpp).
+constexpr int kFlashHead = static_cast<int>(fast_shapes::kFlashHead);
 
 namespace {  // internal linkage: every unit launches its own copy (osprey/gpu/cuda/launch_faults.hpp says why)
 
@@ -928,10 +930,8 @@ cudaError_t allowShared(Kernel kernel, std::size_t bytes) {
 }  // namespace
 
 // Whether the flash kernels take attention of this shape: head size 64, and B·NH within a grid's
-// second dimension. Forward and backward decide alike, so the backward knows what att holds.
-inline bool flashFits(osprey::Index B, osprey::Index C, osprey::Index NH) {
-  return NH > 0 && C == NH * kFlashHead && B * NH <= 65535 && C <= (1 << 20);
-}
+// second dimension (fast/shape_support.hpp, where host tests ask it too).
+using fast_shapes::flashFits;
 
 namespace flash_detail {
 inline float scaleLog2() { return static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(kFlashHead))); }

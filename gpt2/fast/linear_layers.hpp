@@ -105,8 +105,9 @@ osprey::Result<FastHandler::Buffer> FastHandler::oneRow(const Buffer& x, const B
                                                         osprey::Index IC, osprey::Index OC, Then then, Row row) {
   const int ic = OSPREY_TRY(fast_detail::intWidth("linear", IC)), oc = OSPREY_TRY(fast_detail::intWidth("linear", OC));
   constexpr bool normalises = std::is_same_v<Row, fast_kernels::RowNormalised>;
-  if (normalises && IC > kMaxNormalisedRow)
-    return osprey::Error{fmt::format("linear: a normalised row of {} exceeds the fused kernel's {}", IC, kMaxNormalisedRow)};
+  static_assert(kMaxNormalisedRow == fast_shapes::kMaxNormalisedRow, "the rows shape_support.hpp says fit");
+  if (normalises)
+    if (auto problem = fast_shapes::normalisedRowProblem(IC)) return osprey::Error{*problem};
   auto y = OSPREY_TRY(allocate(OC));
   const std::size_t shared = normalises ? static_cast<std::size_t>(IC) * sizeof(float) : 0;
   const auto launch = [&](const auto* weights) {

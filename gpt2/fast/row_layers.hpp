@@ -69,12 +69,13 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormGradien
   // layer whose dout dx is: keepColumnSums), or without dx's where three sets do not fit a block
   // (rows of about 2,400 columns); rows wider than two sets fit (about 3,600) take the reference
   // definition on this handler.
-  const auto sharedFor = [&](int sets) { return static_cast<std::size_t>(fast_kernels::kRowWarps) * sets * sizeof(float) * Ci; };
-  const int sets = sharedFor(3) <= m_device->sharedMemoryPerBlock() ? 3 : 2;
-  const std::size_t shared = sharedFor(sets);
-  if (shared > m_device->sharedMemoryPerBlock())
+  // (fast_shapes::layernormBackwardSets decides, as host tests ask it for every GPT-2 size.)
+  static_assert(fast_kernels::kRowWarps == fast_shapes::kLayerNormBackwardWarps, "warps whose sums shared memory holds");
+  const int sets = fast_shapes::layernormBackwardSets(Ci, m_device->sharedMemoryPerBlock());
+  if (sets == 0)
     return dresid ? reference::residualLayernormBackward(*this, *dresid, dout, x, w, mean, rstd, N, C)
                   : reference::layernormBackward(*this, dout, x, w, mean, rstd, N, C);
+  const std::size_t shared = fast_shapes::layernormBackwardShared(Ci, sets);
   auto dx = OSPREY_TRY(allocate(N * C));
   auto dw = OSPREY_TRY(allocate(C));
   auto db = OSPREY_TRY(allocate(C));

@@ -11,9 +11,11 @@
 // claiming anything else is refused where it is read (checkpoint_hf.cpp), not half-honoured.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "osprey/config.hpp"
 
@@ -39,16 +41,72 @@ struct Config {
   friend bool operator==(const Config&, const Config&) = default;
 };
 
-// The 124M model OpenAI released (and Osprey's default shape).
-inline constexpr Config kGpt2_124M{1024, 50257, 12, 12, 768};
+// The four sizes OpenAI released, as Hugging Face's config.json files give them (n_positions
+// 1024, vocab_size 50257; head size 64 in each): 124M is Osprey's default shape.
+inline constexpr Config kGpt2_124M{1024, 50257, 12, 12, 768};     // gpt2
+inline constexpr Config kGpt2_350M{1024, 50257, 24, 16, 1024};    // gpt2-medium
+inline constexpr Config kGpt2_774M{1024, 50257, 36, 20, 1280};    // gpt2-large
+inline constexpr Config kGpt2_1558M{1024, 50257, 48, 25, 1600};   // gpt2-xl
 // A 2-block, width-64 model with the full vocabulary: the same code paths, for fast tests.
 inline constexpr Config kGpt2Tiny{128, 50257, 2, 2, 64};
 
-// "124M" | "tiny" -> the preset, else nothing.
+// A preset as users name it: by its size (llm.c's and nanoGPT's "350M") or by its Hugging Face
+// model name ("gpt2-medium", also as "openai-community/gpt2-medium"); tiny has no hub name.
+struct Preset {
+  std::string_view name;     // "350M": the run's label
+  std::string_view hubName;  // "gpt2-medium", or empty
+  Config config;
+};
+inline constexpr std::array<Preset, 5> kPresets{{
+    {"124M", "gpt2", kGpt2_124M},
+    {"350M", "gpt2-medium", kGpt2_350M},
+    {"774M", "gpt2-large", kGpt2_774M},
+    {"1558M", "gpt2-xl", kGpt2_1558M},
+    {"tiny", "", kGpt2Tiny},
+}};
+
+// The organisation the GPT-2 checkpoints live under on the Hugging Face hub.
+inline constexpr std::string_view kHubOrganisation = "openai-community/";
+
+// "350M" | "gpt2-medium" | "openai-community/gpt2-medium" | ... | "tiny" -> the preset, else nothing.
+inline const Preset* presetEntry(std::string_view name) {
+  if (name.starts_with(kHubOrganisation)) {
+    name.remove_prefix(kHubOrganisation.size());
+    if (name.empty()) return nullptr;
+    for (const Preset& p : kPresets)
+      if (name == p.hubName) return &p;
+    return nullptr;
+  }
+  for (const Preset& p : kPresets)
+    if (name == p.name || (!p.hubName.empty() && name == p.hubName)) return &p;
+  return nullptr;
+}
 inline std::optional<Config> presetNamed(std::string_view name) {
-  if (name == "124M") return kGpt2_124M;
-  if (name == "tiny") return kGpt2Tiny;
+  if (const Preset* p = presetEntry(name)) return p->config;
   return std::nullopt;
+}
+
+// Every name presetNamed takes, sizes first ("124M", ..., "tiny", "gpt2", ..., "gpt2-xl"; the
+// "openai-community/" forms aside): what a --preset option lists.
+inline std::vector<std::string> presetNames() {
+  std::vector<std::string> names;
+  for (const Preset& p : kPresets) names.emplace_back(p.name);
+  for (const Preset& p : kPresets)
+    if (!p.hubName.empty()) names.emplace_back(p.hubName);
+  return names;
+}
+
+// The presets for a message or a --help line: "124M (gpt2), 350M (gpt2-medium), 774M
+// (gpt2-large), 1558M (gpt2-xl) or tiny".
+inline std::string presetChoices() {
+  std::string text;
+  for (std::size_t i = 0; i < kPresets.size(); ++i) {
+    const Preset& p = kPresets[i];
+    if (i > 0) text += i + 1 == kPresets.size() ? " or " : ", ";
+    text += p.name;
+    if (!p.hubName.empty()) text += std::string(" (") + std::string(p.hubName) + ")";
+  }
+  return text;
 }
 
 // Parameter tensors: wte, wpe, 12 per block, ln_f weight and bias (148 for 12 blocks).
@@ -66,11 +124,12 @@ inline constexpr Index parameterCount(const Config& c) {
   return c.V * c.C + c.maxT * c.C + c.L * perBlock + 2 * c.C;
 }
 
-// The name a run is announced with: the preset it matches, else its size in millions of
-// parameters ("355M"), as GPT-2's sizes are usually named.
+// The name a run is announced with: the preset it matches ("350M" for GPT-2 medium, as llm.c
+// names it), else its size in millions of parameters ("65M": 350M's shape with one block), as
+// GPT-2's sizes are usually named.
 inline std::string sizeLabel(const Config& c) {
-  if (c == kGpt2_124M) return "124M";
-  if (c == kGpt2Tiny) return "tiny";
+  for (const Preset& p : kPresets)
+    if (c == p.config) return std::string(p.name);
   const Index millions = (parameterCount(c) + 500000) / 1000000;
   return std::to_string(millions) + "M";
 }

@@ -297,6 +297,33 @@ TEST(Gpt2ChooseModel, ModelThenPresetThenEnvironmentThenCache) {
   }
 }
 
+// --model takes a Hugging Face GPT-2 name where no such path exists: that model's snapshot in the
+// cache, or an error saying where it looked and how to get it (never another size).
+TEST(Gpt2ChooseModel, AHuggingFaceNameIsItsCacheSnapshot) {
+  TempDir tmp;
+  const fs::path snapshot = tmp / "hub" / "models--openai-community--gpt2-medium" / "snapshots" / "4567def";
+  ASSERT_TRUE(saveHfDirectory(snapshot, tiny(), osprey::io::DType::F32, testing::tokenizerDir()).ok());
+  ScopedEnv hub("HF_HUB_CACHE", (tmp / "hub").string());
+  for (const char* name : {"gpt2-medium", "openai-community/gpt2-medium"}) {
+    SCOPED_TRACE(name);
+    auto chosen = chooseModel(ModelRequest{name, std::nullopt, 1});
+    ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+    EXPECT_EQ(chosen->directory, snapshot);
+    EXPECT_TRUE(chosen->notice.empty());
+  }
+  auto missing = chooseModel(ModelRequest{"gpt2-large", std::nullopt, 1});
+  ASSERT_FALSE(missing.ok());
+  for (const char* part : {"--model gpt2-large: no such file or directory", "openai-community/gpt2-large",
+                           "models--openai-community--gpt2-large", "scripts/download-gpt2.sh DIR gpt2-large",
+                           "--preset 774M"})
+    EXPECT_NE(missing.error().message.find(part), std::string::npos) << missing.error().message;
+  // A name that is no GPT-2 stays a path, and its error names it as one.
+  auto path = chooseModel(ModelRequest{"gpt2-huge", std::nullopt, 1});
+  ASSERT_FALSE(path.ok());
+  EXPECT_NE(path.error().message.find("gpt2-huge"), std::string::npos) << path.error().message;
+  EXPECT_EQ(path.error().message.find("cache snapshot"), std::string::npos) << path.error().message;
+}
+
 TEST(Gpt2ChooseModel, NoCheckpointMeansGpt2sInitialisationSaidPlainly) {
   TempDir tmp;
   ScopedEnv hub("HF_HUB_CACHE", (tmp / "empty-hub").string());

@@ -10,6 +10,7 @@
 #include <limits>
 #include <span>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "gpt2/model/generate.hpp"
@@ -198,6 +199,36 @@ void livelyGenerationVariesAndIsTheReferences(H& h) {
   auto reference = generateGreedy(lists, wl, std::span<const int>(kPrompt), 20, none);
   ASSERT_TRUE(reference.ok()) << reference.error().message;
   EXPECT_EQ(*cached, *reference);
+}
+
+// Every logit of every position of `ids`, a and b (row-major (T, V)), the same bits.
+inline void expectSameLogits(const std::vector<Scalar>& a, const std::vector<Scalar>& b, std::size_t T, Index V) {
+  ASSERT_EQ(a.size(), T * static_cast<std::size_t>(V));
+  ASSERT_TRUE(osprey::testing::sameBits(a, b))
+      << "first differing logit (row-major (T, V)): " << osprey::testing::firstBitDifference(a, b);
+}
+
+// Every logit of every position of `ids` under `weights`, on two handlers, bit for bit. Each
+// handler's copy of the weights lives only while its logits are computed (the large models' copies
+// are hundreds of MB).
+template <class H1, class H2>
+void logitsAgreeBitForBit(H1& h1, H2& h2, const HostWeights& weights, std::span<const int> ids) {
+  const auto a = fullLogits(h1, forwardOn(h1, weights), ids);
+  const auto b = fullLogits(h2, forwardOn(h2, weights), ids);
+  expectSameLogits(a, b, ids.size(), weights.config.V);
+}
+
+// The same from weights already on each handler (w1, w2: the same host weights uploaded), which
+// their forward layouts share (prepareForward adds only the blocks' transposed matrices).
+template <class H1, class H2>
+void logitsAgreeBitForBit(H1& h1, const Weights<Buf<H1>>& w1, H2& h2, const Weights<Buf<H2>>& w2,
+                          std::span<const int> ids) {
+  const auto on = [&](auto& h, const auto& w) {
+    auto f = prepareForward(h, std::remove_cvref_t<decltype(w)>(w));
+    if (!f.ok()) throw std::runtime_error(f.error().message);
+    return fullLogits(h, *f, ids);
+  };
+  expectSameLogits(on(h1, w1), on(h2, w2), ids.size(), w1.config.V);
 }
 
 // Two handlers give the same logits for every position (bit for bit) and the same tokens.

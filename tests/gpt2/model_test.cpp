@@ -22,20 +22,9 @@ TEST(Gpt2CrossHandler, ListsAndGpuHostAgreeBitForBit) {
 // kernels at every real width, and the lm head's 50257 columns end in a partial column tile.
 TEST(Gpt2CrossHandler, The124MLogitsAgreeBitForBitOnListsAndGpuHost) {
   const HostWeights weights = initialWeights(kGpt2_124M, kDefaultSeed);
-  const auto on = [&](auto& h) {
-    auto w = upload(h, weights);
-    if (!w.ok()) throw std::runtime_error(w.error().message);
-    auto f = prepareForward(h, std::move(*w));
-    if (!f.ok()) throw std::runtime_error(f.error().message);
-    return fullLogits(h, *f, kPrompt);
-  };
   osprey::Lists lists = osprey::testing::makeHandler<osprey::Lists>();
   osprey::GpuHost host = osprey::testing::makeHandler<osprey::GpuHost>();
-  const auto a = on(lists);
-  const auto b = on(host);
-  ASSERT_EQ(a.size(), kPrompt.size() * 50257);
-  ASSERT_TRUE(osprey::testing::sameBits(a, b))
-      << "first differing logit (row-major (T, V)): " << osprey::testing::firstBitDifference(a, b);
+  logitsAgreeBitForBit(lists, host, weights, kPrompt);
 }
 
 }  // namespace

@@ -53,7 +53,8 @@ TEST(Gpt2Weights, PresetsAndLabels) {
   EXPECT_FALSE(presetNamed("1.5B").has_value());
   EXPECT_EQ(sizeLabel(kGpt2_124M), "124M");
   EXPECT_EQ(sizeLabel(kGpt2Tiny), "tiny");
-  EXPECT_EQ(sizeLabel(Config{1024, 50257, 24, 16, 1024}), "355M");  // GPT-2 medium
+  EXPECT_EQ(sizeLabel(Config{1024, 50257, 24, 16, 1024}), "350M");  // GPT-2 medium: its preset's name
+  EXPECT_EQ(sizeLabel(Config{1024, 50257, 1, 16, 1024}), "65M");    // no preset: its size in millions
   EXPECT_EQ(parameterTensorCount(kGpt2Tiny), 28);
   Index total = 0;
   for (const auto& s : parameterSpecs(kGpt2Tiny)) total += s.elements();

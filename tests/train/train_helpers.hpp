@@ -1,6 +1,8 @@
 // Small models, batches and comparisons shared by the training tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include "gpt2/train/data_batches.hpp"
 #include "gpt2/model/init.hpp"
 #include "gpt2/train/host_copy.hpp"
+#include "gpt2/train/step.hpp"
 #include "gpt2/model/weights.hpp"
 
 namespace osprey::testing::train {
@@ -62,6 +65,32 @@ inline bool sameBits(const std::vector<Scalar>& a, const std::vector<Scalar>& b)
   for (std::size_t i = 0; i < a.size(); ++i)
     if (std::bit_cast<std::uint64_t>(a[i]) != std::bit_cast<std::uint64_t>(b[i])) return false;
   return true;
+}
+
+// The loss and every gradient of one training step on `batch` (whole, no micro-batches) on two
+// handlers from weights w1 and w2 (the same host weights on each), bit for bit, each tensor named
+// where it differs; the gradients are returned for the rest of a step. Tensors are compared one at
+// a time, so no handler's gradients are copied whole to the host.
+template <class H1, class H2>
+std::pair<gpt2::train::StepGradients<H1>, gpt2::train::StepGradients<H2>> gradientsAgreeBitForBit(
+    H1& h1, const gpt2::train::Params<H1>& w1, H2& h2, const gpt2::train::Params<H2>& w2,
+    const gpt2::data::Batch& batch) {
+  auto a = gpt2::train::batchGradients(h1, w1, batch, 0);
+  if (!a.ok()) throw std::runtime_error(a.error().message);
+  auto b = gpt2::train::batchGradients(h2, w2, batch, 0);
+  if (!b.ok()) throw std::runtime_error(b.error().message);
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(a->loss), std::bit_cast<std::uint64_t>(b->loss))
+      << a->loss << " against " << b->loss;
+  const auto specs = gpt2::parameterSpecs(w1.config);
+  EXPECT_EQ(a->grads.tensors.size(), specs.size());
+  EXPECT_EQ(b->grads.tensors.size(), specs.size());
+  for (std::size_t i = 0; i < specs.size() && i < a->grads.tensors.size() && i < b->grads.tensors.size(); ++i) {
+    auto ga = gpt2::train::hostValues(h1, a->grads.tensors[i]);
+    auto gb = gpt2::train::hostValues(h2, b->grads.tensors[i]);
+    if (!ga.ok() || !gb.ok()) throw std::runtime_error("reading a gradient back failed");
+    EXPECT_TRUE(sameBits(*ga, *gb)) << specs[i].name;
+  }
+  return {std::move(*a), std::move(*b)};
 }
 
 }  // namespace osprey::testing::train

@@ -16,6 +16,7 @@
 #include "gpt2/fast/kernels/by_fours.hpp"
 #include "gpt2/fast/kernels/layernorm.hpp"  // ColumnSets, columnTotals
 #include "gpt2/fast/kernels/row_walks.hpp"
+#include "gpt2/fast/shape_support.hpp"  // geluSumsWidthFits
 #include "osprey/config.hpp"
 
 namespace gpt2::fast_kernels {
@@ -169,11 +170,12 @@ struct GeluSumRow {
 // width is a multiple of 8 of at most 8·kSumThreads·kSumGroups, every operand on 16 bytes
 // (geluSumsFit); dx or twin may be null, as in GeluBackwardBody, whose values these are.
 constexpr int kSumThreads = 128, kSumGroups = 4;  // rows up to 4,096 wide: GPT-2's 4C takes 3 groups a thread
+static_assert(8 * kSumThreads * kSumGroups == fast_shapes::kGeluSumsMaxWidth, "the widths shape_support.hpp says fit");
 // Whether rows of `width` from these operands fit geluBackwardSummed (its outputs, dx and the twin,
 // are fresh allocations: on 16 bytes, and so are their rows then).
 template <class X, class D>
 inline bool geluSumsFit(const D* dout, const X* x, osprey::Index width) {
-  return width % 8 == 0 && width <= 8 * kSumThreads * kSumGroups && alignedTo(dout, 16) && alignedTo(x, 16);
+  return fast_shapes::geluSumsWidthFits(width) && alignedTo(dout, 16) && alignedTo(x, 16);
 }
 // G: the groups a thread takes, (width / 8) / kSumThreads rounded up (a larger G is only slower).
 template <class X, class D, int G>

@@ -1,0 +1,107 @@
+// Which shapes the fast handler's kernels take, decided from the shape alone (and, for shared
+// memory, the device's bytes a block): the handler asks these before it launches, and host tests
+// ask them for every GPT-2 size (tests/gpt2/fast_shapes_test.cpp), so that a shape a kernel cannot
+// take is an error naming the kernel before anything runs, never a wrong answer, and the path
+// each size takes is known without a GPU. No CUDA here: nvcc units (gpt2/fast/) and host tests
+// include it alike; the kernels' own constants are checked against these where they are defined.
+//
+// Every GPT-2 size (124M, 350M, 774M, 1558M: head size 64; widths 768, 1024, 1280, 1600; 12, 16,
+// 20, 25 heads) takes flash attention, the fused one-row decoding kernels and the LayerNorm
+// backward with all three sets of column sums. The limits below are for shapes beyond those.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "gpt2/model/config.hpp"
+
+namespace gpt2::fast_shapes {
+
+using osprey::Index;
+
+// Flash attention (fast/flash_attention.hpp, flash_*_wgmma.hpp) is written for heads of 64
+// channels, one block per (batch, head) in its grid's second dimension (at most 65535). Other
+// shapes take per-head products around the fused causal softmax (fast/causal_softmax.hpp), which
+// take any head size and count: slower, the same definitions.
+inline constexpr Index kFlashHead = 64;
+inline constexpr Index kFlashMaxGridHeads = 65535;
+// Whether flash attention takes attention of this shape. Forward and backward decide alike, so
+// the backward knows what the forward's att holds.
+inline bool flashFits(Index B, Index C, Index NH) {
+  return NH > 0 && C == NH * kFlashHead && B * NH <= kFlashMaxGridHeads && C <= (1 << 20);
+}
+
+// Attention of one query against the cache while decoding (attendOneRow, fast/decode_kernels.hpp):
+// a head's channels over 32 lanes of at most 8 each, so heads up to 256 wide.
+inline constexpr Index kDecodeMaxHead = 256;
+inline std::optional<std::string> decodeAttentionProblem(Index C, Index NH) {
+  if (NH < 1 || C % NH != 0) return fmt::format("fast attention decode: {} heads do not divide {} channels", NH, C);
+  if (C / NH > kDecodeMaxHead)
+    return fmt::format("fast attention decode (kernel attendOneRow): heads of {} channels; it takes heads up to {} "
+                       "wide",
+                       C / NH, kDecodeMaxHead);
+  return std::nullopt;
+}
+
+// A one-row linear layer with the LayerNorm before it inside (linearRow with RowNormalised,
+// fast/decode_kernels.hpp): the normalised row in shared memory, at most 12 Ki floats (48 KiB,
+// all a block has without opting in to more).
+inline constexpr Index kMaxNormalisedRow = 12 * 1024;
+inline std::optional<std::string> normalisedRowProblem(Index IC) {
+  if (IC > kMaxNormalisedRow)
+    return fmt::format("fast linear with its LayerNorm (kernel linearRow): a normalised row of {} floats; it takes "
+                       "rows up to {}",
+                       IC, kMaxNormalisedRow);
+  return std::nullopt;
+}
+
+// The LayerNorm backward (layerNormBackward, fast/kernels/layernorm.hpp) keeps each of its 8 warps'
+// column sums in shared memory, `sets` rows of C floats a warp: 3 (dw's, db's and dx's, the bias
+// gradient of the linear layer before it), else 2, else 0: rows too wide for even two sets take
+// the reference definition on the handler. sharedPerBlock: the device's opt-in bytes a block
+// (kH200SharedPerBlock on an H100 or H200).
+inline constexpr int kLayerNormBackwardWarps = 8;
+inline constexpr std::size_t kH200SharedPerBlock = 232448;  // 227 KiB
+inline std::size_t layernormBackwardShared(Index C, int sets) {
+  return static_cast<std::size_t>(kLayerNormBackwardWarps) * static_cast<std::size_t>(sets) * sizeof(float) *
+         static_cast<std::size_t>(C);
+}
+inline int layernormBackwardSets(Index C, std::size_t sharedPerBlock) {
+  for (int sets : {3, 2})
+    if (layernormBackwardShared(C, sets) <= sharedPerBlock) return sets;
+  return 0;
+}
+
+// GELU's backward with its output's column sums (geluBackwardSummed, fast/kernels/gelu.hpp): rows
+// whose width is a multiple of 8, at most 4096 (128 threads of 4 groups of 8). Wider rows (4C of
+// 774M and 1558M) take the elementwise backward, and the fc layer's bias gradient is then summed
+// by its backward's products (FastHandler::matmulBackward): the same definition, another grouping.
+inline constexpr Index kGeluSumsMaxWidth = 4096;
+inline bool geluSumsWidthFits(Index width) { return width % 8 == 0 && width <= kGeluSumsMaxWidth; }
+
+// Why decoding a GPT-2 of config c on the fast handler cannot run (the kernel and the shape named),
+// or nothing: asked before a continuation starts. Training and the full forward pass have no such
+// limit (their kernels take any width a config allows: configProblem).
+inline std::optional<std::string> decodingProblem(const Config& c) {
+  if (auto problem = configProblem(c)) return problem;
+  if (auto problem = decodeAttentionProblem(c.C, c.NH)) return problem;
+  return normalisedRowProblem(c.C);  // ln_1 before qkv, ln_2 before fc, ln_f before the lm head
+}
+
+// The path each family of the fast handler's kernels takes for a GPT-2 of config c at batch B, on a
+// device with sharedPerBlock bytes of shared memory a block.
+struct Paths {
+  bool flashAttention = false;      // else per-head products around the fused softmax
+  int layernormBackwardSets = 0;    // 3, 2, or 0 (the reference definition)
+  bool geluColumnSums = false;      // the fc bias gradient summed by GELU's backward
+  std::optional<std::string> decoding;  // decodingProblem
+};
+inline Paths pathsFor(const Config& c, Index B, std::size_t sharedPerBlock = kH200SharedPerBlock) {
+  return {flashFits(B, c.C, c.NH), layernormBackwardSets(c.C, sharedPerBlock), geluSumsWidthFits(4 * c.C),
+          decodingProblem(c)};
+}
+
+}  // namespace gpt2::fast_shapes
