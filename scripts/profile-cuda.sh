@@ -63,23 +63,25 @@ if [[ $what = steady ]]; then
   python3 "$root/tools/profile/kernel_times.py" "$dir/steady-2.csv" --minus "$dir/steady-1.csv" --top 40 |
     tee "$dir/steady.txt"
 fi
-if [[ $what = times ]]; then
-  for n in 5 2; do
-    OSPREY_CUDA_KERNEL_TIMES="$dir/times-$n.tsv" "$gpt2" train --preset 124M --data "$data" \
-      --batch "${TRAIN_BATCH:-4}" --seq "${TRAIN_SEQ:-1024}" --steps "$n" --backend gpu --device cuda \
-      > "$dir/times-$n.out" 2>&1 || { echo "profile-cuda: train --steps $n failed:"; tail -5 "$dir/times-$n.out"; }
+# clocked NAME LONGER SHORTER PER -- command...: the command run with LONGER and SHORTER appended
+# (its steps or tokens) under the kernel clock, and their difference per step or token.
+clocked() {
+  local name=$1 longer=$2 shorter=$3 per=$4; shift 5
+  local n
+  for n in "$longer" "$shorter"; do
+    OSPREY_CUDA_KERNEL_TIMES="$dir/$name-$n.tsv" "$@" "$n" > "$dir/$name-$n.out" 2>&1 ||
+      { echo "profile-cuda: $* $n failed:"; tail -5 "$dir/$name-$n.out"; }
   done
-  python3 "$root/tools/profile/kernel_clock_steps.py" "$dir/times-5.tsv" "$dir/times-2.tsv" --per 3 --top 40 |
-    tee "$dir/times.txt"
+  python3 "$root/tools/profile/kernel_clock_steps.py" "$dir/$name-$longer.tsv" "$dir/$name-$shorter.tsv" \
+    --per "$per" --top 40 | tee "$dir/$name.txt"
+}
+if [[ $what = times ]]; then
+  clocked times 5 2 3 -- "$gpt2" train --preset 124M --data "$data" --batch "${TRAIN_BATCH:-4}" \
+    --seq "${TRAIN_SEQ:-1024}" --backend gpu --device cuda --steps
 fi
 if [[ $what = decode-times ]]; then
-  for n in 40 10; do
-    OSPREY_CUDA_KERNEL_TIMES="$dir/decode-times-$n.tsv" "$gpt2" generate --preset 124M \
-      --prompt "The capital of France is" --tokens "$n" --backend gpu --device cuda \
-      > "$dir/decode-times-$n.out" 2>&1 || { echo "profile-cuda: generate --tokens $n failed:"; tail -5 "$dir/decode-times-$n.out"; }
-  done
-  python3 "$root/tools/profile/kernel_clock_steps.py" "$dir/decode-times-40.tsv" "$dir/decode-times-10.tsv" --per 30 \
-    --top 40 | tee "$dir/decode-times.txt"
+  clocked decode-times 40 10 30 -- "$gpt2" generate --preset 124M --prompt "The capital of France is" \
+    --backend gpu --device cuda --tokens
 fi
 if [[ $what = detail ]]; then
   regex=${2:?"profile-cuda: detail needs a regular expression naming kernels"}

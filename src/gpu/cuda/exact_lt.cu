@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -64,7 +65,6 @@ struct DeviceState {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   unsigned* tiny = nullptr;  // the epoch of the last product whose operands held a tiny value
-  unsigned long long* recomputed = nullptr;  // products exactChainFallback recomputed
   unsigned epoch = 0;        // of the product being queued: no flag to clear between products
   bool usable = false;  // false when the handle or workspace could not be had: the own kernel runs
   std::map<Key, Choice> chosen;
@@ -84,18 +84,22 @@ DeviceState& stateOfCurrentDevice() {
     slot->usable = cublasLtCreate(&slot->lt) == CUBLAS_STATUS_SUCCESS &&
                    cudaMalloc(&slot->workspace, kWorkspace) == cudaSuccess &&
                    cudaMalloc(&slot->tiny, sizeof(unsigned)) == cudaSuccess &&
-                   cudaMemset(slot->tiny, 0, sizeof(unsigned)) == cudaSuccess &&  // no epoch is 0
-                   cudaMalloc(&slot->recomputed, sizeof(unsigned long long)) == cudaSuccess &&
-                   cudaMemset(slot->recomputed, 0, sizeof(unsigned long long)) == cudaSuccess;
+                   cudaMemset(slot->tiny, 0, sizeof(unsigned)) == cudaSuccess;  // no epoch is 0
   }
   return *slot;
 }
 
 // OSPREY_EXACT_LT_REPORT set (to anything): each shape's choice, with the times it was chosen by,
-// and each tiny operand value found, on stderr; for finding where a product's time goes.
+// each tiny operand value found and each product recomputed, on stderr; for finding where a
+// product's time goes.
 bool reporting() {
   static const bool on = std::getenv("OSPREY_EXACT_LT_REPORT") != nullptr;
   return on;
+}
+
+// "batch x (rows x inner) * (inner x cols)", as the report names a product.
+std::string shapeText(Index batch, Index rows, Index inner, Index cols) {
+  return fmt::format("{} x ({} x {}) * ({} x {})", batch, rows, inner, inner, cols);
 }
 
 // cuBLASLt's id of an algorithm (-1 when it cannot be read), for reports and errors.
@@ -201,7 +205,7 @@ constexpr double kTinyMagnitude = 0x1p-250;
 // compares false and counts as not tiny; infinities and NaN gave the chain's bits in the check).
 // Each product has its own epoch, so the flag needs no clearing launch; should the counter wrap
 // onto a stale flag, the fallback merely recomputes the same chain.
-// With `report` (OSPREY_EXACT_LT_REPORT), each block prints the first tiny value it found.
+// With `report` (OSPREY_EXACT_LT_REPORT), each thread prints the first tiny value it meets.
 __global__ void anyTinyOperand(const double* a, Index na, const double* b, Index nb, unsigned* tiny, unsigned epoch,
                                bool report) {
   bool found = false;
@@ -221,16 +225,12 @@ __global__ void anyTinyOperand(const double* a, Index na, const double* b, Index
 // from +0.0, one thread an output (slow, and only for operands no trained GPT-2 holds); otherwise
 // nothing.
 __global__ void exactChainFallback(const unsigned* tiny, unsigned epoch, double* out, const double* a, const double* b,
-                                   Index batch, Index rows, Index inner, Index cols, unsigned long long* recomputed,
-                                   bool report) {
+                                   Index batch, Index rows, Index inner, Index cols, bool report) {
   if (*tiny != epoch) return;
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    atomicAdd(recomputed, 1ull);
-    if (report)
-      printf("exact product %u: %lld x (%lld x %lld) * (%lld x %lld) recomputed as the plain chain\n", epoch,
-             static_cast<long long>(batch), static_cast<long long>(rows), static_cast<long long>(inner),
-             static_cast<long long>(inner), static_cast<long long>(cols));
-  }
+  if (report && blockIdx.x == 0 && threadIdx.x == 0)
+    printf("exact product %u: %lld x (%lld x %lld) * (%lld x %lld) recomputed as the plain chain\n", epoch,
+           static_cast<long long>(batch), static_cast<long long>(rows), static_cast<long long>(inner),
+           static_cast<long long>(inner), static_cast<long long>(cols));
   const Index n = batch * rows * cols, stride = static_cast<Index>(blockDim.x) * gridDim.x;
   for (Index o = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += stride) {
     const Index z = o / (rows * cols), i = o / cols % rows, j = o % cols;
@@ -348,7 +348,7 @@ Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows,
                                                   epoch, false);
           if (runLt(state, s, algo, m.got, m.a, m.b, stream) != CUBLAS_STATUS_SUCCESS) return false;
           exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, m.got, m.a, m.b, batch, rows, inner, cols,
-                                                      state.recomputed, false);
+                                                      false);
           return cudaGetLastError() == cudaSuccess;
         },
         stream, start, end);
@@ -359,10 +359,9 @@ Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows,
     }
   }
   if (reporting())
-    std::fprintf(stderr, "exact product %lld x (%lld x %lld) * (%lld x %lld): %s, %.4f ms (own kernel %.4f ms)\n",
-                 static_cast<long long>(batch), static_cast<long long>(rows), static_cast<long long>(inner),
-                 static_cast<long long>(inner), static_cast<long long>(cols),
-                 keep.lt ? "cuBLASLt" : "own kernel", best / kTimedRuns, ownMs / kTimedRuns);
+    std::fprintf(stderr, "exact product %s: %s, %.4f ms (own kernel %.4f ms)\n",
+                 shapeText(batch, rows, inner, cols).c_str(), keep.lt ? "cuBLASLt" : "own kernel", best / kTimedRuns,
+                 ownMs / kTimedRuns);
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(end);
   (void)cudaStreamSynchronize(stream);
@@ -374,18 +373,16 @@ Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows,
 
 Result<void> checkKeepsKWhole(const cublasLtMatmulAlgo_t& algo) {
   std::uint32_t splits = 1, scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
-  int id = -1;
   std::size_t written = 0;
   if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written) !=
           CUBLAS_STATUS_SUCCESS ||
       cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme),
                                            &written) != CUBLAS_STATUS_SUCCESS)
     return Error{"cuBLASLt algorithm: its split-K configuration cannot be read, so it is refused for exact products"};
-  (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &written);
   if (splits > 1 || scheme != CUBLASLT_REDUCTION_SCHEME_NONE)
     return Error{fmt::format("cuBLASLt algorithm {} splits k into {} parts (reduction scheme {}): a split sum is not "
                              "the exact contract's fma chain in k order, so it is refused for exact products",
-                             id, splits, scheme)};
+                             idOf(algo), splits, scheme)};
   return {};
 }
 
@@ -406,9 +403,8 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
     const bool described = describe(*s, batch, rows, inner, cols, alignment);
     if (described) c = choose(state, *s, batch, rows, inner, cols, stream, own);
     if (reporting())
-      std::fprintf(stderr, "exact product %lld x (%lld x %lld) * (%lld x %lld), operands aligned to %lld bytes: %s\n",
-                   static_cast<long long>(batch), static_cast<long long>(rows), static_cast<long long>(inner),
-                   static_cast<long long>(inner), static_cast<long long>(cols), static_cast<long long>(alignment),
+      std::fprintf(stderr, "exact product %s, operands aligned to %lld bytes: %s\n",
+                   shapeText(batch, rows, inner, cols).c_str(), static_cast<long long>(alignment),
                    !described ? "own kernel (cuBLASLt took no descriptors)" : c.lt ? "cuBLASLt" : "own kernel");
     if (c.lt) c.descriptors = std::move(s);
     at = state.chosen.insert(std::make_pair(key, std::move(c))).first;
@@ -421,8 +417,7 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
   anyTinyOperand<<<264, 256, 0, stream>>>(a, batch * rows * inner, b, batch * inner * cols, state.tiny, epoch,
                                           reporting());
   if (runLt(state, s, at->second.algo, out, a, b, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorLaunchFailure;
-  exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, out, a, b, batch, rows, inner, cols,
-                                              state.recomputed, reporting());
+  exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, out, a, b, batch, rows, inner, cols, reporting());
   return cudaGetLastError();
 }
 
@@ -432,9 +427,6 @@ ExactLtTally exactLtTally() {
   DeviceState& state = stateOfCurrentDevice();
   for (const auto& [key, choice] : state.chosen) (choice.lt ? t.onLt : t.onOwn) += 1;
   t.refused = state.refused;
-  if (state.usable &&
-      cudaMemcpy(&t.recomputed, state.recomputed, sizeof(t.recomputed), cudaMemcpyDeviceToHost) != cudaSuccess)
-    (void)cudaGetLastError();
   return t;
 }
 

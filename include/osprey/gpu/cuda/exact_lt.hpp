@@ -55,7 +55,6 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
 // the own kernel (none verified, or the own kernel faster).
 struct ExactLtTally {
   int onLt = 0, onOwn = 0, refused = 0;  // refused: candidates that differed from the own kernel
-  unsigned long long recomputed = 0;      // products recomputed as the plain chain (a tiny operand)
 };
 ExactLtTally exactLtTally();
 
