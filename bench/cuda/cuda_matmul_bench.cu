@@ -96,8 +96,31 @@ OSPREY_FN inline Scalar operandValue(std::uint64_t seed, Index i) {
 #endif
 }
 
-Result<Buffer> deviceOperand(const std::shared_ptr<CudaDevice>& dev, Index n, std::uint64_t seed) {
-  return gpuBuild(dev, n, [=] OSPREY_FN(Index i) -> Scalar { return operandValue(seed, i); });
+// Values as GPT-2's products meet them: activations of spread about 1 (a LayerNorm's output) and
+// weights of spread 0.02 (GPT-2's initialisation). Each is the centred sum of four uniforms on
+// [0, 1) times `scale`: additions and multiplications only, so host and device give the same bits.
+// Timed beside the wide operands to show whether a product's speed depends on its values.
+OSPREY_FN inline Scalar modelValue(std::uint64_t seed, Index i, Scalar scale) {
+  std::uint64_t h = mix64(mix64(seed) ^ static_cast<std::uint64_t>(i));
+  Scalar sum = 0.0;
+  for (int u = 0; u < 4; ++u) {
+    sum = sum + static_cast<Scalar>(h >> 11) * 0x1p-53;
+    h = mix64(h);
+  }
+  return (sum - 2.0) * scale;
+}
+
+// Which values a shape's operands hold: operandValue's wide ones, or modelValue's (a with spread 1,
+// b with spread 0.02).
+enum class Values { Wide, Model };
+
+OSPREY_FN inline Scalar valueOf(Values values, std::uint64_t seed, Index i, bool weight) {
+  return values == Values::Wide ? operandValue(seed, i) : modelValue(seed, i, weight ? 0.02 : 1.0);
+}
+
+Result<Buffer> deviceOperand(const std::shared_ptr<CudaDevice>& dev, Index n, std::uint64_t seed,
+                             Values values = Values::Wide, bool weight = false) {
+  return gpuBuild(dev, n, [=] OSPREY_FN(Index i) -> Scalar { return valueOf(values, seed, i, weight); });
 }
 
 // from[at[i]] for each i: the checked outputs, gathered on the device.
@@ -109,6 +132,7 @@ Result<Buffer> gatherOutputs(const Buffer& from, const Buffer& at) {
 
 struct Shape {
   Index batch, rows, inner, cols;
+  Values values = Values::Wide;
   double flops() const {
     return 2.0 * static_cast<double>(batch) * static_cast<double>(rows) * static_cast<double>(inner) *
            static_cast<double>(cols);
@@ -121,7 +145,9 @@ struct Shape {
   }
   bool memoryBound() const { return rows <= 8 || cols <= 8; }
   std::string name() const {
-    return batch == 1 ? fmt::format("{}x{}x{}", rows, inner, cols) : fmt::format("{}x({}x{}x{})", batch, rows, inner, cols);
+    const std::string of = values == Values::Model ? " (model values)" : "";
+    return (batch == 1 ? fmt::format("{}x{}x{}", rows, inner, cols) : fmt::format("{}x({}x{}x{})", batch, rows, inner, cols)) +
+           of;
   }
 };
 
@@ -148,11 +174,13 @@ std::vector<Index> spread(Index n, Index want) {
 Checked expectedOutputs(Shape s, std::uint64_t seedA, std::uint64_t seedB) {
   const auto aRow = [&](Index z, Index r, std::vector<Scalar>& into) {
     into.resize(static_cast<std::size_t>(s.inner));
-    for (Index k = 0; k < s.inner; ++k) into[static_cast<std::size_t>(k)] = operandValue(seedA, (z * s.rows + r) * s.inner + k);
+    for (Index k = 0; k < s.inner; ++k)
+      into[static_cast<std::size_t>(k)] = valueOf(s.values, seedA, (z * s.rows + r) * s.inner + k, false);
   };
   const auto bColumn = [&](Index z, Index c, std::vector<Scalar>& into) {
     into.resize(static_cast<std::size_t>(s.inner));
-    for (Index k = 0; k < s.inner; ++k) into[static_cast<std::size_t>(k)] = operandValue(seedB, (z * s.inner + k) * s.cols + c);
+    for (Index k = 0; k < s.inner; ++k)
+      into[static_cast<std::size_t>(k)] = valueOf(s.values, seedB, (z * s.inner + k) * s.cols + c, true);
   };
   const auto chain = [&](const std::vector<Scalar>& a, const std::vector<Scalar>& b) {
     Scalar acc = 0.0;
@@ -263,8 +291,8 @@ struct MatMulFigure {
 MatMulFigure measureMatMul(const std::shared_ptr<CudaDevice>& dev, cublasHandle_t blas, Shape s, std::uint64_t seed) {
   MatMulFigure figure{s};
   const std::uint64_t seedA = 2 * seed + 1, seedB = 2 * seed + 2;
-  auto a = need(deviceOperand(dev, s.batch * s.rows * s.inner, seedA));
-  auto b = need(deviceOperand(dev, s.batch * s.inner * s.cols, seedB));
+  auto a = need(deviceOperand(dev, s.batch * s.rows * s.inner, seedA, s.values, false));
+  auto b = need(deviceOperand(dev, s.batch * s.inner * s.cols, seedB, s.values, true));
   auto product = need(gpuAllocate(dev, s.batch * s.rows * s.cols));
   if (s.batch == 1) {
     need(dev->matMul(product.data(), a.view(), b.view(), s.rows, s.inner, s.cols));
@@ -457,6 +485,8 @@ int run() {
       {48, 1024, 64, 1024}, {48, 1024, 1024, 64}, {48, 64, 1024, 1024},
       // one sequence's qkv product; a square one
       {1, 1024, C, 3 * C}, {1, 4096, 4096, 4096},
+      // the forward's qkv and fc products, and qkv's dx, on values like the model's
+      {1, N, C, 3 * C, Values::Model}, {1, N, C, 4 * C, Values::Model}, {1, C, 3 * C, N, Values::Model},
       // decoding (memory-bound)
       {1, 1, C, V}, {1, V, C, 1}, {1, 3 * C, C, 1}, {1, C, 4 * C, 1}, {1, 4 * C, C, 5},
   };
