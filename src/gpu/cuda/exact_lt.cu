@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -252,6 +253,39 @@ __global__ void exactChainFallback(const unsigned* tiny, unsigned epoch, double*
   }
 }
 
+// With OSPREY_EXACT_LT_REPORT, each product on cuBLASLt is timed where it runs: events around the
+// operand scan, the product and the fallback, waited for at once, and the host's time to queue the
+// product, printed on one line. (The report is for finding where time goes; it waits on every
+// product, so it is never on in a timed run.)
+class ProductTimes {
+ public:
+  explicit ProductTimes(cudaStream_t stream) {
+    if (!reporting()) return;
+    for (cudaEvent_t& e : m_events) (void)cudaEventCreate(&e);
+    (void)cudaEventRecord(m_events[0], stream);
+  }
+  ProductTimes(const ProductTimes&) = delete;
+  ProductTimes& operator=(const ProductTimes&) = delete;
+  ~ProductTimes() {
+    for (cudaEvent_t e : m_events)
+      if (e) (void)cudaEventDestroy(e);
+  }
+  void mark(cudaStream_t stream) {
+    if (reporting() && m_marked < 3) (void)cudaEventRecord(m_events[++m_marked], stream);
+  }
+  void report(const std::string& shape, int algorithm, double queueUs) {
+    if (!reporting() || m_marked != 3 || cudaEventSynchronize(m_events[3]) != cudaSuccess) return;
+    float ms[3] = {};
+    for (int i = 0; i < 3; ++i) (void)cudaEventElapsedTime(&ms[i], m_events[i], m_events[i + 1]);
+    std::fprintf(stderr, "exact product %s on cuBLASLt algorithm %d: scan %.4f ms, product %.4f ms, fallback %.4f ms, "
+                 "queued in %.1f us\n", shape.c_str(), algorithm, ms[0], ms[1], ms[2], queueUs);
+  }
+
+ private:
+  cudaEvent_t m_events[4] = {nullptr, nullptr, nullptr, nullptr};
+  int m_marked = 0;
+};
+
 // How many of n doubles differ in their bits between x and y.
 __global__ void countDifferences(const double* x, const double* y, Index n, unsigned long long* count) {
   unsigned long long mine = 0;
@@ -424,10 +458,17 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
   // In stream order: look for tiny operands, the product, and its recomputation
   // should the flag be set (see kTinyMagnitude). No host wait: the launches stay queued.
   const unsigned epoch = nextEpoch(state);
+  ProductTimes times(stream);
   anyTinyOperand<<<264, 256, 0, stream>>>(a, batch * rows * inner, b, batch * inner * cols, state.tiny, epoch,
                                           reporting());
+  times.mark(stream);
+  const auto queued = std::chrono::steady_clock::now();
   if (runLt(state, s, at->second.algo, out, a, b, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorLaunchFailure;
+  const double queueUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - queued).count();
+  times.mark(stream);
   exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, out, a, b, batch, rows, inner, cols, reporting());
+  times.mark(stream);
+  times.report(shapeText(batch, rows, inner, cols), idOf(at->second.algo), queueUs);
   return cudaGetLastError();
 }
 
