@@ -17,6 +17,7 @@
 #include "gpt2/layers/common.hpp"
 #include "gpt2/layers/fold_rows.hpp"
 #include "gpt2/layers/ordered_sum.hpp"
+#include "osprey/transposed.hpp"
 
 namespace gpt2 {
 
@@ -31,6 +32,15 @@ template <class H>
 struct MatmulTransposedGrads {
   Buf<H> dx;   // (N, IC)
   Buf<H> dwt;  // (OC, IC), the layout the weight is stored in
+};
+
+// Whether the handler multiplies with an operand held transposed, reading it where it lies
+// (osprey/transposed.hpp; the cuda device, through cuBLASLt): then the products below take their
+// operands as held instead of transposed copies. The bits are the same either way: each output's
+// terms and their order are those of the product of the copies.
+template <class H>
+concept TakesTransposedOperands = requires(H& h, const Buf<H>& b, osprey::Index n) {
+  h.matMulTransposed(b, b, n, n, n, osprey::Transposed::A);
 };
 
 namespace reference {
@@ -59,6 +69,8 @@ osprey::Result<Buf<H>> matmulForwardTransposed(H& h, const Buf<H>& x, const Buf<
   const char* L = "matmul (transposed weight)";
   OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct(L, {N, IC})), L, "x"));
   OSPREY_CHECK(checkLength(h, wt, OSPREY_TRY(checkedProduct(L, {OC, IC})), L, "weight"));
+  if constexpr (TakesTransposedOperands<H>)
+    return h.matMulTransposed(x, wt, N, IC, OC, osprey::Transposed::B);  // (N, OC), wt read as held
   auto xt = OSPREY_TRY(transpose(h, x, N, IC));                  // (IC, N)
   auto outT = OSPREY_TRY(h.matMul(wt, xt, OC, IC, N));           // (OC, N)
   return transpose(h, outT, OC, N);                              // (N, OC)
@@ -74,6 +86,17 @@ osprey::Result<MatmulGrads<H>> matmulBackward(H& h, const Buf<H>& dout, const Bu
   OSPREY_CHECK(checkLength(h, dout, OSPREY_TRY(checkedProduct(L, {N, OC})), L, "dout"));
   OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct(L, {N, IC})), L, "x"));
   OSPREY_CHECK(checkLength(h, w, OSPREY_TRY(checkedProduct(L, {IC, OC})), L, "weight"));
+  if constexpr (TakesTransposedOperands<H>) {
+    // The same three results with no copy: dx = dout · wᵀ with w read as held (IC, OC), dw = xᵀ ·
+    // dout with x read as held (N, IC), and dbias as the product 1 (1, N) · dout: its chain
+    // fma(1, dout[n][o], acc) rounds 1·dout[n][o] + acc, which is acc + dout[n][o] exactly, the
+    // fold's sum in the fold's order.
+    auto dx = OSPREY_TRY(h.matMulTransposed(dout, w, N, OC, IC, osprey::Transposed::B));  // (N, IC)
+    auto dw = OSPREY_TRY(h.matMulTransposed(x, dout, IC, N, OC, osprey::Transposed::A));  // (IC, OC)
+    auto ones = OSPREY_TRY(h.build(N, [] OSPREY_FN(osprey::Index) -> osprey::Scalar { return 1.0; }));
+    auto dbias = OSPREY_TRY(h.matMul(ones, dout, 1, N, OC));                              // (OC)
+    return MatmulGrads<H>{std::move(dx), std::move(dw), std::move(dbias)};
+  }
   auto doutT = OSPREY_TRY(transpose(h, dout, N, OC));            // (OC, N)
   auto dxT = OSPREY_TRY(h.matMul(w, doutT, IC, OC, N));          // (IC, N)
   auto dx = OSPREY_TRY(transpose(h, dxT, IC, N));                // (N, IC)
@@ -101,6 +124,10 @@ osprey::Result<MatmulTransposedGrads<H>> matmulBackwardTransposed(H& h, const Bu
   OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct(L, {N, IC})), L, "x"));
   OSPREY_CHECK(checkLength(h, wt, OSPREY_TRY(checkedProduct(L, {OC, IC})), L, "weight"));
   auto dx = OSPREY_TRY(h.matMul(dout, wt, N, OC, IC));           // (N, IC)
+  if constexpr (TakesTransposedOperands<H>) {
+    auto dwt = OSPREY_TRY(h.matMulTransposed(dout, x, OC, N, IC, osprey::Transposed::A));  // dout read as held
+    return MatmulTransposedGrads<H>{std::move(dx), std::move(dwt)};
+  }
   auto doutT = OSPREY_TRY(transpose(h, dout, N, OC));            // (OC, N)
   auto dwt = OSPREY_TRY(h.matMul(doutT, x, OC, N, IC));          // (OC, IC)
   return MatmulTransposedGrads<H>{std::move(dx), std::move(dwt)};

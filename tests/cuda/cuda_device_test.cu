@@ -30,6 +30,7 @@
 #include "osprey/gpu/cuda/kernel_clock.hpp"
 #include "osprey/gpu/size_class.hpp"
 #include "osprey/gpu/surface.hpp"
+#include "osprey/transposed.hpp"
 #include "osprey/under.hpp"
 
 namespace osprey::testing {
@@ -748,6 +749,123 @@ TEST(CudaMatMul, AnUnderflowedChainKeepsItsNegativeZero) {
       for (std::size_t i = 0; i < values.size(); ++i)
         ASSERT_EQ(std::bit_cast<std::uint64_t>(values[i]), expected) << "output " << i;
     }
+  }
+}
+
+// The operand scan in front of each cuBLASLt product (src/gpu/cuda/exact_lt.cu) must find a single
+// tiny value wherever it sits: the first or last element of either operand, an odd last element
+// after the pairs it reads 16 bytes at a time, an operand that starts off a 16-byte boundary. Each
+// case holds exactly one value below 2^-250 (-2^-1074 times 0.25 underflows to -0.0), placed as the
+// last term of one output's chain, every other term zero: that output is -0.0 on the fma chain and
+// would be +0.0 on cuBLASLt had the scan missed it (CudaMatMul.AnUnderflowedChainKeepsItsNegativeZero
+// shows the difference). Shapes that run on the own kernel are reported and checked all the same.
+TEST(CudaMatMul, TheOperandScanFindsOneTinyValueAnywhere) {
+  auto dev = cudaDevice();
+  constexpr Scalar kTiny = -0x1p-1074, kQuarter = 0.25;
+  struct Case {
+    Index rows, inner, cols;
+    Index offset;     // the operands start this many doubles into their buffers
+    bool inA;         // the tiny value is in a (at a[i][inner - 1]) or in b (at b[inner - 1][j])
+    Index i, j;       // the output whose chain ends at -0.0
+  };
+  const Case cases[] = {
+      {1024, 768, 2304, 0, false, 0, 2303},    // b's last element
+      {1024, 768, 2304, 0, true, 1023, 5},     // a's last element
+      {1024, 768, 2304, 0, false, 17, 0},      // b's first element of its last row
+      {1024, 1, 2304, 0, true, 0, 0},          // a's first element
+      {1023, 767, 2303, 0, false, 3, 2302},    // odd lengths: b's odd last element
+      {1023, 767, 2303, 0, true, 1022, 9},     // a's odd last element
+      {1024, 768, 2304, 1, true, 0, 7},        // operands off a 16-byte boundary: a's first element
+      {1024, 768, 2304, 1, false, 511, 2303},  // and b's last
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} x {} x {}, offset {}, tiny in {}, output ({}, {})", c.rows, c.inner, c.cols, c.offset,
+                             c.inA ? "a" : "b", c.i, c.j));
+    std::vector<Scalar> a(static_cast<std::size_t>(c.offset + c.rows * c.inner), 0.0);
+    std::vector<Scalar> b(static_cast<std::size_t>(c.offset + c.inner * c.cols), 0.0);
+    const Index k = c.inner - 1;
+    a[static_cast<std::size_t>(c.offset + c.i * c.inner + k)] = c.inA ? kTiny : kQuarter;
+    b[static_cast<std::size_t>(c.offset + k * c.cols + c.j)] = c.inA ? kQuarter : kTiny;
+    const CudaBuffer aAll = upload(dev, a), bAll = upload(dev, b);
+    const ExactLtTally before = exactLtTally();
+    auto product = gpuMatMul(aAll.part(c.offset, c.rows * c.inner), bAll.part(c.offset, c.inner * c.cols), c.rows,
+                             c.inner, c.cols);
+    ASSERT_TRUE(product.ok()) << product.error().message;
+    const ExactLtTally after = exactLtTally();
+    if (after.onLt + after.onOwn > before.onLt + before.onOwn)
+      std::printf("[ path     ] %lld x %lld x %lld (offset %lld): %s\n", static_cast<long long>(c.rows),
+                  static_cast<long long>(c.inner), static_cast<long long>(c.cols), static_cast<long long>(c.offset),
+                  after.onLt > before.onLt ? "cuBLASLt" : "own kernel");
+    const auto values = download(*product);
+    for (Index i = 0; i < c.rows; ++i)
+      for (Index j = 0; j < c.cols; ++j) {
+        const std::uint64_t want = i == c.i && j == c.j ? 0x8000000000000000ull : 0;
+        ASSERT_EQ(std::bit_cast<std::uint64_t>(values[static_cast<std::size_t>(i * c.cols + j)]), want)
+            << "output (" << i << ", " << j << ")";
+      }
+  }
+}
+
+// x (rows, cols) copied as (cols, rows), element by element.
+Result<CudaBuffer> transposedCopy(const CudaBuffer& x, Index rows, Index cols) {
+  const auto from = x.view();
+  return gpuBuild(x.device(), rows * cols, [=] OSPREY_FN(Index o) -> Scalar {
+    return from[(o % rows) * cols + o / rows];  // copy[c][r] = x[r][c]
+  });
+}
+
+// Products with one operand held transposed (osprey/transposed.hpp; the handler's matMulTransposed,
+// which the linear layers' backward and the tied lm head use on this device) give the bits of the
+// product of the transposed copies, which the tests above hold to the fma chain. Every such shape
+// of GPT-2 124M's training step at B4 T1024, in turn through the probe's regimes, and small and
+// odd shapes that take the few-rows and few-columns kernels or ragged tiles.
+TEST(CudaMatMul, OperandsHeldTransposedGiveTheCopiesBits) {
+  auto dev = cudaDevice();
+  GpuCuda h(dev);
+  constexpr Index N = 4096, C = 768, V = 50257;
+  struct Held {
+    Product p;
+    Transposed layout;
+  };
+  const Held shapes[] = {
+      // dx = dout · wᵀ, w held (IC, OC): (N, OC, IC)
+      {{1, N, 3 * C, C}, Transposed::B}, {{1, N, C, C}, Transposed::B}, {{1, N, 4 * C, C}, Transposed::B},
+      {{1, N, C, 4 * C}, Transposed::B},
+      // dw = xᵀ · dout, x held (N, IC): (IC, N, OC)
+      {{1, C, N, 3 * C}, Transposed::A}, {{1, C, N, C}, Transposed::A}, {{1, C, N, 4 * C}, Transposed::A},
+      {{1, 4 * C, N, C}, Transposed::A},
+      // the lm head: logits = x · wteᵀ (N, C, V), dwte = doutᵀ · x (V, N, C)
+      {{1, N, C, V}, Transposed::B}, {{1, V, N, C}, Transposed::A},
+      // a prompt's lm head and small or ragged shapes (few rows, few columns, partial tiles)
+      {{1, 5, C, V}, Transposed::B}, {{1, 3, 17, 40}, Transposed::A}, {{1, 40, 17, 3}, Transposed::B},
+      {{1, 129, 33, 146}, Transposed::A}, {{1, 129, 33, 146}, Transposed::B}, {{1, 70, 1, 70}, Transposed::B},
+  };
+  std::uint64_t seed = 9100;
+  for (const Held& s : shapes) {
+    const Product p = s.p;
+    const int regime = static_cast<int>(seed % kRegimes);
+    SCOPED_TRACE(describe(p, regime) + (s.layout == Transposed::A ? ", a held transposed" : ", b held transposed"));
+    auto a = deviceOperand(dev, p.rows * p.inner, regime, 2 * seed + 1);
+    auto b = deviceOperand(dev, p.inner * p.cols, regime, 2 * seed + 2);
+    ++seed;
+    ASSERT_TRUE(a.ok() && b.ok());
+    auto want = gpuMatMul(*a, *b, p.rows, p.inner, p.cols);
+    ASSERT_TRUE(want.ok()) << want.error().message;
+    // The held operand: a as (inner, rows) or b as (cols, inner).
+    const bool aHeld = s.layout == Transposed::A;
+    const Index heldRows = aHeld ? p.rows : p.inner, heldCols = aHeld ? p.inner : p.cols;
+    auto held = transposedCopy(aHeld ? *a : *b, heldRows, heldCols);
+    ASSERT_TRUE(held.ok());
+    auto got = h.matMulTransposed(aHeld ? *held : *a, aHeld ? *b : *held, p.rows, p.inner, p.cols, s.layout);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    const auto expected = download(*want), actual = download(*got);
+    ASSERT_EQ(actual.size(), expected.size());
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < actual.size(); ++i)
+      if (!sameResult(expected[i], actual[i]) && ++wrong <= 3)
+        ADD_FAILURE() << fmt::format("output ({}, {}): the copies' product {:a}, held {:a}", i / p.cols, i % p.cols,
+                                     expected[i], actual[i]);
+    ASSERT_EQ(wrong, 0u) << "of " << actual.size() << " outputs";
   }
 }
 

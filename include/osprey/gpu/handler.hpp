@@ -18,6 +18,7 @@
 #include "osprey/gpu/surface.hpp"
 #include "osprey/several.hpp"
 #include "osprey/shape_check.hpp"
+#include "osprey/transposed.hpp"
 
 namespace osprey {
 
@@ -74,6 +75,19 @@ class Gpu {
     const Index n = OSPREY_TRY(checkBatchedMatMulShapes(a.size(), b.size(), batch, rows, inner, cols));
     auto out = OSPREY_TRY(gpuAllocate<E>(m_device, n));
     OSPREY_CHECK(m_device->matMulBatched(out.data(), a.view(), b.view(), batch, rows, inner, cols));
+    return out;
+  }
+
+  // out (rows, cols) with one operand held transposed (osprey/transposed.hpp): the bits of the
+  // product of the transposed copy, answered by the device where it reads the held layout (cuda).
+  Result<Buffer> matMulTransposed(const Buffer& a, const Buffer& b, Index rows, Index inner, Index cols,
+                                  Transposed layout)
+    requires std::is_same_v<E, Scalar> &&
+             requires(D& d, Scalar* out, View v, Index n, Transposed t) { d.matMulTransposed(out, v, v, n, n, n, t); }
+  {
+    const Index n = OSPREY_TRY(checkBatchedMatMulShapes(a.size(), b.size(), 1, rows, inner, cols));
+    auto out = OSPREY_TRY(gpuAllocate<E>(m_device, n));
+    OSPREY_CHECK(m_device->matMulTransposed(out.data(), a.view(), b.view(), rows, inner, cols, layout));
     return out;
   }
 

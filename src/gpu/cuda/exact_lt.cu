@@ -33,8 +33,9 @@ constexpr int kTimedRuns = 3;                           // after one warm-up run
 constexpr std::size_t kWorkspace = std::size_t{32} << 20;  // offered to every algorithm
 constexpr std::size_t kMostCheckBytes = std::size_t{4} << 30;
 
-// A shape as the choice depends on it: sizes, batch, and the alignment every operand shares.
-using Key = std::array<std::int64_t, 5>;
+// A shape as the choice depends on it: sizes, batch, the alignment every operand shares, and which
+// operand is held transposed.
+using Key = std::array<std::int64_t, 6>;
 
 // cuBLASLt's descriptors for one shape, made and destroyed together.
 struct Descriptors {
@@ -68,6 +69,7 @@ struct DeviceState {
   unsigned* tiny = nullptr;  // the epoch of the last product whose operands held a tiny value
   unsigned epoch = 0;        // of the product being queued: no flag to clear between products
   bool usable = false;  // false when the handle or workspace could not be had: the own kernel runs
+  int multiprocessors = 0;
   std::map<Key, Choice> chosen;
   int refused = 0;
 };
@@ -95,7 +97,8 @@ DeviceState& stateOfCurrentDevice() {
     slot->usable = !ltRefusedByUser() && cublasLtCreate(&slot->lt) == CUBLAS_STATUS_SUCCESS &&
                    cudaMalloc(&slot->workspace, kWorkspace) == cudaSuccess &&
                    cudaMalloc(&slot->tiny, sizeof(unsigned)) == cudaSuccess &&
-                   cudaMemset(slot->tiny, 0, sizeof(unsigned)) == cudaSuccess;  // no epoch is 0
+                   cudaMemset(slot->tiny, 0, sizeof(unsigned)) == cudaSuccess &&  // no epoch is 0
+                   cudaDeviceGetAttribute(&slot->multiprocessors, cudaDevAttrMultiProcessorCount, device) == cudaSuccess;
   }
   return *slot;
 }
@@ -108,9 +111,10 @@ bool reporting() {
   return on;
 }
 
-// "batch x (rows x inner) * (inner x cols)", as the report names a product.
-std::string shapeText(Index batch, Index rows, Index inner, Index cols) {
-  return fmt::format("{} x ({} x {}) * ({} x {})", batch, rows, inner, inner, cols);
+// "batch x (rows x inner) * (inner x cols)", as the report names a product (aT or bT: held transposed).
+std::string shapeText(Index batch, Index rows, Index inner, Index cols, Transposed layout = Transposed::None) {
+  return fmt::format("{} x ({} x {}){} * ({} x {}){}", batch, rows, inner, layout == Transposed::A ? " held as aT" : "",
+                     inner, cols, layout == Transposed::B ? " held as bT" : "");
 }
 
 // cuBLASLt's id of an algorithm (-1 when it cannot be read), for reports and errors.
@@ -130,23 +134,38 @@ unsigned nextEpoch(DeviceState& state) {
 // The largest power of two up to 256 that divides every operand's address and every product's
 // stride in bytes (the alignment cuBLASLt's candidates must be allowed to assume).
 std::int64_t alignmentOf(const double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
-                         Index cols) {
+                         Index cols, Transposed layout) {
   std::uint64_t bits = reinterpret_cast<std::uintptr_t>(out) | reinterpret_cast<std::uintptr_t>(a) |
                        reinterpret_cast<std::uintptr_t>(b) | 256u;
   if (batch > 1)
     bits |= static_cast<std::uint64_t>(rows * cols * 8) | static_cast<std::uint64_t>(rows * inner * 8) |
             static_cast<std::uint64_t>(inner * cols * 8);
   bits |= static_cast<std::uint64_t>(cols * 8) | static_cast<std::uint64_t>(inner * 8);  // leading dimensions
+  if (layout == Transposed::A) bits |= static_cast<std::uint64_t>(rows * 8);             // a's, held (inner, rows)
   return static_cast<std::int64_t>(bits & (~bits + 1));
 }
 
-bool describe(Descriptors& s, Index batch, Index rows, Index inner, Index cols, std::int64_t alignment) {
+// A held transposed, (inner, rows) row-major, is (rows x inner) column-major: cuBLASLt's B operand
+// aᵀ as the transpose of that. B held transposed, (cols, inner), is (inner x cols) column-major:
+// its A operand bᵀ as the transpose of that. The terms of each output and their order stay those
+// of the untransposed product.
+bool describe(Descriptors& s, Index batch, Index rows, Index inner, Index cols, std::int64_t alignment,
+              Transposed layout) {
   const auto ok = [](cublasStatus_t status) { return status == CUBLAS_STATUS_SUCCESS; };
+  const auto u = [](Index n) { return static_cast<std::uint64_t>(n); };
   if (!ok(cublasLtMatmulDescCreate(&s.desc, CUBLAS_COMPUTE_64F, CUDA_R_64F))) return false;
-  if (!ok(cublasLtMatrixLayoutCreate(&s.x, CUDA_R_64F, static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(inner),
-                                     cols)) ||
-      !ok(cublasLtMatrixLayoutCreate(&s.y, CUDA_R_64F, static_cast<std::uint64_t>(inner), static_cast<std::uint64_t>(rows),
-                                     inner)) ||
+  const cublasOperation_t transposed = CUBLAS_OP_T;
+  if (layout == Transposed::B &&
+      !ok(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed))))
+    return false;
+  if (layout == Transposed::A &&
+      !ok(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transposed, sizeof(transposed))))
+    return false;
+  const bool bHeld = layout == Transposed::B, aHeld = layout == Transposed::A;
+  if (!ok(cublasLtMatrixLayoutCreate(&s.x, CUDA_R_64F, bHeld ? u(inner) : u(cols), bHeld ? u(cols) : u(inner),
+                                     bHeld ? inner : cols)) ||
+      !ok(cublasLtMatrixLayoutCreate(&s.y, CUDA_R_64F, aHeld ? u(rows) : u(inner), aHeld ? u(inner) : u(rows),
+                                     aHeld ? rows : inner)) ||
       !ok(cublasLtMatrixLayoutCreate(&s.d, CUDA_R_64F, static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows),
                                      cols)))
     return false;
@@ -212,31 +231,90 @@ __global__ void fillCheckOperand(double* v, Index n, unsigned which) {
 // non-zero value is recomputed by exactChainFallback.
 constexpr double kTinyMagnitude = 0x1p-250;
 
-// *tiny = epoch when a (na) or b (nb) holds a non-zero value below kTinyMagnitude in magnitude (NaN
-// compares false and counts as not tiny; infinities and NaN gave the chain's bits in the check).
+// Whether `x` is a non-zero value below kTinyMagnitude in magnitude (NaN compares false and counts
+// as not tiny; infinities and NaN gave the chain's bits in the check).
+__device__ __forceinline__ bool isTiny(double x) { return x != 0.0 && fabs(x) < kTinyMagnitude; }
+
+// The scan reads every element of both operands once, so it runs at memory speed only with many
+// loads in flight: each thread loads kScanBatch pairs of doubles (16 bytes each) before it tests
+// any, the pairs of a batch `stride` apart so that a warp's loads share cache lines. Every
+// exact product on cuBLASLt pays for it, the lm head's 1.6 GB operand included.
+constexpr int kScanBatch = 8;
+constexpr int kScanThreads = 256;
+
+// scanForTiny's pairs: v is 16-byte aligned; element i of v is element i + offset of the operand.
+__device__ bool scanPairsForTiny(const double* v, Index n, Index offset, Index first, Index stride, char which,
+                                 unsigned epoch, bool report) {
+  const Index pairs = n / 2;
+  const double2* p = reinterpret_cast<const double2*>(v);
+  bool found = false;
+  for (Index i = first; i < pairs; i += stride * kScanBatch) {
+    double2 x[kScanBatch];
+#pragma unroll
+    for (int u = 0; u < kScanBatch; ++u) {
+      const Index at = i + stride * u;
+      x[u] = at < pairs ? p[at] : make_double2(0.0, 0.0);
+    }
+#pragma unroll
+    for (int u = 0; u < kScanBatch; ++u) {
+      const bool small = isTiny(x[u].x) || isTiny(x[u].y);
+      if (report && small && !found)
+        printf("exact product %u: operand %c element %lld or the next is %a / %a, below 2^-250\n", epoch, which,
+               static_cast<long long>(offset + 2 * (i + stride * u)), x[u].x, x[u].y);
+      found |= small;
+    }
+  }
+  if (first == 0 && n % 2 == 1 && isTiny(v[n - 1])) {  // the odd last element
+    if (report) printf("exact product %u: operand %c element %lld is %a, below 2^-250\n", epoch, which,
+                       static_cast<long long>(offset + n - 1), v[n - 1]);
+    found = true;
+  }
+  return found;
+}
+
+// True when one of v's n elements that this thread visits (pairs first, first + stride, ...) is
+// tiny; with `report`, the first such is printed. Pairs are read from the first 16-byte boundary
+// on; an element before it, and an odd one after the last pair, are thread 0's.
+__device__ bool scanForTiny(const double* v, Index n, Index first, Index stride, char which, unsigned epoch,
+                            bool report) {
+  bool found = false;
+  Index skipped = 0;
+  if (n > 0 && (reinterpret_cast<std::uintptr_t>(v) & 15) != 0) {
+    if (first == 0 && isTiny(v[0])) {
+      if (report) printf("exact product %u: operand %c element 0 is %a, below 2^-250\n", epoch, which, v[0]);
+      found = true;
+    }
+    skipped = 1;
+  }
+  return found | scanPairsForTiny(v + skipped, n - skipped, skipped, first, stride, which, epoch, report);
+}
+
+// *tiny = epoch when a (na) or b (nb) holds a tiny value.
 // Each product has its own epoch, so the flag needs no clearing launch; should the counter wrap
 // onto a stale flag, the fallback merely recomputes the same chain.
-// With `report` (OSPREY_EXACT_LT_REPORT), each thread prints the first tiny value it meets.
 __global__ void anyTinyOperand(const double* a, Index na, const double* b, Index nb, unsigned* tiny, unsigned epoch,
                                bool report) {
-  bool found = false;
+  const Index first = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x;
   const Index stride = static_cast<Index>(blockDim.x) * gridDim.x;
-  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < na + nb; i += stride) {
-    const double x = i < na ? a[i] : b[i - na];
-    const bool small = x != 0.0 && fabs(x) < kTinyMagnitude;
-    if (report && small && !found)
-      printf("exact product %u: operand %c element %lld is %a, below 2^-250\n", epoch, i < na ? 'a' : 'b',
-             static_cast<long long>(i < na ? i : i - na), x);
-    found |= small;
-  }
+  const bool found =
+      scanForTiny(a, na, first, stride, 'a', epoch, report) | scanForTiny(b, nb, first, stride, 'b', epoch, report);
   if (__syncthreads_or(found) && threadIdx.x == 0) *tiny = epoch;
+}
+
+// Blocks for a scan of n doubles: enough that each thread has about one batch of pairs, at most 8
+// a multiprocessor (a grid-stride loop takes the rest).
+unsigned scanBlocks(Index n, int multiprocessors) {
+  const Index perBlock = Index{kScanThreads} * kScanBatch * 2;
+  const Index want = (n + perBlock - 1) / perBlock;
+  const Index most = Index{8} * (multiprocessors > 0 ? multiprocessors : 132);
+  return static_cast<unsigned>(want < 1 ? 1 : want > most ? most : want);
 }
 
 // When *tiny holds this product's epoch, every output again as the plain fma chain in k order
 // from +0.0, one thread an output (slow, and only for operands no trained GPT-2 holds); otherwise
 // nothing.
 __global__ void exactChainFallback(const unsigned* tiny, unsigned epoch, double* out, const double* a, const double* b,
-                                   Index batch, Index rows, Index inner, Index cols, bool report) {
+                                   Index batch, Index rows, Index inner, Index cols, Transposed layout, bool report) {
   if (*tiny != epoch) return;
   if (report && blockIdx.x == 0 && threadIdx.x == 0)
     printf("exact product %u: %lld x (%lld x %lld) * (%lld x %lld) recomputed as the plain chain\n", epoch,
@@ -245,10 +323,13 @@ __global__ void exactChainFallback(const unsigned* tiny, unsigned epoch, double*
   const Index n = batch * rows * cols, stride = static_cast<Index>(blockDim.x) * gridDim.x;
   for (Index o = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += stride) {
     const Index z = o / (rows * cols), i = o / cols % rows, j = o % cols;
-    const double* x = a + (z * rows + i) * inner;
-    const double* y = b + z * inner * cols + j;
+    // a[i][k] and b[k][j] of product z, wherever the layout holds them.
+    const bool aHeld = layout == Transposed::A, bHeld = layout == Transposed::B;
+    const double* x = a + z * rows * inner + (aHeld ? i : i * inner);
+    const double* y = b + z * inner * cols + (bHeld ? j * inner : j);
+    const Index xStep = aHeld ? rows : 1, yStep = bHeld ? 1 : cols;
     double acc = 0.0;
-    for (Index k = 0; k < inner; ++k) acc = __fma_rn(x[k], y[k * cols], acc);
+    for (Index k = 0; k < inner; ++k) acc = __fma_rn(x[k * xStep], y[k * yStep], acc);
     out[o] = acc;
   }
 }
@@ -326,7 +407,7 @@ float timeOf(Run run, cudaStream_t stream, cudaEvent_t start, cudaEvent_t end) {
 // operands. Any CUDA failure on the way leaves the own kernel (a cuBLASLt candidate is an option,
 // never a need), and clears the error it left.
 Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows, Index inner, Index cols,
-              cudaStream_t stream, const OwnExactProduct& own) {
+              Transposed layout, cudaStream_t stream, const OwnExactProduct& own) {
   Choice keep;  // the own kernel
   std::array<cublasLtMatmulHeuristicResult_t, kCandidates> found{};
   int count = 0;
@@ -388,11 +469,11 @@ Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows,
     const float ms = timeOf(
         [&] {
           const unsigned epoch = nextEpoch(state);
-          anyTinyOperand<<<264, 256, 0, stream>>>(m.a, static_cast<Index>(na), m.b, static_cast<Index>(nb), state.tiny,
-                                                  epoch, false);
+          anyTinyOperand<<<scanBlocks(static_cast<Index>(na + nb), state.multiprocessors), kScanThreads, 0, stream>>>(
+              m.a, static_cast<Index>(na), m.b, static_cast<Index>(nb), state.tiny, epoch, false);
           if (runLt(state, s, algo, m.got, m.a, m.b, stream) != CUBLAS_STATUS_SUCCESS) return false;
           exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, m.got, m.a, m.b, batch, rows, inner, cols,
-                                                      false);
+                                                      layout, false);
           return cudaGetLastError() == cudaSuccess;
         },
         stream, start, end);
@@ -404,7 +485,8 @@ Choice choose(DeviceState& state, const Descriptors& s, Index batch, Index rows,
   }
   if (reporting())
     std::fprintf(stderr, "exact product %s: %s, %.4f ms (own kernel %.4f ms)\n",
-                 shapeText(batch, rows, inner, cols).c_str(), keep.lt ? "cuBLASLt" : "own kernel", best / kTimedRuns,
+                 shapeText(batch, rows, inner, cols, layout).c_str(), keep.lt ? "cuBLASLt" : "own kernel",
+                 best / kTimedRuns,
                  ownMs / kTimedRuns);
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(end);
@@ -431,9 +513,10 @@ Result<void> checkKeepsKWhole(const cublasLtMatmulAlgo_t& algo) {
 }
 
 cudaError_t exactProductChosen(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
-                               Index cols, cudaStream_t stream, const OwnExactProduct& own) {
-  const std::int64_t alignment = alignmentOf(out, a, b, batch, rows, inner, cols);
-  const Key key{batch, rows, inner, cols, alignment};
+                               Index cols, cudaStream_t stream, const OwnExactProduct& own, Transposed layout) {
+  if (layout != Transposed::None && batch != 1) return cudaErrorInvalidValue;  // one product held transposed
+  const std::int64_t alignment = alignmentOf(out, a, b, batch, rows, inner, cols, layout);
+  const Key key{batch, rows, inner, cols, alignment, static_cast<std::int64_t>(layout)};
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) return cudaGetLastError();
   std::lock_guard lock(g_mutex);
@@ -444,11 +527,11 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
     if (capturing != cudaStreamCaptureStatusNone) return own(out, a, b);
     auto s = std::make_shared<Descriptors>();
     Choice c;
-    const bool described = describe(*s, batch, rows, inner, cols, alignment);
-    if (described) c = choose(state, *s, batch, rows, inner, cols, stream, own);
+    const bool described = describe(*s, batch, rows, inner, cols, alignment, layout);
+    if (described) c = choose(state, *s, batch, rows, inner, cols, layout, stream, own);
     if (reporting())
       std::fprintf(stderr, "exact product %s, operands aligned to %lld bytes: %s\n",
-                   shapeText(batch, rows, inner, cols).c_str(), static_cast<long long>(alignment),
+                   shapeText(batch, rows, inner, cols, layout).c_str(), static_cast<long long>(alignment),
                    !described ? "own kernel (cuBLASLt took no descriptors)" : c.lt ? "cuBLASLt" : "own kernel");
     if (c.lt) c.descriptors = std::move(s);
     at = state.chosen.insert(std::make_pair(key, std::move(c))).first;
@@ -459,16 +542,18 @@ cudaError_t exactProductChosen(double* out, const double* a, const double* b, In
   // should the flag be set (see kTinyMagnitude). No host wait: the launches stay queued.
   const unsigned epoch = nextEpoch(state);
   ProductTimes times(stream);
-  anyTinyOperand<<<264, 256, 0, stream>>>(a, batch * rows * inner, b, batch * inner * cols, state.tiny, epoch,
-                                          reporting());
+  const Index na = batch * rows * inner, nb = batch * inner * cols;
+  anyTinyOperand<<<scanBlocks(na + nb, state.multiprocessors), kScanThreads, 0, stream>>>(a, na, b, nb, state.tiny,
+                                                                                         epoch, reporting());
   times.mark(stream);
   const auto queued = std::chrono::steady_clock::now();
   if (runLt(state, s, at->second.algo, out, a, b, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorLaunchFailure;
   const double queueUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - queued).count();
   times.mark(stream);
-  exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, out, a, b, batch, rows, inner, cols, reporting());
+  exactChainFallback<<<528, 256, 0, stream>>>(state.tiny, epoch, out, a, b, batch, rows, inner, cols, layout,
+                                              reporting());
   times.mark(stream);
-  times.report(shapeText(batch, rows, inner, cols), idOf(at->second.algo), queueUs);
+  times.report(shapeText(batch, rows, inner, cols, layout), idOf(at->second.algo), queueUs);
   return cudaGetLastError();
 }
 

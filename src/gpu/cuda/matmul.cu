@@ -35,6 +35,7 @@
 
 #include "osprey/gpu/cuda/device.hpp"
 #include "osprey/gpu/cuda/exact_lt.hpp"
+#include "osprey/gpu/cuda/kernels/copy_blocks.hpp"
 
 namespace osprey {
 namespace {
@@ -437,6 +438,8 @@ cudaError_t launchOwnTensor(double* out, const double* a, const double* b, Index
 // (osprey/gpu/cuda/exact_lt.hpp).
 cudaError_t launchTensor(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
                          Index cols, int multiprocessors, cudaStream_t stream, ExactTiling tiling) {
+  if (tiling == ExactTiling::Own)
+    return launchOwnTensor(out, a, b, batch, rows, inner, cols, multiprocessors, stream, ExactTiling::Chosen);
   if (tiling != ExactTiling::Chosen)
     return launchOwnTensor(out, a, b, batch, rows, inner, cols, multiprocessors, stream, tiling);
   const OwnExactProduct own = [=](double* o, const double* x, const double* y) {
@@ -726,6 +729,8 @@ cudaError_t launchSmall(double* out, const double* a, const double* b, Index row
 
 }  // namespace
 
+bool takesTensorCores(Index rows, Index cols) { return !takesNarrow(rows, cols) && !takesFewRows(rows); }
+
 cudaError_t launchExactMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols,
                               int multiprocessors, cudaStream_t stream, ExactTiling tiling) {
   if (rows == 0 || cols == 0) return cudaSuccess;
@@ -751,6 +756,69 @@ cudaError_t launchExactMatMulBatched(Scalar* out, const Scalar* a, const Scalar*
     return cudaSuccess;
   }
   return launchTensor(out, a, b, batch, rows, inner, cols, multiprocessors, stream, tiling);
+}
+
+// ---- one operand held transposed ------------------------------------------------------------------
+
+namespace {
+
+// x (rows, cols) -> out (cols, rows), queued on `stream` (the device's tiled copy).
+cudaError_t transposeInto(double* out, const double* x, Index rows, Index cols, int multiprocessors,
+                          cudaStream_t stream) {
+  const Index tiles = ((rows + cuda_detail::kCopyTile - 1) / cuda_detail::kCopyTile) *
+                      ((cols + cuda_detail::kCopyTile - 1) / cuda_detail::kCopyTile);
+  const Index most = static_cast<Index>(multiprocessors > 0 ? multiprocessors : 1) * cuda_detail::kCopyBlocksPerProcessor;
+  // out (cols, rows): element (c, r) reads x[r][c], a block of rowStride 1 read down x's rows.
+  const BlockLayout layout{1, 0, 0, 0, 1, cols};
+  cuda_detail::copyBlocksKernel<<<static_cast<unsigned>(tiles < most ? tiles : most), cuda_detail::kCopyThreads, 0,
+                                  stream>>>(out, x, layout, 1, cols, rows, true);
+  return cudaGetLastError();
+}
+
+// The product with the held operand copied, as the model's reference takes it (gpt2/layers/
+// matmul.hpp): aᵀ · b as transpose(a) · b; a · bᵀ as (b · aᵀ)ᵀ, which copies the activation a and
+// the result rather than the weight b. Never cuBLASLt: this is what a cuBLASLt choice is checked
+// against, and it runs inside that check.
+cudaError_t productOfCopies(double* out, const double* a, const double* b, Index rows, Index inner, Index cols,
+                            Transposed layout, int multiprocessors, cudaStream_t stream, const ExactScratch& scratch,
+                            ExactTiling tiling) {
+  struct Copies {  // given back when the launches that read them are queued (or have failed)
+    const ExactScratch& scratch;
+    double *a = nullptr, *out = nullptr;
+    ~Copies() {
+      if (a) scratch.give(a);
+      if (out) scratch.give(out);
+    }
+  } copies{scratch};
+  copies.a = scratch.take(rows * inner);
+  if (copies.a == nullptr) return cudaErrorMemoryAllocation;
+  if (layout == Transposed::A) {
+    if (const cudaError_t s = transposeInto(copies.a, a, inner, rows, multiprocessors, stream); s != cudaSuccess)
+      return s;
+    return launchExactMatMul(out, copies.a, b, rows, inner, cols, multiprocessors, stream, tiling);
+  }
+  copies.out = scratch.take(rows * cols);
+  if (copies.out == nullptr) return cudaErrorMemoryAllocation;
+  if (const cudaError_t s = transposeInto(copies.a, a, rows, inner, multiprocessors, stream); s != cudaSuccess) return s;
+  if (const cudaError_t s = launchExactMatMul(copies.out, b, copies.a, cols, inner, rows, multiprocessors, stream, tiling);
+      s != cudaSuccess)
+    return s;
+  return transposeInto(out, copies.out, cols, rows, multiprocessors, stream);
+}
+
+}  // namespace
+
+cudaError_t launchExactMatMulTransposed(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner,
+                                        Index cols, Transposed layout, int multiprocessors, cudaStream_t stream,
+                                        const ExactScratch& scratch) {
+  if (layout == Transposed::None) return launchExactMatMul(out, a, b, rows, inner, cols, multiprocessors, stream);
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  if (!takesTensorCores(rows, cols))
+    return productOfCopies(out, a, b, rows, inner, cols, layout, multiprocessors, stream, scratch, ExactTiling::Chosen);
+  const OwnExactProduct own = [=](double* o, const double* x, const double* y) {
+    return productOfCopies(o, x, y, rows, inner, cols, layout, multiprocessors, stream, scratch, ExactTiling::Own);
+  };
+  return exactProductChosen(out, a, b, 1, rows, inner, cols, stream, own, layout);
 }
 
 }  // namespace osprey

@@ -86,6 +86,7 @@
 #include "osprey/gpu/cuda/launch_faults.hpp"
 #include "osprey/result.hpp"
 #include "osprey/strict.hpp"
+#include "osprey/transposed.hpp"
 #include "osprey/view.hpp"
 
 namespace osprey {
@@ -376,6 +377,32 @@ class CudaDevice {
     const auto timed = m_clock.time(m_stream, label);
     OSPREY_CUDA_CHECK(launchExactMatMulBatched(out, a.data, b.data, batch, rows, inner, cols, m_multiprocessors, m_stream),
                       label() + " launch");
+    if (m_checkEachLaunch) return settle(label());
+    return {};
+  }
+
+  // The product with one operand held transposed (osprey/transposed.hpp; launchExactMatMulTransposed):
+  // the same bits as the copy-then-multiply reference, without the copies where cuBLASLt reads the
+  // held layout. Copies it still makes live in blocks of this device's cache, given back once queued.
+  Result<void> matMulTransposed(Scalar* out, View a, View b, Index rows, Index inner, Index cols, Transposed layout) {
+    OSPREY_CHECK(activate());
+    const auto label = [&] {
+      return fmt::format("matMul ({} x {}){} * ({} x {}){}", rows, inner, layout == Transposed::A ? " held as aT" : "",
+                         inner, cols, layout == Transposed::B ? " held as bT" : "");
+    };
+    const auto timed = m_clock.time(m_stream, label);
+    std::string scratchError;
+    const ExactScratch scratch{[&](Index n) -> double* {
+                                 auto p = allocate(n);
+                                 if (p.ok()) return *p;
+                                 scratchError = p.error().message;
+                                 return nullptr;
+                               },
+                               [this](double* p) { release(p); }};
+    const cudaError_t status =
+        launchExactMatMulTransposed(out, a.data, b.data, rows, inner, cols, layout, m_multiprocessors, m_stream, scratch);
+    if (!scratchError.empty()) return Error{fmt::format("{}: {}", label(), scratchError)};
+    OSPREY_CUDA_CHECK(status, label() + " launch");
     if (m_checkEachLaunch) return settle(label());
     return {};
   }

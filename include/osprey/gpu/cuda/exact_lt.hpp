@@ -35,6 +35,7 @@
 
 #include "osprey/config.hpp"
 #include "osprey/result.hpp"
+#include "osprey/transposed.hpp"
 
 namespace osprey {
 
@@ -42,14 +43,18 @@ namespace osprey {
 // a split chain is a different sum, never the exact contract's.
 Result<void> checkKeepsKWhole(const cublasLtMatmulAlgo_t& algo);
 
-// The device's own kernel for one product shape: out, a, b as launchExactMatMulBatched takes them.
+// The device's own kernels for one product shape: out, a, b as launchExactMatMulBatched takes them
+// (a or b held transposed where the product's layout says so). It must never come back here: it
+// is what a cuBLASLt candidate is checked against, while the choice is being made.
 using OwnExactProduct = std::function<cudaError_t(double* out, const double* a, const double* b)>;
 
 // Queues `batch` row-major products out_z = a_z * b_z (rows x inner times inner x cols, one after
-// another) on `stream`: on the cuBLASLt algorithm chosen for the shape, or with `own`. Returns
-// cudaSuccess once queued, or the first CUDA error.
+// another) on `stream`: on the cuBLASLt algorithm chosen for the shape, or with `own`. `layout`
+// names an operand held transposed (osprey/transposed.hpp; batch 1 only), which cuBLASLt reads as
+// it is. Returns cudaSuccess once queued, or the first CUDA error.
 cudaError_t exactProductChosen(double* out, const double* a, const double* b, Index batch, Index rows, Index inner,
-                               Index cols, cudaStream_t stream, const OwnExactProduct& own);
+                               Index cols, cudaStream_t stream, const OwnExactProduct& own,
+                               Transposed layout = Transposed::None);
 
 // What was chosen so far on the current device: shapes that run on cuBLASLt, and shapes that keep
 // the own kernel (none verified, or the own kernel faster).
