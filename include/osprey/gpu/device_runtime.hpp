@@ -16,8 +16,9 @@
 //   indexOf(view, x)                        Result<Index>            smallest matching index, else n
 //   matMul(out, a, b, rows, inner, cols)    Result<void>             exact product, k order from 0.0
 //
-// Members a device may add where it has them (matMulBatched, copyBlocks, foldRows) are not part of
-// the contract: Gpu<D> offers them only where they exist, and the reference runs elsewhere.
+// Members a device may add where it has them (matMulBatched, matMulTransposed, copyBlocks,
+// foldRows) are not part of the contract: Gpu<D> offers them only where they exist, and the
+// reference runs elsewhere.
 #pragma once
 
 #include <concepts>
