@@ -29,8 +29,8 @@
 //   elements, launch 3 on this device; found at download of 10000 doubles)
 //
 // How the first faulting kernel is named without a synchronisation per launch: every launch that
-// can fault gets a number (1, 2, ...), and the host keeps the labels of the last kLaunchRecords
-// launches in a ring. The kernel takes its number as an argument, and each thread, before it
+// can fault gets a number (1, 2, ...), and the host keeps the labels of the last 8192 launches in
+// a ring (launch_ledger.hpp). The kernel takes its number as an argument, and each thread, before it
 // exits, stamps the number into the unit's `fault launch` word if the fault slot is set and the
 // word is still 0. Kernels on one stream run one after another, so the thread that recorded the
 // fault stamps its own kernel's number before any later kernel starts: the stamp names the first
@@ -84,6 +84,7 @@
 #include "osprey/gpu/cuda/kernels/fold.hpp"
 #include "osprey/gpu/cuda/kernels/row_folds.hpp"
 #include "osprey/gpu/cuda/launch_faults.hpp"
+#include "osprey/gpu/cuda/launch_ledger.hpp"
 #include "osprey/result.hpp"
 #include "osprey/strict.hpp"
 #include "osprey/transposed.hpp"
@@ -417,29 +418,13 @@ class CudaDevice {
   // The most shared memory a block may ask for (bytes, opting in beyond the default 48 KiB).
   std::size_t sharedMemoryPerBlock() const { return m_sharedMemoryPerBlock; }
   // How many launches that can fault have been queued so far (each has a number 1, 2, ...).
-  unsigned long long launches() const {
-    std::lock_guard lock(m_launchLock);
-    return m_launchCount;
-  }
+  unsigned long long launches() const { return m_ledger.launches(); }
 
-  // Called by the launch helpers: registers the launching unit's fault slot with this device on
-  // the unit's first launch, records the kernel's label in the ring, and returns the launch's
-  // number (which the kernel stamps next to a fault it records).
+  // Called by the launch helpers: the launch's number, its unit's fault slot registered and its
+  // label kept (cuda_detail::LaunchLedger::begin).
   Result<unsigned long long> beginLaunch(const void* unit, Result<cuda_detail::UnitAddresses> (*addresses)(),
                                          cuda_detail::LabelFunction label, Index n) {
-    std::lock_guard lock(m_launchLock);
-    bool known = false;
-    for (const Unit& u : m_units) known = known || u.key == unit;
-    if (!known) {
-      const cuda_detail::UnitAddresses at = OSPREY_TRY(addresses());
-      void* readback = nullptr;
-      OSPREY_CUDA_CHECK(cudaMallocHost(&readback, sizeof(cuda_detail::SlotReadback)),
-                        "allocating pinned memory for a fault slot");
-      m_units.push_back(Unit{unit, at, static_cast<cuda_detail::SlotReadback*>(readback)});
-    }
-    const unsigned long long number = ++m_launchCount;
-    m_launchRecords[number % kLaunchRecords] = LaunchRecord{number, label, n};
-    return number;
+    return m_ledger.begin(unit, addresses, label, n);
   }
 
   ~CudaDevice() {
@@ -450,7 +435,6 @@ class CudaDevice {
     m_clock.report();
     for (auto& [bytes, blocks] : m_cache.drain())
       for (void* p : blocks) (void)cudaFree(p);
-    for (const Unit& u : m_units) (void)cudaFreeHost(u.readback);
     (void)cudaFree(m_scratch);
     (void)cudaFreeHost(m_staging);
   }
@@ -464,17 +448,6 @@ class CudaDevice {
     long long index;
     alignas(8) unsigned char bytes[8];  // one element of any storage type, read back
   };
-  struct Unit {
-    const void* key;  // the unit's `thisUnit`
-    cuda_detail::UnitAddresses device;
-    cuda_detail::SlotReadback* readback;  // pinned
-  };
-  struct LaunchRecord {
-    unsigned long long number = 0;
-    cuda_detail::LabelFunction label = nullptr;
-    Index n = 0;
-  };
-  static constexpr unsigned long long kLaunchRecords = 8192;
 
   CudaDevice(int index, const cudaDeviceProp& properties, Staging* staging)
       : m_index(index),
@@ -482,8 +455,7 @@ class CudaDevice {
         m_sharedMemoryPerBlock(properties.sharedMemPerBlockOptin),
         m_name(std::string("cuda: ") + properties.name),
         m_checkEachLaunch(checkEachLaunchFromEnvironment()),
-        m_staging(staging),
-        m_launchRecords(kLaunchRecords) {
+        m_staging(staging) {
     void* scratch = nullptr;
     if (cudaMalloc(&scratch, sizeof(Staging)) != cudaSuccess) (void)cudaGetLastError();
     m_scratch = static_cast<Staging*>(scratch);
@@ -514,51 +486,7 @@ class CudaDevice {
   // Waits for the stream and returns the first fault recorded since the last check, if any,
   // naming its kernel; then clears every slot, so the device is usable again. `what` is the
   // operation that needed the wait. Copies the caller queued to pinned memory are complete after.
-  Result<void> settle(std::string_view what) {
-    std::lock_guard lock(m_launchLock);
-    for (const Unit& u : m_units)
-      OSPREY_CUDA_CHECK(cudaMemcpyAsync(&u.readback->fault, u.device.fault, sizeof(DeviceFault),
-                                        cudaMemcpyDeviceToHost, m_stream),
-                        fmt::format("reading a fault slot before {}", what));
-    const cudaError_t ran = cudaStreamSynchronize(m_stream);
-    if (ran != cudaSuccess)
-      return cuda::failure(ran, "cudaStreamSynchronize(stream)", __FILE__, __LINE__,
-                           fmt::format("waiting for the queued kernels before {} (the last launched: {})", what,
-                                       describeLaunch(m_launchCount)));
-    bool faulted = false;
-    for (const Unit& u : m_units) faulted = faulted || u.readback->fault.kind != static_cast<int>(FaultKind::None);
-    if (!faulted) return {};
-
-    // Which launch faulted first: the smallest stamp among the faulting units.
-    const Unit* first = nullptr;
-    unsigned long long firstLaunch = 0;
-    for (const Unit& u : m_units) {
-      if (u.readback->fault.kind == static_cast<int>(FaultKind::None)) continue;
-      OSPREY_CUDA_CHECK(cudaMemcpy(&u.readback->launch, u.device.launch, sizeof(unsigned long long),
-                                   cudaMemcpyDeviceToHost),
-                        "reading a fault-launch stamp");
-      if (!first || u.readback->launch < firstLaunch) {
-        first = &u;
-        firstLaunch = u.readback->launch;
-      }
-      OSPREY_CUDA_CHECK(cudaMemset(u.device.fault, 0, sizeof(DeviceFault)), "clearing a fault slot");
-      OSPREY_CUDA_CHECK(cudaMemset(u.device.launch, 0, sizeof(unsigned long long)), "clearing a fault-launch stamp");
-    }
-    const DeviceFault& f = first->readback->fault;
-    std::string words = describeFault(static_cast<FaultKind>(f.kind), f.a, f.b);
-    if (m_checkEachLaunch) return Error{std::move(words)};  // the launching operation: the host's words
-    return Error{fmt::format("{} (in {}; found at {})", words, describeLaunch(firstLaunch), what)};
-  }
-
-  // "forEach<…> over 10000 elements, launch 3 on this device" (m_launchLock held).
-  std::string describeLaunch(unsigned long long number) const {
-    if (number == 0) return "no kernel";
-    const LaunchRecord& r = m_launchRecords[number % kLaunchRecords];
-    if (r.number != number || !r.label)
-      return fmt::format("launch {} on this device, older than the last {} whose names are kept", number,
-                         kLaunchRecords);
-    return fmt::format("{} over {} elements, launch {} on this device", r.label(), r.n, number);
-  }
+  Result<void> settle(std::string_view what) { return m_ledger.settle(m_stream, what, m_checkEachLaunch); }
 
   Result<void> releaseCache() {
     // Queued kernels may still read released blocks: let them finish before the driver gets the
@@ -586,10 +514,7 @@ class CudaDevice {
   Staging* m_staging;              // pinned host memory
   Staging* m_scratch = nullptr;    // device memory: a fold's result, indexOf's best index
 
-  mutable std::mutex m_launchLock;  // m_units, m_launchRecords, m_launchCount
-  std::vector<Unit> m_units;
-  std::vector<LaunchRecord> m_launchRecords;  // ring: launch number % kLaunchRecords
-  unsigned long long m_launchCount = 0;
+  cuda_detail::LaunchLedger m_ledger;  // every launch's number and label, every unit's fault slot
 };
 
 // A run's result, unless work it queued faulted after its last read-back: launches are queued
