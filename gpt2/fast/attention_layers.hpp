@@ -1,8 +1,9 @@
 // The fast handler's attention. At head size 64 (GPT-2's), flash attention (fast/flash_attention.hpp):
-// the (T, T) scores are never stored, and att holds each softmax row's log-sum-exp and the output
-// instead of the probabilities; its products read the handler's kind of operand (bf16 or TF32,
-// FastHandler::Products). Other head sizes (TF32 either way): per-head products read in place (strided, or
-// over an address table), around the fused float causal softmax of fast/causal_softmax.hpp.
+// the (T, T) scores are never stored, and att holds the output and each softmax row's log-sum-exp
+// instead of the probabilities (fast_shapes::flashSaved); its products read the handler's kind of
+// operand (bf16 or TF32, FastHandler::Products). Other head sizes (TF32 either way): per-head
+// products read in place (strided, or over an address table), around the fused float causal
+// softmax of fast/causal_softmax.hpp.
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -132,20 +133,24 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH})), R = OSPREY_TRY(checkedProduct(L, {BH, T}));
   const osprey::Index BTC = OSPREY_TRY(checkedProduct(L, {B, T, C}));
   if (fast_kernels::flashFits(B, C, NH)) {
-    // Flash attention: att holds what its backward reads instead of the probabilities, each softmax
-    // row's log-sum-exp (B, NH, T) and then a copy of out (B, T, C), which the kernel writes beside
-    // out (and out's bf16 twin, the projection's operand, with bf16 products).
+    // Flash attention: att holds what its backward reads instead of the probabilities, a copy of
+    // out (B, T, C) and each softmax row's log-sum-exp (B, NH, T), laid out as
+    // fast_shapes::flashSaved says (out first, on the allocation's 256 bytes); the kernel writes
+    // out's floats there (and out's bf16 twin, the projection's operand, with bf16 products).
     // out is that copy itself, a part of att's block: the kernel writes the floats once.
-    auto saved = OSPREY_TRY(allocate(R + BTC));
-    const Buffer out = saved.part(R, BTC);
+    const fast_shapes::FlashSaved layout = fast_shapes::flashSaved(B, T, C, NH);
+    if (auto problem = fast_shapes::flashSavedProblem(layout)) return osprey::Error{*problem};
+    auto saved = OSPREY_TRY(allocate(layout.size));
+    const Buffer out = saved.part(layout.out, BTC);
+    float* lse = saved.data() + layout.lse;
     OSPREY_CHECK(withTwin(out, [&](__nv_bfloat16* twin) {
       return byProducts([&]<class E>(E) -> osprey::Result<void> {
         const auto tiles = OSPREY_TRY(tilesOf<E>(qkv));
-        const fast_kernels::OutputPlaces places{nullptr, saved.data() + R, twin};
+        const fast_kernels::OutputPlaces places{nullptr, out.data(), twin};
         // bf16 tiles on an H100/H200: the warpgroup kernel (fast/flash_forward_wgmma.hpp).
         if (std::is_same_v<E, __nv_bfloat16> && fast_kernels::wgmmaReady())
-          return fast_kernels::flashAttentionForwardWgmma(stream(), tiles, places, saved.data(), B, T, C, NH);
-        return fast_kernels::flashAttentionForward<FlashTiles<E>>(stream(), tiles, places, saved.data(), B, T, C, NH);
+          return fast_kernels::flashAttentionForwardWgmma(stream(), tiles, places, lse, B, T, C, NH);
+        return fast_kernels::flashAttentionForward<FlashTiles<E>>(stream(), tiles, places, lse, B, T, C, NH);
       });
     }));
     return AttentionOut<FastHandler>{out, std::move(saved)};
@@ -193,15 +198,20 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
   OSPREY_CHECK(checkLength(*this, qkv, n3, L, "qkv"));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH})), R = OSPREY_TRY(checkedProduct(L, {BH, T}));
   if (fast_kernels::flashFits(B, C, NH)) {
-    // att is attentionForward's flash state: the log-sum-exp (R), then out (B, T, C).
-    if (att.size() != R + BTC)
+    // att is attentionForward's flash state (fast_shapes::flashSaved): out (B, T, C), then the
+    // log-sum-exps (R).
+    const fast_shapes::FlashSaved layout = fast_shapes::flashSaved(B, T, C, NH);
+    if (att.size() != layout.size)
       return osprey::Error{fmt::format("{}: att holds {} values, where this handler's attention forward keeps {} "
-                                       "(each softmax row's log-sum-exp, then the output)",
-                                       L, att.size(), R + BTC)};
+                                       "(the output, then each softmax row's log-sum-exp)",
+                                       L, att.size(), layout.size)};
+    if (auto problem = fast_shapes::flashSavedProblem(layout)) return osprey::Error{*problem};
+    const float* savedOut = att.data() + layout.out;
+    const float* lse = att.data() + layout.lse;
     auto rowDot = OSPREY_TRY(allocate(R));
     // Drow reads dout whole; with bf16 tiles it writes dout's twin as it goes, unless one is made.
     const auto rowDots = [&](__nv_bfloat16* doutTwin) {
-      return fast_kernels::flashRowDotsOf(stream(), dout.data(), att.data() + R, rowDot.data(), doutTwin, B, T, C, NH);
+      return fast_kernels::flashRowDotsOf(stream(), dout.data(), savedOut, rowDot.data(), doutTwin, B, T, C, NH);
     };
     if (m_products == Products::Bf16 && !madeTwin(dout, dout.size()))
       (void)OSPREY_TRY(newTwin(dout, dout.size(), rowDots));
@@ -217,12 +227,12 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
     auto sums = OSPREY_TRY(allocate(3 * C));
     auto dqkv = OSPREY_TRY(byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
       const auto doutTiles = OSPREY_TRY(tilesOf<E>(dout)), qkvTiles = OSPREY_TRY(tilesOf<E>(qkv));
-      const std::array<Buffer, 4> held{dout, qkv, att, rowDot};
+      const std::array<Buffer, 4> held{dout, qkv, att, rowDot};  // (att holds lse's memory)
       const std::array<HalfBuffer, 2> twins{keptTwin(dout), keptTwin(qkv)};
       // With bf16 tiles, ds goes from the keys kernel to dq's through a scratch of the launch's own;
       // on an H100/H200 the keys kernel is the warpgroup one (fast/flash_backward_wgmma.hpp).
       const bool warpgroups = std::is_same_v<E, __nv_bfloat16> && fast_kernels::wgmmaReady();
-      return twinOnly(n3, [doutTiles, qkvTiles, held, twins, B, T, C, NH, warpgroups, device = m_device,
+      return twinOnly(n3, [doutTiles, qkvTiles, held, twins, lse, B, T, C, NH, warpgroups, device = m_device,
                            warpSums = partials.data()](cudaStream_t stream, float* floats,
                                                        __nv_bfloat16* twin) mutable -> osprey::Result<void> {
         osprey::GpuBuffer<osprey::CudaDevice, std::uint32_t> dsT;
@@ -232,10 +242,10 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
         }
         const fast_kernels::OutputPlaces out{floats, nullptr, twin, std::exchange(warpSums, nullptr)};
         if (warpgroups)
-          return fast_kernels::flashAttentionBackwardWgmma(stream, doutTiles, qkvTiles, held[2].data(), held[3].data(),
-                                                           out, B, T, C, NH, dsT.data());
-        return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream, doutTiles, qkvTiles, held[2].data(),
-                                                                   held[3].data(), out, B, T, C, NH, dsT.data());
+          return fast_kernels::flashAttentionBackwardWgmma(stream, doutTiles, qkvTiles, lse, held[3].data(), out, B, T,
+                                                           C, NH, dsT.data());
+        return fast_kernels::flashAttentionBackward<FlashTiles<E>>(stream, doutTiles, qkvTiles, lse, held[3].data(),
+                                                                   out, B, T, C, NH, dsT.data());
       });
     }));
     if (sumRows > 0) {

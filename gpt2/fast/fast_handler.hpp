@@ -19,9 +19,9 @@
 //   matmulBackwardTransposed dx = dout · wt, dwt = doutᵀ · x
 //
 // Attention: at head size 64, flash attention (fast/flash_attention.hpp): tensor-core tiles of
-// bf16 (copied from qkv's and dout's twins) or TF32, the online softmax, the (T, T) scores never stored; the forward's att is each softmax row's
-// log-sum-exp and a copy of the output, which the backward reads to recompute the probabilities
-// tile by tile. On an H100/H200 with bf16 tiles, the forward and the backward's keys kernel are
+// bf16 (copied from qkv's and dout's twins) or TF32, the online softmax, the (T, T) scores never
+// stored; the forward's att is a copy of the output and each softmax row's log-sum-exp
+// (fast_shapes::flashSaved), which the backward reads to recompute the probabilities tile by tile. On an H100/H200 with bf16 tiles, the forward and the backward's keys kernel are
 // Hopper's warpgroup products instead (fast/flash_forward_wgmma.hpp, fast/flash_backward_wgmma.hpp),
 // with the same bits. Other head sizes: headProducts reads each head's block of qkv, att or dout in
 // place (strided batched products, or a table of addresses where no single stride fits) around

@@ -940,6 +940,32 @@ inline float scale() { return static_cast<float>(1.0 / std::sqrt(static_cast<dou
 inline unsigned tiles(osprey::Index T, osprey::Index rows = kFlashTile) {
   return static_cast<unsigned>((T + rows - 1) / rows);
 }
+// The alignment the kernels' accesses need of each pointer they are given. Every offset they add
+// to one is a whole number of elements that keeps it (heads of 64, rows of C or 3C with C a
+// multiple of 64: flashFits; within a head a lane's 2, 4 or 8), so the pointer's own alignment
+// decides: 16 bytes for tiles (float4 loads of the floats, cp.async of 16 bytes of the bf16 twin)
+// and the dsT scratch; 8 for the floats of an output (float2 stores) and the row dots' float2
+// loads; 4 for bf16 pairs and single floats. A pointer off them is an Error naming the kernel,
+// checked before the launch, not a misaligned-address fault of the device (a part of a buffer at
+// an odd float offset, as the saved output once was: fast_shapes::flashSaved).
+inline osprey::Result<void> aligned(const char* kernel, const char* operand, const void* p, std::uintptr_t bytes) {
+  if (reinterpret_cast<std::uintptr_t>(p) % bytes == 0) return {};
+  return osprey::Error{fmt::format("flash attention (kernel {}): {} at {} is not on {} bytes, as the kernel's vector "
+                                   "accesses need",
+                                   kernel, operand, p, bytes)};
+}
+// A tile source as kind K reads it: the floats (TF32 tiles) or the bf16 twin (bf16 tiles).
+template <class K>
+osprey::Result<void> tilesAligned(const char* kernel, const char* operand, const TileSource& src) {
+  if constexpr (K::kStages == 1) return aligned(kernel, operand, src.floats, 16);
+  else return aligned(kernel, operand, src.halves, 16);
+}
+inline osprey::Result<void> placesAligned(const char* kernel, const OutputPlaces& out) {
+  OSPREY_CHECK(aligned(kernel, "the output", out.data, 8));
+  OSPREY_CHECK(aligned(kernel, "the output's copy", out.copy, 8));
+  OSPREY_CHECK(aligned(kernel, "the output's bf16 twin", out.twin, 4));
+  return aligned(kernel, "the output's column sums", out.sums, 8);
+}
 }  // namespace flash_detail
 
 // out (B, T, C; with its copy and twin where out names them) and lse (B, NH, T) from qkv (B, T, 3C);
@@ -949,6 +975,9 @@ template <class K>
 osprey::Result<void> flashAttentionForward(cudaStream_t stream, TileSource qkv, OutputPlaces out, float* lse,
                                            osprey::Index B, osprey::Index T, osprey::Index C, osprey::Index NH) {
   if (B == 0 || T == 0) return {};
+  OSPREY_CHECK(flash_detail::tilesAligned<K>("flashForward", "qkv", qkv));
+  OSPREY_CHECK(flash_detail::placesAligned("flashForward", out));
+  OSPREY_CHECK(flash_detail::aligned("flashForward", "lse", lse, 4));
   OSPREY_CUDA_CHECK(allowShared(flashForward<K>, kFlashForwardShared<K>), "flash attention: shared memory");
   const unsigned tiles = flash_detail::tiles(T, kFlashTile * K::kForwardRows);
   flashForward<K><<<dim3(tiles, static_cast<unsigned>(B * NH)), kFlashThreads,
@@ -964,6 +993,9 @@ inline osprey::Result<void> flashRowDotsOf(cudaStream_t stream, const float* dou
                                            __nv_bfloat16* doutTwin, osprey::Index B, osprey::Index T,
                                            osprey::Index C, osprey::Index NH) {
   if (B == 0 || T == 0) return {};
+  OSPREY_CHECK(flash_detail::aligned("flashRowDots", "dout", dout, 8));
+  OSPREY_CHECK(flash_detail::aligned("flashRowDots", "the forward's output", out, 8));
+  OSPREY_CHECK(flash_detail::aligned("flashRowDots", "dout's bf16 twin", doutTwin, 4));
   const osprey::Index dots = B * T * NH;
   flashRowDots<<<static_cast<unsigned>((dots + 7) / 8), 256, 0, stream>>>(
       dout, out, rowDot, dots, static_cast<int>(T), static_cast<int>(C), static_cast<int>(NH), doutTwin);
@@ -988,6 +1020,12 @@ osprey::Result<void> flashAttentionBackward(cudaStream_t stream, TileSource dout
                                             const float* rowDot, OutputPlaces dqkv, osprey::Index B, osprey::Index T,
                                             osprey::Index C, osprey::Index NH, std::uint32_t* dsT = nullptr) {
   if (B == 0 || T == 0) return {};
+  OSPREY_CHECK(flash_detail::tilesAligned<K>("flashBackwardKeys", "qkv", qkv));
+  OSPREY_CHECK(flash_detail::tilesAligned<K>("flashBackwardKeys", "dout", dout));
+  OSPREY_CHECK(flash_detail::placesAligned("flashBackwardKeys", dqkv));
+  OSPREY_CHECK(flash_detail::aligned("flashBackwardKeys", "lse", lse, 4));
+  OSPREY_CHECK(flash_detail::aligned("flashBackwardKeys", "the row dots", rowDot, 4));
+  if (K::kHeldA) OSPREY_CHECK(flash_detail::aligned("flashBackwardQueriesFromDs", "the dsT scratch", dsT, 16));
   const int Ti = static_cast<int>(T), Ci = static_cast<int>(C), NHi = static_cast<int>(NH);
   const dim3 grid(flash_detail::tiles(T), static_cast<unsigned>(B * NH));
   OSPREY_CUDA_CHECK(allowShared(flashBackwardKeys<K>, kFlashKeysShared<K>), "flash attention backward: shared memory");

@@ -124,6 +124,12 @@ inline osprey::Result<void> flashAttentionBackwardWgmma(cudaStream_t stream, Til
                                                         osprey::Index B, osprey::Index T, osprey::Index C,
                                                         osprey::Index NH, std::uint32_t* dsT) {
   if (B == 0 || T == 0) return {};
+  OSPREY_CHECK(flash_detail::tilesAligned<Bf16Tiles>("flashBackwardKeysWgmma", "qkv", qkv));
+  OSPREY_CHECK(flash_detail::tilesAligned<Bf16Tiles>("flashBackwardKeysWgmma", "dout", dout));
+  OSPREY_CHECK(flash_detail::placesAligned("flashBackwardKeysWgmma", dqkv));
+  OSPREY_CHECK(flash_detail::aligned("flashBackwardKeysWgmma", "lse", lse, 4));
+  OSPREY_CHECK(flash_detail::aligned("flashBackwardKeysWgmma", "the row dots", rowDot, 4));
+  OSPREY_CHECK(flash_detail::aligned("flashBackwardQueriesFromDs", "the dsT scratch", dsT, 16));
   const int Ti = static_cast<int>(T), Ci = static_cast<int>(C), NHi = static_cast<int>(NH);
   const dim3 grid(flash_detail::tiles(T), static_cast<unsigned>(B * NH));
   OSPREY_CUDA_CHECK(allowShared(flashBackwardKeysWgmma, kWgmmaKeysShared), "flash attention backward: shared memory");

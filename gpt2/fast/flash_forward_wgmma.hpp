@@ -112,6 +112,9 @@ inline osprey::Result<void> flashAttentionForwardWgmma(cudaStream_t stream, Tile
                                                        float* lse, osprey::Index B, osprey::Index T, osprey::Index C,
                                                        osprey::Index NH) {
   if (B == 0 || T == 0) return {};
+  OSPREY_CHECK(flash_detail::tilesAligned<Bf16Tiles>("flashForwardWgmma", "qkv", qkv));
+  OSPREY_CHECK(flash_detail::placesAligned("flashForwardWgmma", out));
+  OSPREY_CHECK(flash_detail::aligned("flashForwardWgmma", "lse", lse, 4));
   OSPREY_CUDA_CHECK(allowShared(flashForwardWgmma, kWgmmaForwardShared), "flash attention: shared memory");
   flashForwardWgmma<<<dim3(flash_detail::tiles(T), static_cast<unsigned>(B * NH)), kFlashThreads,
                       kWgmmaForwardShared, stream>>>(qkv, out, lse, static_cast<int>(T), static_cast<int>(C),

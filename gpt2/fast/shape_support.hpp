@@ -8,6 +8,9 @@
 // Every GPT-2 size (124M, 350M, 774M, 1558M: head size 64; widths 768, 1024, 1280, 1600; 12, 16,
 // 20, 25 heads) takes flash attention, the fused one-row decoding kernels and the LayerNorm
 // backward with all three sets of column sums. The limits below are for shapes beyond those.
+// Offsets into a buffer that follow from the shape (flash attention's saved state) are decided
+// here too, so that host tests check their alignment for every size: 1558M's 25 heads make
+// B·NH·T odd for B = 1 and odd T, where the widths alone (multiples of 64) stay aligned.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +35,34 @@ inline constexpr Index kFlashMaxGridHeads = 65535;
 // the backward knows what the forward's att holds.
 inline bool flashFits(Index B, Index C, Index NH) {
   return NH > 0 && C == NH * kFlashHead && B * NH <= kFlashMaxGridHeads && C <= (1 << 20);
+}
+
+// What flash attention's forward keeps for its backward (its att, one allocation of `size` floats;
+// offsets in floats): the output's copy (B, T, C) at `out`, then each softmax row's log-sum-exp
+// (B, NH, T) at `lse`. The output comes first, on the allocation's own 256 bytes (cudaMalloc's):
+// the forward writes it and the backward's row dots read it 8 bytes at a time, and the next linear
+// layer's TF32 product reads it as an operand (cuBLASLt's kernels may assume 256 bytes, its
+// default). Every row (C floats, C a multiple of 64) and head (64 floats) then starts on 256 bytes
+// too. The log-sum-exps are read a float at a time: any offset serves them. (With the log-sum-exps
+// first, the output began B·NH·T floats in: 125 floats, 500 bytes, for GPT-2 1558M's 25 heads over
+// a 5-token prompt, where the forward's 8-byte stores faulted as misaligned.)
+inline constexpr std::size_t kFlashSavedAlignment = 256;  // bytes
+struct FlashSaved {
+  Index out = 0, lse = 0, size = 0;
+};
+inline FlashSaved flashSaved(Index B, Index T, Index C, Index NH) {
+  const Index outputs = B * T * C;
+  return {0, outputs, outputs + B * NH * T};
+}
+// Why the flash kernels cannot take this layout of their saved state (the kernel named), or
+// nothing: the output's offset must keep it on kFlashSavedAlignment bytes.
+inline std::optional<std::string> flashSavedProblem(const FlashSaved& s) {
+  if (static_cast<std::size_t>(s.out) * sizeof(float) % kFlashSavedAlignment != 0)
+    return fmt::format("fast flash attention (kernels flashForward, flashForwardWgmma, flashRowDots): the saved output "
+                       "begins {} floats ({} bytes) into its allocation; the kernels' 8-byte stores and loads and the "
+                       "next product need it on {} bytes",
+                       s.out, static_cast<std::size_t>(s.out) * sizeof(float), kFlashSavedAlignment);
+  return std::nullopt;
 }
 
 // Attention of one query against the cache while decoding (attendOneRow, fast/decode_kernels.hpp):

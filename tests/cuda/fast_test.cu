@@ -1160,6 +1160,45 @@ TEST(Fast, FlashAttentionMatchesItsReference) {
   }
 }
 
+// Flash attention where B·NH·T is odd: GPT-2 1558M's 25 heads at B1 over odd lengths (a 5-token
+// prompt). The saved state's output must stay aligned (fast_shapes::flashSaved: it once lay behind
+// the B·NH·T log-sum-exps, 500 bytes in at T 5, and the forward's 8-byte stores faulted); out and
+// each of dq, dk, dv within the kind's bound of exact, and the projection after attention reads
+// out's floats (TF32) or its twin (bf16) as it reads a copy of them.
+TEST(Fast, FlashAttentionAtAnOddCountOfRows) {
+  auto h = makeFast();
+  auto exact = osprey::testing::makeHandler<GpuCuda>();
+  auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
+  const Index B = 1, NH = kGpt2_1558M.NH, C = kGpt2_1558M.C;
+  ASSERT_TRUE(fast_kernels::flashFits(B, C, NH));
+  for (const ProductsCase& c : kProductsCases) {
+    h.setProducts(c.products);
+    const int bits = c.termBits + 1;
+    for (Index T : {1, 5, 7, 67}) {
+      SCOPED_TRACE(::testing::Message() << c.name << " T " << T);
+      const ExactValues qkvValues{25, 1.0, bits}, doutValues{26, 1.0, bits};
+      auto qkv = ok(h.build(B * T * 3 * C, qkvValues)), dout = ok(h.build(B * T * C, doutValues));
+      auto qkvExact = ok(exact.build(B * T * 3 * C, qkvValues)), doutExact = ok(exact.build(B * T * C, doutValues));
+      const auto fused = ok(h.attentionForward(qkv, B, T, C, NH));
+      EXPECT_EQ(fused.att.size(), B * NH * T + B * T * C);
+      const auto want = ok(reference::attentionForward(exact, qkvExact, B, T, C, NH));
+      EXPECT_LT(relativeGap(read(fused.out), osprey::testing::readAll(exact, want.out)), c.flashGap);
+      const auto w = ok(h.build(C * C, Mixed{38})), bias = ok(h.build(C, Mixed{39}));
+      const auto copy = ok(h.fromList(std::span<const Scalar>(read(fused.out))));
+      EXPECT_SAME_BITS(read(ok(h.matmulForward(fused.out, w, bias, B * T, C, C))),
+                       read(ok(h.matmulForward(copy, w, bias, B * T, C, C))));
+      const auto dqkv = read(ok(h.attentionBackward(dout, qkv, fused.att, B, T, C, NH)));
+      const auto dqkvWant = osprey::testing::readAll(
+          exact, ok(reference::attentionBackward(exact, doutExact, qkvExact, want.att, B, T, C, NH)));
+      for (Index section = 0; section < 3; ++section) {
+        const auto expected = sectionOf(dqkvWant, C, section);
+        const double scale = largestAbs(expected) > 0.0 ? largestAbs(expected) : largestAbs(dqkvWant);
+        EXPECT_LT(largestGap(sectionOf(dqkv, C, section), expected) / scale, c.flashGap) << "d" << "qkv"[section];
+      }
+    }
+  }
+}
+
 // The flash kernels with bf16 tiles two ways: mma.sync (flashForward<Bf16Tiles>, flashBackwardKeys,
 // which a build without sm_90a runs) and warpgroup products (flashForwardWgmma,
 // flashBackwardKeysWgmma: the handler's choice on an H100 or H200), on the same tiles. The same

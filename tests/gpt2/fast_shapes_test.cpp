@@ -3,6 +3,8 @@
 // error naming the kernel and the shape. The handler asks the same functions before it launches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 
 #include "gpt2/fast/shape_support.hpp"
@@ -59,6 +61,41 @@ TEST(FastShapes, ShapesAKernelCannotTakeAreErrorsNamingIt) {
   const auto broken = decodingProblem(Config{1024, 50257, 1, 7, 1600});
   ASSERT_TRUE(broken.has_value());
   EXPECT_NE(broken->find("n_head"), std::string::npos) << *broken;
+}
+
+// Flash attention's saved state (its att, fast_shapes::flashSaved) at every GPT-2 size, batch and
+// length the model runs: the output first, on the allocation's 256 bytes, and so every row and
+// head of it, which the forward writes and the backward's row dots read 8 bytes at a time and the
+// projection after it reads as a product's operand. With the log-sum-exps first, the output began
+// B·NH·T floats in, an odd count at 1558M's 25 heads over an odd length at B1 (a 5-token prompt:
+// 125 floats, 500 bytes), where the forward's stores faulted on the device as misaligned.
+TEST(FastShapes, FlashSavedOutputIsAlignedAtEverySize) {
+  for (const Config& c : {kGpt2_124M, kGpt2_350M, kGpt2_774M, kGpt2_1558M}) {
+    SCOPED_TRACE(sizeLabel(c));
+    for (Index B : {1, 2, 3, 4, 16}) {
+      ASSERT_TRUE(flashFits(B, c.C, c.NH));
+      for (Index T = 1; T <= c.maxT; ++T) {
+        const FlashSaved s = flashSaved(B, T, c.C, c.NH);
+        const auto problem = flashSavedProblem(s);
+        ASSERT_FALSE(problem.has_value()) << "B " << B << " T " << T << ": " << *problem;
+        const Index outputs = B * T * c.C, stats = B * c.NH * T;
+        ASSERT_EQ(s.size, outputs + stats) << "B " << B << " T " << T;  // att's length: no padding
+        ASSERT_TRUE(s.out + outputs <= s.lse || s.lse + stats <= s.out) << "B " << B << " T " << T;
+        ASSERT_LE(std::max(s.out + outputs, s.lse + stats), s.size) << "B " << B << " T " << T;
+        // The first and the last head of the last row, as the kernels address them.
+        for (Index at : {s.out, s.out + (B * T - 1) * c.C + (c.NH - 1) * kFlashHead})
+          ASSERT_EQ(static_cast<std::size_t>(at) * sizeof(float) % kFlashSavedAlignment, 0u)
+              << "B " << B << " T " << T << " at " << at;
+      }
+    }
+  }
+  // The old layout, the output behind the log-sum-exps, is refused with the kernels named.
+  const Index B = 1, T = 5, C = kGpt2_1558M.C, NH = kGpt2_1558M.NH;
+  const auto old = flashSavedProblem(FlashSaved{B * NH * T, 0, B * NH * T + B * T * C});
+  ASSERT_TRUE(old.has_value());
+  EXPECT_NE(old->find("flashForward"), std::string::npos) << *old;
+  EXPECT_NE(old->find("125 floats (500 bytes)"), std::string::npos) << *old;
+  EXPECT_FALSE(flashSavedProblem(FlashSaved{B * NH * 64 * 4, 0, 0}).has_value());  // B4 T64: 6400 floats, 25600 bytes
 }
 
 TEST(FastShapes, LayerNormBackwardSetsFollowSharedMemory) {
