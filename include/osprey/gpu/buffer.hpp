@@ -49,6 +49,16 @@ class GpuBuffer {
     return b;
   }
 
+  // A buffer over memory the device did not allocate (raw_pointer.hpp's bufFromRawDevicePtr):
+  // `memory`'s own deleter, never the device's release, runs when the last copy or part is gone.
+  static GpuBuffer borrowing(std::shared_ptr<D> device, std::shared_ptr<T> memory, Index n) {
+    GpuBuffer b;
+    b.m_device = std::move(device);
+    b.m_memory = std::move(memory);
+    b.m_n = n;
+    return b;
+  }
+
   // Both hand out the elements: a buffer made later() gets them first.
   ViewOf<T> view() const { return ViewOf<T>{data(), m_n}; }
   T* data() const {
