@@ -1,37 +1,14 @@
 // The entry point for --backend / --device (see run.hpp): osprey::chooseBackend names the handler;
 // this file only maps it to the entry point this program linked for it, and checks --products.
-#include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "gpt2/cli/fast_refusal.hpp"
 #include "gpt2/cli/run.hpp"
 #include "osprey/under.hpp"
 
 namespace gpt2 {
-namespace {
-
-// The fast backend runs on the cuda device only: OSPREY_GPU chooses the gpu backend's device and
-// does not apply to it. Opening the cuda device words its advice for the gpu backend ("or choose
-// OSPREY_GPU=host"), which would send a user who gave OSPREY_GPU=host with --backend fast in a
-// circle: for fast, that advice is dropped, and the error says what fast needs and what was given.
-osprey::Error fastRefusal(const osprey::Error& error) {
-  std::string message = error.message;
-  bool advised = false;
-  for (const std::string advice : {", or choose OSPREY_GPU=host", " or choose OSPREY_GPU=host"})
-    for (std::size_t at; (at = message.find(advice)) != std::string::npos; advised = true) message.erase(at, advice.size());
-  if (const char* env = std::getenv("OSPREY_GPU"))
-    message += fmt::format("; OSPREY_GPU={} was given, but OSPREY_GPU picks the gpu backend's device and does not "
-                           "apply to fast",
-                           *env ? env : "\"\"");
-  if (advised)
-    message += ": --backend fast needs the cuda device (an NVIDIA GPU); to run on the host instead, choose "
-               "--backend gpu --device host, or --backend lists";
-  return osprey::Error{message};
-}
-
-}  // namespace
-
 HandlerEntries hostEntries() { return HandlerEntries{&runJobOnLists, &runJobOnGpuHost, nullptr}; }
 
 osprey::Result<JobRunner> selectRunner(const BackendChoice& choice, const HandlerEntries& entries) {
