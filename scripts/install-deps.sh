@@ -5,8 +5,11 @@
 # Exit status 0 when everything is (now) installed. Used by `make gpt2`, `make test`, ...
 set -euo pipefail
 
+# The Python module (python/): pybind11 and Python's headers to build it, DLPack's header for its
+# zero-copy exchange, NumPy and pytest for its tests (run by make test with Debian's python3).
 readonly PACKAGES=(cmake ninja-build pkg-config g++ libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libssl-dev
-                   libgtest-dev libgmock-dev libbenchmark-dev)
+                   libgtest-dev libgmock-dev libbenchmark-dev
+                   python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest)
 
 missing=()
 for package in "${PACKAGES[@]}"; do
