@@ -51,6 +51,16 @@ cp -a $sys/libfmt.so $sys/libfmt.so.9 $sys/libfmt.so.9.1.0 \
 cp -a $sys/cmake/fmt $sys/cmake/GTest $sys/cmake/benchmark "$deps/lib/$arch/cmake/"
 cp -a /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json "$deps/share/cmake/"
 
+# The Python module's build headers (python/), where this machine has them: pybind11 (headers and
+# its CMake package, which finds them relative to itself) and DLPack's header. The device machine
+# still needs its own Python headers for the module to be built there.
+if [[ -d /usr/include/pybind11 && -d /usr/lib/cmake/pybind11 ]]; then
+  mkdir -p "$deps/lib/cmake"
+  cp -a /usr/include/pybind11 "$deps/include/"
+  cp -a /usr/lib/cmake/pybind11 "$deps/lib/cmake/"
+fi
+[[ -f /usr/include/dlpack/dlpack.h ]] && cp -a /usr/include/dlpack "$deps/include/"
+
 # The .pc file names /usr; make it relative to wherever .deps lands.
 sed 's|^prefix=.*|prefix=${pcfiledir}/../../..|' $sys/pkgconfig/libpcre2-8.pc > "$deps/lib/$arch/pkgconfig/libpcre2-8.pc"
 
@@ -71,7 +81,7 @@ chmod +x "$deps/bin/pkg-config"
 {
   echo "# carried from $(hostname) on $(date -u +%Y-%m-%dT%H:%MZ) by scripts/carry-deps.sh"
   dpkg-query -W -f='${Package} ${Version}\n' libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev \
-    libgmock-dev libbenchmark-dev libpcre2-dev pkgconf 2>/dev/null || true
+    libgmock-dev libbenchmark-dev libpcre2-dev pkgconf pybind11-dev libdlpack-dev 2>/dev/null || true
 } > "$deps/VERSIONS"
 
 echo "carry-deps: wrote $deps ($(du -sh "$deps" | cut -f1)):"

@@ -13,7 +13,11 @@ Result<std::unique_ptr<Gpt2Session>> openGpuCudaSession(const gpt2::HostWeights&
 }
 
 Result<std::unique_ptr<Gpt2Session>> openFastSession(const gpt2::HostWeights& weights, bool tf32Products) {
-  gpt2::FastHandler handler(OSPREY_TRY(Fast::open()));
+  // Not `FastHandler handler(OSPREY_TRY(Fast::open()))`: nvcc 13's device front end (cicc)
+  // crashes on that statement expression as a constructor's argument.
+  auto base = Fast::open();
+  if (!base.ok()) return base.error();
+  gpt2::FastHandler handler(std::move(*base));
   handler.setProducts(tf32Products ? gpt2::FastHandler::Products::Tf32 : gpt2::FastHandler::Products::Bf16);
   // A continuation whose shape a decoding kernel cannot take stops before any launch, naming it.
   return Gpt2SessionOn<gpt2::FastHandler>::open(std::move(handler), weights, &gpt2::fast_shapes::decodingProblem);
