@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPT-2 on the H200 against the CPU: logits, a 20-token greedy continuation and one training
+# GPT-2 on the H200 against the CPU: logits, a 20-token greedy continuation, 20 sampled tokens
+# (temperature, top-k, top-p and the seed's Philox draws) and one training
 # step (loss, the 148 gradient sums, the loss after AdamW), for `tiny` and for 124M. Every line
 # after the first (which names the handler) must be byte-identical, so the check compares the
 # sha256 of stdout minus its first line. The CPU side is gpu/host (bit-identical to lists by the
@@ -38,11 +39,15 @@ compare() {  # compare NAME ARGS... : runs the reference backends and cuda, comp
 
 compare "tiny logits" logits --preset tiny --prompt "$prompt"
 compare "tiny generate 20" generate --preset tiny --prompt "$prompt" --tokens 20
+compare "tiny sampled 20 (T 1, top-k 40, top-p 0.9, seed 7)" generate --preset tiny --prompt "$prompt" --tokens 20 \
+  --temperature 1 --top-k 40 --top-p 0.9 --seed 7
 if [[ -f $data ]]; then
   compare "tiny train-step B4 T64" train-step --preset tiny --data "$data" --batch 4 --seq 64
 fi
 compare "124M logits" logits --preset 124M --prompt "$prompt"
 compare "124M generate 20" generate --preset 124M --prompt "$prompt" --tokens 20
+compare "124M sampled 20 (T 1, top-k 40, top-p 0.9, seed 7)" generate --preset 124M --prompt "$prompt" --tokens 20 \
+  --temperature 1 --top-k 40 --top-p 0.9 --seed 7
 if [[ -f $data ]]; then
   compare "124M train-step B4 T64" train-step --preset 124M --data "$data" --batch 4 --seq 64
 fi
