@@ -6,7 +6,10 @@
 //                              object is held until the Buffer and every view of it are gone)
 //
 // A cuda Buffer's elements are on the GPU: asking it for a host buffer is a BufferError naming
-// DLPack (dlpack_exchange.cpp), which shares them.
+// DLPack (dlpack_exchange.cpp), which shares them. NumPy treats a failed buffer export as "not an
+// array" and would wrap the Buffer in a 0-d object array, so the Buffer also answers __array__:
+// the host buffer in place (or copied, when NumPy asks for a copy or another dtype), the same
+// BufferError for a cuda one.
 //
 // The export is written against CPython's slots rather than pybind11's def_buffer because a
 // failure there must become a BufferError: pybind11 2.10 calls def_buffer's function from a C slot
@@ -33,16 +36,18 @@ double gEmpty = 0.0;
 
 char gDoubleFormat[] = "d";
 
+std::string notOnTheHost(const DeviceBuffer& b) {
+  return fmt::format("the buffer's elements are on {}, not on the host: share them with DLPack "
+                     "(torch.from_dlpack), or copy them back with fromGpu",
+                     b.device().name());
+}
+
 extern "C" int bufferGet(PyObject* object, Py_buffer* view, int flags) {
   view->obj = nullptr;
   try {
     const auto b = py::handle(object).cast<SharedBuffer>();
     if (b->device().kind() != DeviceKind::Host) {
-      PyErr_SetString(PyExc_BufferError,
-                      fmt::format("the buffer's elements are on {}, not on the host: share them with DLPack "
-                                  "(torch.from_dlpack), or copy them back with fromGpu",
-                                  b->device().name())
-                          .c_str());
+      PyErr_SetString(PyExc_BufferError, notOnTheHost(*b).c_str());
       return -1;
     }
     auto* shape = new ExportedShape{{static_cast<Py_ssize_t>(b->size())}, {sizeof(Scalar)}};
@@ -105,9 +110,25 @@ SharedBuffer fromBuffer(py::handle object) {
   return valueOrRaise(host->borrow(n > 0 ? address : nullptr, n, std::move(owner)));
 }
 
+// numpy.asarray(buffer) and numpy.array(buffer, ...): NumPy 1 calls __array__() or
+// __array__(dtype), NumPy 2 adds copy=. The elements in place through the buffer protocol unless a
+// copy or another dtype is asked for.
+py::object arrayOf(py::handle self, py::object dtype, py::object copy) {
+  const auto& b = self.cast<const DeviceBuffer&>();
+  if (b.device().kind() != DeviceKind::Host) throw py::buffer_error(notOnTheHost(b));
+  py::module_ numpy = py::module_::import("numpy");
+  py::object inPlace = numpy.attr("frombuffer")(py::memoryview(py::reinterpret_borrow<py::object>(self)),
+                                                 py::arg("dtype") = numpy.attr("float64"));
+  if (!copy.is_none() && copy.cast<bool>()) return numpy.attr("array")(inPlace, py::arg("dtype") = dtype);
+  return numpy.attr("asarray")(inPlace, py::arg("dtype") = dtype);
+}
+
 }  // namespace
 
 void bindBufferProtocol(py::module_& m, BufferClass& buffer) {
+  buffer.def("__array__", &arrayOf, py::arg("dtype") = py::none(), py::kw_only(), py::arg("copy") = py::none(),
+             "NumPy's conversion: a host Buffer's elements in place (a copy when asked); a cuda Buffer is a "
+             "BufferError (use DLPack or fromGpu)");
   auto* type = reinterpret_cast<PyHeapTypeObject*>(buffer.ptr());
   type->as_buffer.bf_getbuffer = bufferGet;
   type->as_buffer.bf_releasebuffer = bufferRelease;

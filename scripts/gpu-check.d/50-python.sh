@@ -15,11 +15,21 @@ if ! compgen -G "$build/python/osprey/_osprey*.so" > /dev/null; then
   echo "RESULT|$name|SKIPPED|not built here (pybind11 or Python's headers missing: see the configure log)"
   exit 0
 fi
-python=$(sed -n '1s/^#!//p' "$build/python/bin/osprey")
-if ! "$python" -c "import pytest, numpy" 2> /dev/null; then
-  echo "RESULT|$name|SKIPPED|$python has no pytest or numpy"
+# The interpreter the module was built for (the launcher's first line), or another one of the same
+# ABI that has pytest and numpy (the GPU machine keeps torch, numpy and pytest in a virtual
+# environment over the system's python3, which the build finds first).
+module=$(basename "$(compgen -G "$build/python/osprey/_osprey*.so" | head -1)")
+python=
+for candidate in "$(sed -n '1s/^#!//p' "$build/python/bin/osprey")" $(type -ap python3); do
+  suffix=$("$candidate" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))" 2> /dev/null) || continue
+  [[ $module == _osprey$suffix ]] || continue
+  if "$candidate" -c "import pytest, numpy" 2> /dev/null; then python=$candidate; break; fi
+done
+if [[ -z $python ]]; then
+  echo "RESULT|$name|SKIPPED|no python3 for $module has pytest and numpy"
   exit 0
 fi
+echo "interpreter: $python"
 "$python" -c "import torch" 2> /dev/null || echo "note: $python has no torch: its DLPack tests will be skipped"
 
 PYTHONPATH=$build/python PYTHONDONTWRITEBYTECODE=1 OSPREY_SOURCE_DIR=$OSPREY_ROOT \

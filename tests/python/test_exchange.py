@@ -35,6 +35,16 @@ def test_asarray_is_the_buffer_in_place():
     assert fromGpu(b).unwrap() == [1.0, 2.0, 30.0, 4.0], "a write through NumPy is seen by Osprey"
 
 
+def test_numpys_array_conversion_is_in_place_unless_a_copy_is_asked():
+    b = lifted([1.0, 2.0, 3.0])
+    a = b.__array__()
+    assert a.ctypes.data == b.address and a.flags.writeable
+    c = b.__array__(copy=True)
+    assert c.ctypes.data != b.address and c.tolist() == [1.0, 2.0, 3.0]
+    assert b.__array__(np.float32).dtype == np.float32
+    assert np.array(b, copy=True).ctypes.data != b.address
+
+
 def test_the_array_keeps_the_buffer_alive():
     a = np.asarray(lifted([1.0, 2.0, 3.0, 4.0]))
     address = a.ctypes.data
