@@ -132,6 +132,49 @@ TEST(ExactContract, EveryHostMatMulKernelMatchesLists) {
   }
 }
 
+// An operand held transposed (osprey/transposed.hpp) gives, on every host kernel, the bits of the
+// product of its transposed copy: on tile, strip and k-block edges, on GPT-2's widths, and on the
+// one- and two-column products that take the narrow path.
+TEST(ExactContract, EveryHostMatMulKernelReadsHeldTransposedOperands) {
+  struct Shape {
+    Index rows, inner, cols;
+  };
+  std::uint64_t state = 777;
+  const auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double u = static_cast<double>(state >> 11) * 0x1p-53 - 0.5;
+    const int e = static_cast<int>((state >> 3) % 40) - 20;
+    return (state & 7) == 0 ? -0.0 : std::ldexp(u, e);
+  };
+  const auto transposed = [](const std::vector<Scalar>& m, Index r, Index c) {
+    std::vector<Scalar> t(m.size());
+    for (Index i = 0; i < r; ++i)
+      for (Index j = 0; j < c; ++j) t[static_cast<std::size_t>(j * r + i)] = m[static_cast<std::size_t>(i * c + j)];
+    return t;
+  };
+  Lists lists;
+  for (Shape s : {Shape{1, 1, 3}, Shape{7, 13, 17}, Shape{9, 300, 33}, Shape{17, 5, 2}, Shape{3, 257, 1},
+                  Shape{33, 0, 20}, Shape{16, 513, 48}, Shape{64, 768, 2304}, Shape{768, 64, 3072},
+                  Shape{1, 64, 768}, Shape{2304, 768, 1}, Shape{768, 300, 2}}) {
+    std::vector<Scalar> a(static_cast<std::size_t>(s.rows * s.inner)), b(static_cast<std::size_t>(s.inner * s.cols));
+    for (auto& v : a) v = next();
+    for (auto& v : b) v = next();
+    const auto want = testing::readAll(lists, *lists.matMul(*lists.fromList(a), *lists.fromList(b), s.rows, s.inner, s.cols));
+    const auto aHeld = transposed(a, s.rows, s.inner), bHeld = transposed(b, s.inner, s.cols);
+    for (auto isa : {HostMatMulIsa::Avx512, HostMatMulIsa::Avx2, HostMatMulIsa::Portable}) {
+      if (!hostMatMulIsaAvailable(isa)) continue;
+      for (auto layout : {Transposed::A, Transposed::B}) {
+        std::vector<Scalar> out(static_cast<std::size_t>(s.rows * s.cols), 1.0);
+        hostMatMulWith(isa, out.data(), layout == Transposed::A ? aHeld.data() : a.data(),
+                       layout == Transposed::B ? bHeld.data() : b.data(), s.rows, s.inner, s.cols, layout);
+        ASSERT_EQ(std::memcmp(out.data(), want.data(), out.size() * sizeof(Scalar)), 0)
+            << "kernel " << static_cast<int>(isa) << ", " << (layout == Transposed::A ? "a" : "b") << " held, "
+            << s.rows << " x " << s.inner << " x " << s.cols;
+      }
+    }
+  }
+}
+
 TEST(ExactContract, NoReassociation) {
   volatile double big = 0x1p53, one = 1.0;
   const double x = big, y = one;

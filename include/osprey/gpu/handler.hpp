@@ -79,7 +79,8 @@ class Gpu {
   }
 
   // out (rows, cols) with one operand held transposed (osprey/transposed.hpp): the bits of the
-  // product of the transposed copy, answered by the device where it reads the held layout (cuda).
+  // product of the transposed copy, answered by the device where it reads the held layout (host and
+  // cuda).
   Result<Buffer> matMulTransposed(const Buffer& a, const Buffer& b, Index rows, Index inner, Index cols,
                                   Transposed layout)
     requires std::is_same_v<E, Scalar> &&

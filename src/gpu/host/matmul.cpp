@@ -10,7 +10,9 @@
 //
 // Layout: b is packed per (column tile, k block) into a depth x NR panel (columns past `cols`
 // padded with zeros and never stored); a is packed once into MR-row strips, k-major, so the
-// micro-kernel reads both operands contiguously.
+// micro-kernel reads both operands contiguously. An operand held transposed (osprey/transposed.hpp)
+// is read as it lies while it is packed, so the product of a held layout costs no transposing copy
+// and, the packed operands being the same, gives the same doubles.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -128,16 +130,19 @@ void tile(Isa isa, Index rows, Tile& acc, const double* ap, const double* bp, In
 // Few columns (a matrix times one or two vectors, as in one-token decoding with transposed
 // weights): a 16-wide column tile would be mostly padding, so each thread takes blocks of rows
 // and runs eight independent k-ordered chains, one per row, reading a once.
-void narrowMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols) {
+void narrowMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols,
+                  Transposed layout) {
   constexpr Index kRowsAtOnce = 8;
+  const auto A = [&](Index i, Index k) { return layout == Transposed::A ? a[k * rows + i] : a[i * inner + k]; };
+  const auto B = [&](Index k, Index j) { return layout == Transposed::B ? b[j * inner + k] : b[k * cols + j]; };
 #pragma omp parallel for schedule(static) if (rows * inner > 32768)
   for (Index i0 = 0; i0 < rows; i0 += kRowsAtOnce) {
     const Index height = std::min(kRowsAtOnce, rows - i0);
     for (Index j = 0; j < cols; ++j) {
       double acc[kRowsAtOnce] = {};
       for (Index k = 0; k < inner; ++k) {
-        const double bk = b[k * cols + j];
-        for (Index r = 0; r < height; ++r) acc[r] = std::fma(a[(i0 + r) * inner + k], bk, acc[r]);
+        const double bk = B(k, j);
+        for (Index r = 0; r < height; ++r) acc[r] = std::fma(A(i0 + r, k), bk, acc[r]);
       }
       for (Index r = 0; r < height; ++r) out[(i0 + r) * cols + j] = acc[r];
     }
@@ -154,14 +159,15 @@ bool hostMatMulIsaAvailable(HostMatMulIsa isa) {
   return false;
 }
 
-void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols) {
-  hostMatMulWith(detectIsa(), out, a, b, rows, inner, cols);
+void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols,
+                Transposed layout) {
+  hostMatMulWith(detectIsa(), out, a, b, rows, inner, cols, layout);
 }
 
 void hostMatMulWith(HostMatMulIsa isa, Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner,
-                    Index cols) {
+                    Index cols, Transposed layout) {
   if (rows == 0 || cols == 0) return;
-  if (cols <= 2) return narrowMatMul(out, a, b, rows, inner, cols);
+  if (cols <= 2) return narrowMatMul(out, a, b, rows, inner, cols, layout);
   const Index strips = (rows + MR - 1) / MR;
   const Index colTiles = (cols + NR - 1) / NR;
   const Index kBlocks = std::max<Index>((inner + KC - 1) / KC, 1);
@@ -169,7 +175,8 @@ void hostMatMulWith(HostMatMulIsa isa, Scalar* out, const Scalar* a, const Scala
   // microseconds on one thread, no more than starting and joining a team twice.
   const bool parallel = rows * cols * std::max<Index>(inner, 1) > (Index{1} << 20);
 
-  // a packed as strips of MR rows, k-major: packedA[s][k][r] = a[s*MR + r][k] (0 past `rows`).
+  // a packed as strips of MR rows, k-major: packedA[s][k][r] = a[s*MR + r][k] (0 past `rows`);
+  // held transposed, a[s*MR + r][k] lies at a[k * rows + s*MR + r].
   // The buffer is the calling thread's and only grows: the lm head packs its 50257 x 768 weight
   // (295 MiB) per product, and fresh pages every call cost more system time than the packing
   // itself. It is left uninitialised (the packing loop writes every element), so a new buffer's
@@ -186,11 +193,19 @@ void hostMatMulWith(HostMatMulIsa isa, Scalar* out, const Scalar* a, const Scala
 #pragma omp parallel for schedule(static) if (parallel)
   for (Index s = 0; s < strips; ++s) {
     double* dst = packedA + s * MR * inner;
-    for (Index r = 0; r < MR; ++r) {
-      if (s * MR + r < rows) {
-        for (Index k = 0; k < inner; ++k) dst[k * MR + r] = a[(s * MR + r) * inner + k];
-      } else {
-        for (Index k = 0; k < inner; ++k) dst[k * MR + r] = 0.0;
+    const Index height = std::min(MR, rows - s * MR);
+    if (layout == Transposed::A) {
+      for (Index k = 0; k < inner; ++k) {
+        const double* src = a + k * rows + s * MR;
+        for (Index r = 0; r < MR; ++r) dst[k * MR + r] = r < height ? src[r] : 0.0;
+      }
+    } else {
+      for (Index r = 0; r < MR; ++r) {
+        if (r < height) {
+          for (Index k = 0; k < inner; ++k) dst[k * MR + r] = a[(s * MR + r) * inner + k];
+        } else {
+          for (Index k = 0; k < inner; ++k) dst[k * MR + r] = 0.0;
+        }
       }
     }
   }
@@ -214,10 +229,18 @@ void hostMatMulWith(HostMatMulIsa isa, Scalar* out, const Scalar* a, const Scala
 #pragma omp for schedule(dynamic, 4)
         for (Index ct = 0; ct < colTiles; ++ct) {
           const Index j0 = ct * NR, width = std::min(NR, cols - j0);
-          for (Index k = 0; k < depth; ++k) {
-            double* row = panel.data() + k * NR;
-            std::memcpy(row, b + (k0 + k) * cols + j0, sizeof(double) * width);
-            std::fill(row + width, row + NR, 0.0);
+          if (layout == Transposed::B) {  // column j of the panel is row j0 + j of the held b
+            for (Index k = 0; k < depth; ++k) std::fill(panel.data() + k * NR + width, panel.data() + (k + 1) * NR, 0.0);
+            for (Index j = 0; j < width; ++j) {
+              const double* src = b + (j0 + j) * inner + k0;
+              for (Index k = 0; k < depth; ++k) panel[static_cast<std::size_t>(k * NR + j)] = src[k];
+            }
+          } else {
+            for (Index k = 0; k < depth; ++k) {
+              double* row = panel.data() + k * NR;
+              std::memcpy(row, b + (k0 + k) * cols + j0, sizeof(double) * width);
+              std::fill(row + width, row + NR, 0.0);
+            }
           }
           for (Index s = s0; s < s1; ++s) {
             const Index i0 = s * MR, height = std::min(MR, rows - i0);

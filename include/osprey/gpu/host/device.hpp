@@ -29,12 +29,15 @@
 #include "osprey/gpu/size_class.hpp"
 #include "osprey/result.hpp"
 #include "osprey/strict.hpp"
+#include "osprey/transposed.hpp"
 #include "osprey/view.hpp"
 
 namespace osprey {
 
-// The blocked, vectorised exact product (src/gpu/host/matmul.cpp), on the best kernel this CPU has.
-void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols);
+// The blocked, vectorised exact product (src/gpu/host/matmul.cpp), on the best kernel this CPU has;
+// `layout` names an operand held transposed (osprey/transposed.hpp), read as it lies.
+void hostMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols,
+                Transposed layout = Transposed::None);
 
 // The product's kernels by instruction set, so that tests can check each one this CPU can run
 // against the others (every one gives the same doubles).
@@ -43,7 +46,7 @@ enum class HostMatMulIsa { Avx512, Avx2, Portable };
 bool hostMatMulIsaAvailable(HostMatMulIsa isa);
 // hostMatMul on the kernel of `isa`, which must be available.
 void hostMatMulWith(HostMatMulIsa isa, Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner,
-                    Index cols);
+                    Index cols, Transposed layout = Transposed::None);
 
 class HostDevice {
  public:
@@ -155,6 +158,12 @@ class HostDevice {
 
   Result<void> matMul(Scalar* out, View a, View b, Index rows, Index inner, Index cols) {
     hostMatMul(out, a.data, b.data, rows, inner, cols);
+    return {};
+  }
+  // The same product with one operand held transposed, read where it lies while it is packed: the
+  // layers then skip their transposing copies (gpt2/layers/matmul.hpp), with the same bits.
+  Result<void> matMulTransposed(Scalar* out, View a, View b, Index rows, Index inner, Index cols, Transposed layout) {
+    hostMatMul(out, a.data, b.data, rows, inner, cols, layout);
     return {};
   }
 
