@@ -719,13 +719,14 @@ TEST(CudaMatMul, MatchesTheFmaChainOnEveryTileEdge) {
 }
 
 // The probe's input regimes on shapes of each kernel, the tensor-core ones with full and partial
-// slices and DMMA steps.
+// slices and DMMA steps, the one-column DMMA kernel with partial groups of rows and a k tail.
 TEST(CudaMatMul, MatchesTheFmaChainInEveryInputRegime) {
   auto dev = cudaDevice();
   constexpr Product kShapes[] = {{1, 64, 4, 64},    {1, 33, 17, 70},  {1, 128, 256, 128}, {1, 129, 31, 127},
                                  {1, 257, 1023, 145}, {1, 70, 3, 70}, {1, 300, 100, 1},   {1, 1, 100, 300},
                                  {1, 9, 33, 8},     {1, 5, 7, 3},     {1, 8, 8, 8},       {1, 200, 1, 300},
-                                 {2, 96, 50, 100},  {1, 1030, 768, 2},  {1, 3, 766, 1030}};
+                                 {2, 96, 50, 100},  {1, 1030, 768, 2},  {1, 3, 766, 1030}, {1, 77, 771, 1},
+                                 {1, 2304, 768, 1}};
   std::uint64_t seed = 5000;
   for (int regime = 0; regime < kRegimes; ++regime)
     for (Product p : kShapes) checkProduct(dev, p, regime, seed++);
