@@ -134,6 +134,9 @@ class CudaDevice {
   // Whether each launch waits for its kernel and returns its fault itself (see the header
   // comment); false unless OSPREY_CUDA_CHECK_EACH_LAUNCH=1 was set when the device was opened.
   bool checksEachLaunch() const { return m_checkEachLaunch; }
+  // Whether the kernel clock times each launch (OSPREY_CUDA_KERNEL_TIMES): a CUDA graph's replays
+  // would not repeat its events, so a handler that records steps steps instead.
+  bool timesKernels() const { return m_clock.on(); }
   void setCheckEachLaunch(bool each) { m_checkEachLaunch = each; }
 
   // Waits for everything queued on the device and returns the first kernel fault among it (or a

@@ -1,0 +1,361 @@
+// The exact gpu handler on the cuda device, decoding from a recorded step. Batch-1 decoding is a
+// few hundred small kernels a token; launched one by one from the host, with the host choosing each
+// token, the device waits between them. So the greedy continuation records the model's own
+// decodeStep (gpt2/model/model.hpp) once, with stream capture, and replays that recording for every
+// further token, as the fast handler does (gpt2/fast/decode_graph.hpp):
+//
+//   * the position lives on the device; the only layers that read it are the encoder (whose output
+//     for the recorded step is the embedding the previous step wrote) and the attention over the
+//     cache, which runs the reference's own row folds (dotRows, softmaxStats) with row lengths read
+//     from the device position: the same terms, combined in the same order, so the same doubles;
+//   * the cache has room for the whole context, the new key and value written at the position;
+//   * after the lm head, one kernel makes greedyToken's choice (recorded_kernels.hpp), moves the
+//     position on and writes the chosen token's embedding and the token itself to pinned memory;
+//   * the next replay is queued before the host waits for the current token, so the device never
+//     waits for the host.
+//
+// Everything else in the step is the reference's kernels with their shapes of one position, the
+// blocks they used held for the recording's lifetime (CudaDevice::holdReleases). The replayed
+// continuation equals the step-by-step one token for token (tests/cuda/recorded_decoding_test.cu),
+// and the CLI's `generate` on gpu/cuda equals gpu/host's (gpu-check's digests).
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "gpt2/cuda/recorded_cuda.hpp is compiled by nvcc only (a .cu file)"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpt2/cuda/recorded_kernels.hpp"
+#include "gpt2/model/generate.hpp"
+#include "osprey/gpu/cuda/check.hpp"
+#include "osprey/gpu/cuda/handler.hpp"
+
+namespace gpt2 {
+
+class RecordedCuda : public osprey::GpuCuda {
+ public:
+  explicit RecordedCuda(std::shared_ptr<osprey::CudaDevice> device) : osprey::GpuCuda(std::move(device)) {}
+
+  // Derived operations: the recording's own while a step is being recorded, the reference otherwise.
+  osprey::Result<Buffer> encoderForward(const Buffer& tokens, const Buffer& wte, const Buffer& wpe, osprey::Index N,
+                                        osprey::Index T, osprey::Index C, osprey::Index posOffset);
+  osprey::Result<AttendAppendingOut<RecordedCuda>> attendAppending(const Buffer& qkvRow, const Buffer& keys,
+                                                                   const Buffer& values, osprey::Index Tc,
+                                                                   osprey::Index C, osprey::Index NH);
+  // The greedy continuation from a recorded step (or step by step: setRecordedDecoding(false), when
+  // the device times or checks each launch, or for fewer than two tokens).
+  template <class Weights, class Step, class OnToken>
+  osprey::Result<std::vector<int>> continueGreedy(const Weights& w, Step& step, osprey::Index count, OnToken& onToken);
+
+  void setRecordedDecoding(bool on) { m_recordedDecoding = on; }
+
+ private:
+  class Recording;
+  Recording* m_recording = nullptr;  // while a step is being recorded
+  bool m_recordedDecoding = true;
+};
+
+// The recording and what it owns: its stream, graph and instance, the device-side position, the
+// cache with room for the context, the embedding each step reads, and the recorded step's outputs.
+// While it lives the device's work goes to its stream and released blocks are held; both end with
+// it, after its last replay has finished.
+class RecordedCuda::Recording {
+ public:
+  explicit Recording(std::shared_ptr<osprey::CudaDevice> device) : m_device(std::move(device)) {}
+  Recording(const Recording&) = delete;
+  Recording& operator=(const Recording&) = delete;
+  ~Recording() {
+    // Best effort, as any release: a CUDA error here has already been reported by a replay's wait.
+    if (m_stream) (void)cudaStreamSynchronize(m_stream);
+    if (m_instance) (void)cudaGraphExecDestroy(m_instance);
+    if (m_graph) (void)cudaGraphDestroy(m_graph);
+    recorded.reset();
+    if (m_begun) {
+      m_device->setStream(nullptr);
+      m_device->holdReleases(false);
+    }
+    for (cudaEvent_t e : m_done)
+      if (e) (void)cudaEventDestroy(e);
+    if (m_first) (void)cudaEventDestroy(m_first);
+    if (m_stream) (void)cudaStreamDestroy(m_stream);
+    if (m_pinned) (void)cudaFreeHost(m_pinned);
+  }
+
+  // A stream of its own (the legacy stream cannot be captured), ordered after what the device's
+  // stream holds (the prompt's pass), made the device's; pinned slots for each position's token.
+  osprey::Result<void> begin(osprey::Index positions) {
+    OSPREY_CUDA_CHECK(cudaStreamCreate(&m_stream), "creating the decoding recording's stream");
+    for (cudaEvent_t& e : m_done)
+      OSPREY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "creating the recording's events");
+    OSPREY_CUDA_CHECK(cudaEventCreateWithFlags(&m_first, cudaEventDisableTiming), "creating the recording's events");
+    const std::size_t n = static_cast<std::size_t>(positions);
+    OSPREY_CUDA_CHECK(cudaHostAlloc(&m_pinned, n * (sizeof(double) + sizeof(int)), cudaHostAllocMapped),
+                      "allocating the decoding recording's token read-back");
+    void* onDevice = nullptr;
+    OSPREY_CUDA_CHECK(cudaHostGetDevicePointer(&onDevice, m_pinned, 0), "mapping the token read-back");
+    m_bests = static_cast<double*>(m_pinned);
+    m_tokens = reinterpret_cast<int*>(m_bests + n);
+    m_bestsOnDevice = static_cast<double*>(onDevice);
+    m_tokensOnDevice = reinterpret_cast<int*>(m_bestsOnDevice + n);
+    cudaEvent_t prompt = m_first;  // reused below for the first token
+    OSPREY_CUDA_CHECK(cudaEventRecord(prompt, m_device->stream()), "marking the prompt's pass");
+    OSPREY_CUDA_CHECK(cudaStreamWaitEvent(m_stream, prompt, 0), "ordering the recording after the prompt");
+    m_device->holdReleases(true);
+    m_device->setStream(m_stream);
+    m_begun = true;
+    return {};
+  }
+
+  cudaStream_t stream() const { return m_stream; }
+
+  // The choice after the logits of position *position - 1 ... : chooseThenEmbed on `logits` (V).
+  osprey::Result<void> launchChoice(const Buffer& logits) {
+    using namespace recorded_kernels;
+    chooseThenEmbed<<<1, kChooseThreads, 0, m_stream>>>(logits.data(), logits.size(), position, m_tokensOnDevice,
+                                                        m_bestsOnDevice, embedding.data(), wte, wpe, C, maxT);
+    OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the greedy choice's launch");
+    return {};
+  }
+
+  osprey::Result<void> instantiate(cudaGraph_t graph) {
+    m_graph = graph;
+    OSPREY_CUDA_CHECK(cudaGraphInstantiate(&m_instance, m_graph, 0), "instantiating the decoding recording");
+    return {};
+  }
+  osprey::Result<void> markFirst() {
+    OSPREY_CUDA_CHECK(cudaEventRecord(m_first, m_stream), "marking the first token");
+    return {};
+  }
+  // Replay number `step`; at most one ahead of the one the host waits for (two events, in turn).
+  osprey::Result<void> queue(osprey::Index step) {
+    OSPREY_CUDA_CHECK(cudaGraphLaunch(m_instance, m_stream), "replaying the decoding recording");
+    OSPREY_CUDA_CHECK(cudaEventRecord(m_done[step % 2], m_stream), "marking a replay's end");
+    return {};
+  }
+  osprey::Result<int> awaitFirst() {
+    OSPREY_CUDA_CHECK(cudaEventSynchronize(m_first), "waiting for the first token");
+    return tokenAt(start);
+  }
+  osprey::Result<int> await(osprey::Index step) {
+    OSPREY_CUDA_CHECK(cudaEventSynchronize(m_done[step % 2]), "waiting for a replayed decoding step");
+    return tokenAt(start + 1 + step);
+  }
+
+  // What the recording reads and writes, kept for as long as it may run.
+  int* position = nullptr;  // the position of the token being decoded
+  osprey::GpuBuffer<osprey::CudaDevice, int> positionBuffer;
+  osprey::Index start = 0;  // the first new token's position: the prompt's length
+  Buffer embedding;         // (C): the encoder's output for the recorded step
+  std::vector<Buffer> keys, values;  // per block, (maxT, C) each
+  const double* wte = nullptr;
+  const double* wpe = nullptr;
+  osprey::Index C = 0, maxT = 0;
+  std::optional<StepOut<RecordedCuda>> recorded;
+
+ private:
+  // The token chosen for `at`, as the kernel wrote it; no token is greedyToken's error.
+  osprey::Result<int> tokenAt(osprey::Index at) const {
+    const int id = static_cast<const volatile int*>(m_tokens)[at];
+    if (id < 0) {
+      const double best = static_cast<const volatile double*>(m_bests)[at];
+      return osprey::Error{fmt::format("generate: the largest logit is {}: the model's activations are not finite (the "
+                                       "weights are broken or too large)",
+                                       best)};
+    }
+    return id;
+  }
+
+  std::shared_ptr<osprey::CudaDevice> m_device;
+  cudaStream_t m_stream = nullptr;
+  cudaGraph_t m_graph = nullptr;
+  cudaGraphExec_t m_instance = nullptr;
+  cudaEvent_t m_done[2] = {nullptr, nullptr};
+  cudaEvent_t m_first = nullptr;
+  void* m_pinned = nullptr;
+  double* m_bests = nullptr;  // pinned and mapped: the largest logit before each position
+  int* m_tokens = nullptr;    // the token chosen at each position
+  double* m_bestsOnDevice = nullptr;
+  int* m_tokensOnDevice = nullptr;
+  bool m_begun = false;  // the device's stream is ours and its releases are held
+};
+
+namespace recorded_detail {
+// Ends a stream capture that an error left open, so the stream is usable again.
+struct OpenCapture {
+  cudaStream_t stream;
+  bool open = true;
+  ~OpenCapture() {
+    if (!open) return;
+    cudaGraph_t abandoned = nullptr;
+    (void)cudaStreamEndCapture(stream, &abandoned);
+    if (abandoned) (void)cudaGraphDestroy(abandoned);
+    (void)cudaGetLastError();
+  }
+};
+
+// Every row as long as the positions up to and including the device-side one.
+struct UpToPosition {
+  const int* position;
+  OSPREY_FN osprey::Index operator()(osprey::Index) const { return static_cast<osprey::Index>(*position) + 1; }
+};
+// The score rows (NH, maxT) of the positions up to the device-side one: hs terms each, none beyond.
+struct ScoreRowsUpToPosition {
+  const int* position;
+  osprey::Index maxT, hs;
+  OSPREY_FN osprey::Index operator()(osprey::Index i) const { return i % maxT <= *position ? hs : 0; }
+};
+}  // namespace recorded_detail
+
+inline osprey::Result<RecordedCuda::Buffer> RecordedCuda::encoderForward(const Buffer& tokens, const Buffer& wte,
+                                                                         const Buffer& wpe, osprey::Index N,
+                                                                         osprey::Index T, osprey::Index C,
+                                                                         osprey::Index posOffset) {
+  if (!m_recording) return reference::encoderForward(*this, tokens, wte, wpe, N, T, C, posOffset);
+  if (N != 1 || T != 1 || posOffset != m_recording->start || C != m_recording->C || wte.data() != m_recording->wte ||
+      wpe.data() != m_recording->wpe)
+    return osprey::Error{fmt::format("encoder (recorded decoding step): expected one token at position {} of the "
+                                     "recording's model, got {} at {}",
+                                     m_recording->start, N, posOffset)};
+  return m_recording->embedding;  // written before the first replay, and by each replay for the next
+}
+
+// The reference attentionDecode over the room's positions 0 .. *position (the new one included),
+// after the new key and value are written at *position: rows and strides of the whole context,
+// row lengths from the device.
+inline osprey::Result<AttendAppendingOut<RecordedCuda>> RecordedCuda::attendAppending(const Buffer& qkvRow,
+                                                                                      const Buffer& keys,
+                                                                                      const Buffer& values,
+                                                                                      osprey::Index Tc, osprey::Index C,
+                                                                                      osprey::Index NH) {
+  if (!m_recording) return reference::attendAppending(*this, qkvRow, keys, values, Tc, C, NH);
+  const char* L = "attention decode (recorded decoding step)";
+  Recording& r = *m_recording;
+  std::optional<std::size_t> block;
+  for (std::size_t l = 0; l < r.keys.size(); ++l)
+    if (r.keys[l].data() == keys.data() && r.values[l].data() == values.data()) block = l;
+  if (!block || Tc != r.start || C != r.C)
+    return osprey::Error{fmt::format("{}: the cache is not the recording's at position {}", L, r.start)};
+  const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
+  OSPREY_CHECK(checkLength(*this, qkvRow, 3 * C, L, "qkv row"));
+  const Buffer& keyRoom = r.keys[*block];
+  const Buffer& valueRoom = r.values[*block];
+  recorded_kernels::appendAtPosition<<<static_cast<unsigned>((C + 255) / 256), 256, 0, r.stream()>>>(
+      keyRoom.data(), valueRoom.data(), qkvRow.data(), r.position, C);
+  OSPREY_CUDA_CHECK(cudaGetLastError(), fmt::format("{}: the append's launch", L));
+
+  const auto qv = qkvRow.view(), kv = keyRoom.view(), vv = valueRoom.view();
+  const osprey::Int Ti = r.maxT, Ci = C, HS = hs;
+  const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
+  auto pre = OSPREY_TRY(dotRaggedRows(*this, NH * r.maxT, recorded_detail::ScoreRowsUpToPosition{r.position, r.maxT, hs},
+      [=] OSPREY_FN(osprey::Index i, osprey::Index d) -> Product {
+        const auto [hh, t2] = divMod(osprey::Int(i), Ti);
+        return Product{qv[hh * HS + d], kv[t2 * Ci + hh * HS + d]};
+      },
+      [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return bySqrtHs(score); }));
+  const auto pv = pre.view();
+  const detail::TableEntry<std::remove_cvref_t<decltype(pv)>> preEntry{pv, Ti};
+  const auto stats = OSPREY_TRY(detail::softmaxStats(*this, NH, recorded_detail::UpToPosition{r.position}, preEntry));
+  const auto mv = stats.maxes.view(), sv = stats.sums.view();
+  auto out = OSPREY_TRY(dotRaggedRows(*this, C, recorded_detail::UpToPosition{r.position},
+      [=] OSPREY_FN(osprey::Index c, osprey::Index t2) -> Product {
+        const osprey::Int hh = osprey::Int(c) / HS;
+        const osprey::Scalar att = osprey::math::exp(pv[hh * Ti + t2] - mv[hh]) / sv[hh];
+        return Product{att, vv[osprey::Int(t2) * Ci + c]};
+      },
+      AsIs{}));
+  return AttendAppendingOut<RecordedCuda>{std::move(out), keyRoom.prefix((Tc + 1) * C), valueRoom.prefix((Tc + 1) * C)};
+}
+
+template <class Weights, class Step, class OnToken>
+osprey::Result<std::vector<int>> RecordedCuda::continueGreedy(const Weights& w, Step& step, osprey::Index count,
+                                                             OnToken& onToken) {
+  static_assert(std::is_same_v<Weights, ForwardWeights<RecordedCuda>> && std::is_same_v<Step, StepOut<RecordedCuda>>);
+  const std::shared_ptr<osprey::CudaDevice>& device = runtime();
+  // Stepping, where a recording cannot stand in: the kernel clock times each launch with events
+  // and the checked mode waits for each, neither of which a replay repeats.
+  if (count < 2 || !m_recordedDecoding || device->checksEachLaunch() || device->timesKernels())
+    return reference::continueGreedy(*this, w, step, count, onToken);
+  const Config& c = w.config;
+  const osprey::Index C = c.C, Tc = step.cache.length;
+  if (Tc < 1 || Tc >= c.maxT)
+    return osprey::Error{fmt::format("gpt2 decode: position {} is outside the context of {}", Tc, c.maxT)};
+  if (step.cache.layers.size() != w.blocks.size())
+    return osprey::Error{fmt::format("gpt2 decode: the cache has {} blocks, the model {}", step.cache.layers.size(),
+                                     w.blocks.size())};
+  OSPREY_CHECK(checkLength(*this, step.logits, c.V, "gpt2 decode", "logits"));
+  if ((c.V + kMaxRun - 1) / kMaxRun > recorded_kernels::kMostRuns)
+    return reference::continueGreedy(*this, w, step, count, onToken);  // more runs than the choice's shared memory
+
+  Recording r(device);
+  OSPREY_CHECK(r.begin(c.maxT));
+  r.start = Tc;
+  r.C = C;
+  r.maxT = c.maxT;
+  r.wte = w.wte.data();
+  r.wpe = w.wpe.data();
+  r.position = OSPREY_TRY(device->template allocate<int>(1));
+  r.positionBuffer = osprey::GpuBuffer<osprey::CudaDevice, int>(device, r.position, 1);
+  recorded_kernels::storePosition<<<1, 1, 0, r.stream()>>>(r.position, static_cast<int>(Tc - 1));
+  OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the position's store");
+  r.embedding = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, C));
+  // Each block's keys and values with room for the context, the prompt's positions copied in.
+  const osprey::Index room = OSPREY_TRY(checkedProduct("gpt2 decode", {c.maxT, C}));
+  KvCache<RecordedCuda> views{{}, Tc};
+  for (const LayerCache<RecordedCuda>& held : step.cache.layers) {
+    OSPREY_CHECK(checkLength(*this, held.keys, Tc * C, "gpt2 decode", "key cache"));
+    OSPREY_CHECK(checkLength(*this, held.values, Tc * C, "gpt2 decode", "value cache"));
+    for (auto [from, into] : {std::pair{&held.keys, &r.keys}, std::pair{&held.values, &r.values}}) {
+      Buffer grown = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, room));
+      OSPREY_CUDA_CHECK(cudaMemcpyAsync(grown.data(), from->data(), static_cast<std::size_t>(Tc * C) * sizeof(double),
+                                        cudaMemcpyDeviceToDevice, r.stream()),
+                        "copying the cache into room for the whole context");
+      into->push_back(std::move(grown));
+    }
+    views.layers.push_back(LayerCache<RecordedCuda>{r.keys.back().prefix(Tc * C), r.values.back().prefix(Tc * C)});
+  }
+  // The first token: the prompt's logits chosen as every replay chooses.
+  OSPREY_CHECK(r.launchChoice(step.logits));
+  OSPREY_CHECK(r.markFirst());
+  const Buffer token = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, 1));  // never read: the encoder answers with the embedding
+  {
+    struct Scoped {
+      Recording*& slot;
+      ~Scoped() { slot = nullptr; }
+    } scoped{m_recording = &r};
+    OSPREY_CUDA_CHECK(cudaStreamBeginCapture(r.stream(), cudaStreamCaptureModeRelaxed), "recording the decoding step");
+    recorded_detail::OpenCapture capture{r.stream()};
+    r.recorded = OSPREY_TRY(decodeStep(*this, w, views, token));
+    OSPREY_CHECK(r.launchChoice(r.recorded->logits));
+    cudaGraph_t graph = nullptr;
+    capture.open = false;
+    OSPREY_CUDA_CHECK(cudaStreamEndCapture(r.stream(), &graph), "recording the decoding step");
+    OSPREY_CHECK(r.instantiate(graph));
+  }
+  const osprey::Index replays = count - 1;
+  auto replayed = [&]() -> osprey::Result<std::vector<int>> {
+    OSPREY_CHECK(r.queue(0));
+    std::vector<int> out{OSPREY_TRY(r.awaitFirst())};
+    OSPREY_CHECK(onToken(out.back()));
+    for (osprey::Index i = 0; i < replays; ++i) {
+      if (i + 1 < replays) OSPREY_CHECK(r.queue(i + 1));  // the device goes on while the host streams
+      out.push_back(OSPREY_TRY(r.await(i)));
+      OSPREY_CHECK(onToken(out.back()));
+    }
+    return out;
+  }();
+  // A fault a replayed kernel recorded (the reference kernels keep their checks) is found and named
+  // here, on the recording's stream, before anything else runs on the device.
+  OSPREY_CHECK(device->flush());
+  return replayed;
+}
+
+}  // namespace gpt2
