@@ -719,7 +719,7 @@ TEST(CudaMatMul, MatchesTheFmaChainOnEveryTileEdge) {
 }
 
 // The probe's input regimes on shapes of each kernel, the tensor-core ones with full and partial
-// slices and DMMA steps, the one-column DMMA kernel with partial groups of rows and a k tail.
+// slices and DMMA steps, one column with a partial group of rows and a k tail.
 TEST(CudaMatMul, MatchesTheFmaChainInEveryInputRegime) {
   auto dev = cudaDevice();
   constexpr Product kShapes[] = {{1, 64, 4, 64},    {1, 33, 17, 70},  {1, 128, 256, 128}, {1, 129, 31, 127},

@@ -24,7 +24,9 @@
 //
 // Few columns (cols <= 8: decoding multiplies weightᵀ by the token's column) and few rows
 // (rows <= 8) take CUDA-core kernels of their own, built to stream the large operand once; each
-// output is one thread's __fma_rn chain in k order.
+// output is one thread's __fma_rn chain in k order. (A one-column kernel on the FP64 tensor cores,
+// a warp per eight rows, was measured slower on every decoding shape: tools/profile/
+// narrow_dmma_probe.cu, bench/RESULTS.md.)
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -621,63 +623,6 @@ cudaError_t launchNarrow(double* out, const double* a, const double* b, Index ro
   return launchNarrowRows<Cols, 4>(out, a, b, rows, inner, stream);
 }
 
-// ---- one column on the tensor cores -----------------------------------------------------------------
-
-// One-token decoding's products have one column: out (rows) = a (rows x inner) · b (inner). Each
-// output's chain of `inner` dependent fused multiply-adds is the floor of the CUDA-core kernel
-// above (about 8 cycles a term). A DMMA adds four terms of each of eight rows in one instruction,
-// in k order (the chain of the large products, above), so a warp holding eight rows pays one DMMA's
-// latency per four terms instead of four fmas'. Only column 0 of the 8 x 8 tile is real: b's
-// fragment is b[k] in lanes 0-3 (column 0) and zero elsewhere, and columns 1-7 are never stored.
-// The weight goes straight from memory into the A fragments: lane l holds row l/4 and k = 4s + l%4
-// of step s, so one load instruction reads eight whole 32-byte sectors, and each lane keeps
-// kColumnAhead steps of loads in flight (rows are few, so every warp must keep many bytes moving).
-// The last inner % 4 terms are added by the lane holding the output (lane%4 == 0, column 0),
-// straight onto its accumulator with __fma_rn, k ascending: no padding term enters an output.
-constexpr int kColumnAhead = 32;  // DMMA steps of the weight loaded ahead, a register each
-constexpr int kColumnWarps = 4;   // warps (groups of eight rows) per block
-
-__global__ void __launch_bounds__(32 * kColumnWarps)
-    columnDmmaKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
-                     Index rows, Index inner) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const Index row0 = (static_cast<Index>(blockIdx.x) * kColumnWarps + static_cast<Index>(threadIdx.x) / 32) * 8;
-  if (row0 >= rows) return;
-  const Index row = row0 + lane / 4;
-  const int j = lane % 4;
-  const bool real = row < rows;
-  const double* ar = a + (real ? row : row0) * inner + j;  // a mapped address for rows past the end
-  const double* br = b + j;
-  const Index steps = inner / 4;
-  double c0 = 0.0, c1 = 0.0;
-  double ahead[kColumnAhead];
-#pragma unroll
-  for (int i = 0; i < kColumnAhead; ++i) ahead[i] = i < steps ? __ldg(ar + 4 * i) : 0.0;
-  for (Index s0 = 0; s0 < steps; s0 += kColumnAhead) {
-#pragma unroll
-    for (int i = 0; i < kColumnAhead; ++i) {
-      const Index s = s0 + i;
-      if (s < steps) {
-        const double bk = lane < 4 ? __ldg(br + 4 * s) : 0.0;
-        const double ak = real ? ahead[i] : 0.0;
-        if (s + kColumnAhead < steps) ahead[i] = __ldg(ar + 4 * (s + kColumnAhead));
-        dmma(c0, c1, ak, bk);
-      }
-    }
-  }
-  if (j == 0 && real) {
-    for (Index k = steps * 4; k < inner; ++k) c0 = __fma_rn(a[row * inner + k], b[k], c0);
-    out[row] = c0;
-  }
-}
-
-cudaError_t launchColumn(double* out, const double* a, const double* b, Index rows, Index inner, cudaStream_t stream) {
-  const Index groups = (rows + 7) / 8;
-  columnDmmaKernel<<<static_cast<unsigned>((groups + kColumnWarps - 1) / kColumnWarps), 32 * kColumnWarps, 0,
-                     stream>>>(out, a, b, rows, inner);
-  return cudaGetLastError();
-}
-
 // ---- few rows ---------------------------------------------------------------------------------------
 
 // Products with few rows: out (rows x cols), rows <= 8 (a row vector times a matrix). The mirror
@@ -762,7 +707,7 @@ cudaError_t launchSmall(double* out, const double* a, const double* b, Index row
                         cudaStream_t stream) {
   if (takesNarrow(rows, cols)) {
     switch (cols) {
-      case 1: return launchColumn(out, a, b, rows, inner, stream);
+      case 1: return launchNarrow<1>(out, a, b, rows, inner, stream);
       case 2: return launchNarrow<2>(out, a, b, rows, inner, stream);
       case 3: return launchNarrow<3>(out, a, b, rows, inner, stream);
       case 4: return launchNarrow<4>(out, a, b, rows, inner, stream);
