@@ -200,11 +200,18 @@ void hostMatMulWith(HostMatMulIsa isa, Scalar* out, const Scalar* a, const Scala
         for (Index r = 0; r < MR; ++r) dst[k * MR + r] = r < height ? src[r] : 0.0;
       }
     } else {
-      for (Index r = 0; r < MR; ++r) {
-        if (r < height) {
-          for (Index k = 0; k < inner; ++k) dst[k * MR + r] = a[(s * MR + r) * inner + k];
-        } else {
-          for (Index k = 0; k < inner; ++k) dst[k * MR + r] = 0.0;
+      // In k blocks of KC, so the strip's block being written (KC x MR doubles, 16 KiB) stays in L1
+      // while its eight rows are read: a whole strip of the lm head's backward (k = 50257, 3.2 MB)
+      // would otherwise be written eight times over, once per row, from beyond the cache.
+      for (Index k0 = 0; k0 < inner; k0 += KC) {
+        const Index k1 = std::min(inner, k0 + KC);
+        for (Index r = 0; r < MR; ++r) {
+          if (r < height) {
+            const double* src = a + (s * MR + r) * inner;
+            for (Index k = k0; k < k1; ++k) dst[k * MR + r] = src[k];
+          } else {
+            for (Index k = k0; k < k1; ++k) dst[k * MR + r] = 0.0;
+          }
         }
       }
     }
