@@ -30,7 +30,7 @@ __global__ void appendAtPosition(double* keys, double* values, const double* qkv
 }
 
 constexpr int kChooseThreads = 1024;
-constexpr long long kMostRuns = 6144;  // runs of kMaxRun logits in shared memory: V up to 393,216
+constexpr long long kMostRuns = 4096;  // runs of kMaxRun logits in shared memory (32 KiB): V up to 262,144
 
 // The greedy choice of gpt2::greedyToken, then the chosen token's embedding at the next position:
 //   * the largest logit as `largest` finds it: the fold of each run of kMaxRun logits (in parallel,
@@ -84,8 +84,10 @@ __global__ void __launch_bounds__(kChooseThreads)
     chosen = finite && first < V ? first : -1;
     next = *position + 1;
     *position = next;
-    tokens[next] = static_cast<int>(chosen);
-    bests[next] = b;
+    if (next < maxT) {  // a replay past the context's end is never queued; nothing is written if one were
+      tokens[next] = static_cast<int>(chosen);
+      bests[next] = b;
+    }
   }
   __syncthreads();
   if (chosen < 0 || next >= maxT) return;
