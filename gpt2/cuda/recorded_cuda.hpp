@@ -38,6 +38,7 @@
 #include "gpt2/model/generate.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
+#include "osprey/gpu/cuda/open_capture.hpp"
 
 namespace gpt2 {
 
@@ -189,19 +190,6 @@ class RecordedCuda::Recording {
 };
 
 namespace recorded_detail {
-// Ends a stream capture that an error left open, so the stream is usable again.
-struct OpenCapture {
-  cudaStream_t stream;
-  bool open = true;
-  ~OpenCapture() {
-    if (!open) return;
-    cudaGraph_t abandoned = nullptr;
-    (void)cudaStreamEndCapture(stream, &abandoned);
-    if (abandoned) (void)cudaGraphDestroy(abandoned);
-    (void)cudaGetLastError();
-  }
-};
-
 // Every row as long as the positions up to and including the device-side one.
 struct UpToPosition {
   const int* position;
@@ -332,7 +320,7 @@ osprey::Result<std::vector<int>> RecordedCuda::continueGreedy(const Weights& w, 
       ~Scoped() { slot = nullptr; }
     } scoped{m_recording = &r};
     OSPREY_CUDA_CHECK(cudaStreamBeginCapture(r.stream(), cudaStreamCaptureModeRelaxed), "recording the decoding step");
-    recorded_detail::OpenCapture capture{r.stream()};
+    osprey::OpenCapture capture{r.stream()};
     r.recorded = OSPREY_TRY(decodeStep(*this, w, views, token));
     OSPREY_CHECK(r.launchChoice(r.recorded->logits));
     cudaGraph_t graph = nullptr;

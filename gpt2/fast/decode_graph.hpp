@@ -138,18 +138,7 @@ class FastHandler::DecodeGraph {
 };
 
 namespace fast_detail {
-// Ends a stream capture that an error left open, so the stream is usable again.
-struct OpenCapture {
-  cudaStream_t stream;
-  bool open = true;
-  ~OpenCapture() {
-    if (!open) return;
-    cudaGraph_t abandoned = nullptr;
-    (void)cudaStreamEndCapture(stream, &abandoned);
-    if (abandoned) (void)cudaGraphDestroy(abandoned);
-    (void)cudaGetLastError();
-  }
-};
+using OpenCapture = osprey::OpenCapture;
 // Sets a handler's recording for one scope.
 template <class T>
 struct Scoped {

@@ -63,6 +63,7 @@
 #include "gpt2/fast/token_sums.hpp"
 #include "gpt2/model/generate.hpp"  // the model, and the reference continuation
 #include "osprey/gpu/cuda/fast.hpp"
+#include "osprey/gpu/cuda/open_capture.hpp"
 
 namespace gpt2 {
 

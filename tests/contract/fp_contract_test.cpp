@@ -98,26 +98,34 @@ TEST(ExactContract, EveryProductTermIsOneFusedMultiplyAdd) {
   }
 }
 
+struct MatMulShape {
+  Index rows, inner, cols;
+};
+
+// Operand values of wide range (exponents -20 .. 19), both signs, cancellation and signed zeros
+// (one in eight is -0.0), from a fixed seed.
+struct WideOperands {
+  std::uint64_t state;
+  double operator()() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double u = static_cast<double>(state >> 11) * 0x1p-53 - 0.5;
+    const int e = static_cast<int>((state >> 3) % 40) - 20;
+    return (state & 7) == 0 ? -0.0 : std::ldexp(u, e);
+  }
+};
+
 // Every host kernel gives the lists handler's bits on shapes that cut tiles, strips and k blocks
 // (MR = 8 rows, NR = 16 columns, KC = 256), and on GPT-2's real widths (768, 2304, 3072 and the
 // lm head's 50257 columns, one-row and one-column products), with values of wide range, signed
 // zeros and cancellation.
 TEST(ExactContract, EveryHostMatMulKernelMatchesLists) {
-  struct Shape {
-    Index rows, inner, cols;
-  };
-  std::uint64_t state = 12345;
-  const auto next = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    const double u = static_cast<double>(state >> 11) * 0x1p-53 - 0.5;
-    const int e = static_cast<int>((state >> 3) % 40) - 20;
-    return (state & 7) == 0 ? -0.0 : std::ldexp(u, e);
-  };
+  WideOperands next{12345};
   Lists lists;
-  for (Shape s : {Shape{1, 1, 3}, Shape{7, 13, 17}, Shape{9, 300, 33}, Shape{17, 5, 2}, Shape{3, 257, 1},
-                  Shape{33, 0, 20}, Shape{16, 513, 48}, Shape{5, 768, 2304}, Shape{3, 768, 3072},
-                  Shape{4, 3072, 768}, Shape{9, 768, 768}, Shape{3, 768, 50257}, Shape{1, 768, 50257},
-                  Shape{2304, 768, 1}, Shape{50257, 768, 1}, Shape{768, 3072, 2}}) {
+  for (MatMulShape s : {MatMulShape{1, 1, 3}, MatMulShape{7, 13, 17}, MatMulShape{9, 300, 33}, MatMulShape{17, 5, 2},
+                        MatMulShape{3, 257, 1}, MatMulShape{33, 0, 20}, MatMulShape{16, 513, 48},
+                        MatMulShape{5, 768, 2304}, MatMulShape{3, 768, 3072}, MatMulShape{4, 3072, 768},
+                        MatMulShape{9, 768, 768}, MatMulShape{3, 768, 50257}, MatMulShape{1, 768, 50257},
+                        MatMulShape{2304, 768, 1}, MatMulShape{50257, 768, 1}, MatMulShape{768, 3072, 2}}) {
     std::vector<Scalar> a(static_cast<std::size_t>(s.rows * s.inner)), b(static_cast<std::size_t>(s.inner * s.cols));
     for (auto& v : a) v = next();
     for (auto& v : b) v = next();
@@ -136,16 +144,7 @@ TEST(ExactContract, EveryHostMatMulKernelMatchesLists) {
 // product of its transposed copy: on tile, strip and k-block edges, on GPT-2's widths, and on the
 // one- and two-column products that take the narrow path.
 TEST(ExactContract, EveryHostMatMulKernelReadsHeldTransposedOperands) {
-  struct Shape {
-    Index rows, inner, cols;
-  };
-  std::uint64_t state = 777;
-  const auto next = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    const double u = static_cast<double>(state >> 11) * 0x1p-53 - 0.5;
-    const int e = static_cast<int>((state >> 3) % 40) - 20;
-    return (state & 7) == 0 ? -0.0 : std::ldexp(u, e);
-  };
+  WideOperands next{777};
   const auto transposed = [](const std::vector<Scalar>& m, Index r, Index c) {
     std::vector<Scalar> t(m.size());
     for (Index i = 0; i < r; ++i)
@@ -153,9 +152,10 @@ TEST(ExactContract, EveryHostMatMulKernelReadsHeldTransposedOperands) {
     return t;
   };
   Lists lists;
-  for (Shape s : {Shape{1, 1, 3}, Shape{7, 13, 17}, Shape{9, 300, 33}, Shape{17, 5, 2}, Shape{3, 257, 1},
-                  Shape{33, 0, 20}, Shape{16, 513, 48}, Shape{64, 768, 2304}, Shape{768, 64, 3072},
-                  Shape{1, 64, 768}, Shape{2304, 768, 1}, Shape{768, 300, 2}}) {
+  for (MatMulShape s : {MatMulShape{1, 1, 3}, MatMulShape{7, 13, 17}, MatMulShape{9, 300, 33}, MatMulShape{17, 5, 2},
+                        MatMulShape{3, 257, 1}, MatMulShape{33, 0, 20}, MatMulShape{16, 513, 48},
+                        MatMulShape{64, 768, 2304}, MatMulShape{768, 64, 3072}, MatMulShape{1, 64, 768},
+                        MatMulShape{2304, 768, 1}, MatMulShape{768, 300, 2}}) {
     std::vector<Scalar> a(static_cast<std::size_t>(s.rows * s.inner)), b(static_cast<std::size_t>(s.inner * s.cols));
     for (auto& v : a) v = next();
     for (auto& v : b) v = next();
