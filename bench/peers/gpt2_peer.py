@@ -1,16 +1,31 @@
-"""What the PyTorch peer scripts share: GPT-2 124M from a config, and batch-1 greedy decoding timed
-with transformers' generate. Random weights: speed does not depend on the values."""
+"""What the PyTorch peer scripts share: GPT-2 of each released size from a config, and batch-1
+greedy decoding timed with transformers' generate. Random weights: speed does not depend on the
+values."""
 import time
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
+# n_layer, n_head, n_embd of Hugging Face's config.json for gpt2, gpt2-medium, gpt2-large and
+# gpt2-xl (n_positions 1024, vocab_size 50257 in each), named as Osprey's presets are.
+SIZES = {
+    "124M": (12, 12, 768),
+    "350M": (24, 16, 1024),
+    "774M": (36, 20, 1280),
+    "1558M": (48, 25, 1600),
+}
 
-def model_124m(dtype):
-    config = GPT2Config(n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=50257,
+
+def model_of(size, dtype):
+    n_layer, n_head, n_embd = SIZES[size]
+    config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_positions=1024, vocab_size=50257,
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     torch.manual_seed(0)
     return GPT2LMHeadModel(config).to(device="cuda", dtype=dtype)
+
+
+def model_124m(dtype):
+    return model_of("124M", dtype)
 
 
 @torch.no_grad()
