@@ -26,7 +26,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -121,7 +120,7 @@ class RecordedCuda::Recording {
   // The choice after the logits of position *position - 1 ... : chooseThenEmbed on `logits` (V).
   osprey::Result<void> launchChoice(const Buffer& logits) {
     using namespace recorded_kernels;
-    chooseThenEmbed<<<1, kChooseThreads, 0, m_stream>>>(logits.data(), logits.size(), position, m_tokensOnDevice,
+    chooseThenEmbed<<<1, kChooseThreads, 0, m_stream>>>(logits.data(), logits.size(), position(), m_tokensOnDevice,
                                                         m_bestsOnDevice, embedding.data(), wte, wpe, C, maxT);
     OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the greedy choice's launch");
     return {};
@@ -152,8 +151,8 @@ class RecordedCuda::Recording {
   }
 
   // What the recording reads and writes, kept for as long as it may run.
-  int* position = nullptr;  // the position of the token being decoded
-  osprey::GpuBuffer<osprey::CudaDevice, int> positionBuffer;
+  osprey::GpuBuffer<osprey::CudaDevice, int> positionBuffer;  // the position of the token being decoded
+  int* position() const { return positionBuffer.data(); }
   osprey::Index start = 0;  // the first new token's position: the prompt's length
   Buffer embedding;         // (C): the encoder's output for the recorded step
   std::vector<Buffer> keys, values;  // per block, (maxT, C) each
@@ -216,9 +215,9 @@ inline osprey::Result<RecordedCuda::Buffer> RecordedCuda::encoderForward(const B
   return m_recording->embedding;  // written before the first replay, and by each replay for the next
 }
 
-// The reference attentionDecode over the room's positions 0 .. *position (the new one included),
-// after the new key and value are written at *position: rows and strides of the whole context,
-// row lengths from the device.
+// The reference attentionDecode's folds (detail::attendCached) over the room's positions 0 ..
+// *position (the new one included), after the new key and value are written at *position: rows
+// and strides of the whole context, row lengths from the device.
 inline osprey::Result<AttendAppendingOut<RecordedCuda>> RecordedCuda::attendAppending(const Buffer& qkvRow,
                                                                                       const Buffer& keys,
                                                                                       const Buffer& values,
@@ -237,29 +236,12 @@ inline osprey::Result<AttendAppendingOut<RecordedCuda>> RecordedCuda::attendAppe
   const Buffer& keyRoom = r.keys[*block];
   const Buffer& valueRoom = r.values[*block];
   recorded_kernels::appendAtPosition<<<static_cast<unsigned>((C + 255) / 256), 256, 0, r.stream()>>>(
-      keyRoom.data(), valueRoom.data(), qkvRow.data(), r.position, C);
+      keyRoom.data(), valueRoom.data(), qkvRow.data(), r.position(), C);
   OSPREY_CUDA_CHECK(cudaGetLastError(), fmt::format("{}: the append's launch", L));
 
-  const auto qv = qkvRow.view(), kv = keyRoom.view(), vv = valueRoom.view();
-  const osprey::Int Ti = r.maxT, Ci = C, HS = hs;
-  const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
-  auto pre = OSPREY_TRY(dotRaggedRows(*this, NH * r.maxT, recorded_detail::ScoreRowsUpToPosition{r.position, r.maxT, hs},
-      [=] OSPREY_FN(osprey::Index i, osprey::Index d) -> Product {
-        const auto [hh, t2] = divMod(osprey::Int(i), Ti);
-        return Product{qv[hh * HS + d], kv[t2 * Ci + hh * HS + d]};
-      },
-      [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return bySqrtHs(score); }));
-  const auto pv = pre.view();
-  const detail::TableEntry<std::remove_cvref_t<decltype(pv)>> preEntry{pv, Ti};
-  const auto stats = OSPREY_TRY(detail::softmaxStats(*this, NH, recorded_detail::UpToPosition{r.position}, preEntry));
-  const auto mv = stats.maxes.view(), sv = stats.sums.view();
-  auto out = OSPREY_TRY(dotRaggedRows(*this, C, recorded_detail::UpToPosition{r.position},
-      [=] OSPREY_FN(osprey::Index c, osprey::Index t2) -> Product {
-        const osprey::Int hh = osprey::Int(c) / HS;
-        const osprey::Scalar att = osprey::math::exp(pv[hh * Ti + t2] - mv[hh]) / sv[hh];
-        return Product{att, vv[osprey::Int(t2) * Ci + c]};
-      },
-      AsIs{}));
+  auto out = OSPREY_TRY(detail::attendCached(*this, qkvRow, keyRoom, valueRoom, NH * r.maxT, r.maxT, C, NH, hs,
+                                             recorded_detail::ScoreRowsUpToPosition{r.position(), r.maxT, hs},
+                                             recorded_detail::UpToPosition{r.position()}));
   return AttendAppendingOut<RecordedCuda>{std::move(out), keyRoom.prefix((Tc + 1) * C), valueRoom.prefix((Tc + 1) * C)};
 }
 
@@ -290,9 +272,8 @@ osprey::Result<std::vector<int>> RecordedCuda::continueGreedy(const Weights& w, 
   r.maxT = c.maxT;
   r.wte = w.wte.data();
   r.wpe = w.wpe.data();
-  r.position = OSPREY_TRY(device->template allocate<int>(1));
-  r.positionBuffer = osprey::GpuBuffer<osprey::CudaDevice, int>(device, r.position, 1);
-  recorded_kernels::storePosition<<<1, 1, 0, r.stream()>>>(r.position, static_cast<int>(Tc - 1));
+  r.positionBuffer = osprey::GpuBuffer<osprey::CudaDevice, int>(device, OSPREY_TRY(device->template allocate<int>(1)), 1);
+  recorded_kernels::storePosition<<<1, 1, 0, r.stream()>>>(r.position(), static_cast<int>(Tc - 1));
   OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the position's store");
   r.embedding = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, C));
   // Each block's keys and values with room for the context, the prompt's positions copied in.

@@ -76,6 +76,45 @@ struct TableEntry {
   osprey::Int T;
   OSPREY_FN osprey::Scalar operator()(osprey::Index r, osprey::Index t2) const { return table[osprey::Int(r) * T + t2]; }
 };
+
+// out (C): the attention of one new position whose query is in qkvRow (3C) against the positions
+// of kCache and vCache that `positions` counts (every head's and every channel's row: the new
+// position's own key and value already among them). The cache's rows are C apart and the score
+// table's rows `stride` apart; scoreRows(i) is hs for the score of head i / stride at position
+// i % stride, 0 for none. The reference decode passes rectangles (EveryRow); a handler whose
+// position lives on the device passes lengths it reads there (gpt2/cuda/recorded_cuda.hpp): the
+// same terms and combines either way.
+template <osprey::Tensor H, class ScoreRows, class Positions>
+osprey::Result<Buf<H>> attendCached(H& h, const Buf<H>& qkvRow, const Buf<H>& kCache, const Buf<H>& vCache,
+                                    osprey::Index scoreRowCount, osprey::Index stride, osprey::Index C,
+                                    osprey::Index NH, osprey::Index hs, ScoreRows scoreRows, Positions positions) {
+  const auto qv = qkvRow.view(), kv = kCache.view(), vv = vCache.view();
+  const osprey::Int Ti = stride, Ci = C, HS = hs;
+  const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
+
+  // pre (NH, stride): the scaled score of every cached position, q · k over the head's channels (a
+  // dot fold: the same fused multiply-adds, in the same order, as the forward's product).
+  auto pre = OSPREY_TRY(dotRaggedRows(h, scoreRowCount, scoreRows,
+      [=] OSPREY_FN(osprey::Index i, osprey::Index d) -> Product {
+        const auto [hh, t2] = divMod(osprey::Int(i), Ti);
+        return Product{qv[hh * HS + d], kv[t2 * Ci + hh * HS + d]};
+      },
+      [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return bySqrtHs(score); }));
+  const auto pv = pre.view();
+  // Per head, over every cached position: the max and the sum of exp(pre - max), (NH) each.
+  const TableEntry<std::remove_cvref_t<decltype(pv)>> preEntry{pv, Ti};
+  const auto stats = OSPREY_TRY(softmaxStats(h, NH, positions, preEntry));
+  const auto mv = stats.maxes.view(), sv = stats.sums.view();
+  // out[c] = sum over the cached positions t2 of att[hh][t2] * v[t2][c], att being computed in the
+  // term exactly as the forward's att kernel computes it (the same double, not stored).
+  return dotRaggedRows(h, C, positions,
+      [=] OSPREY_FN(osprey::Index c, osprey::Index t2) -> Product {
+        const osprey::Int hh = osprey::Int(c) / HS;
+        const osprey::Scalar att = osprey::math::exp(pv[hh * Ti + t2] - mv[hh]) / sv[hh];
+        return Product{att, vv[osprey::Int(t2) * Ci + c]};
+      },
+      AsIs{});
+}
 }  // namespace detail
 
 namespace reference {
@@ -137,32 +176,8 @@ osprey::Result<Buf<H>> attentionDecode(H& h, const Buf<H>& qkvRow, const Buf<H>&
   const osprey::Index TcC = OSPREY_TRY(checkedProduct(L, {Tc, C}));
   OSPREY_CHECK(checkLength(h, kCache, TcC, L, "key cache"));
   OSPREY_CHECK(checkLength(h, vCache, TcC, L, "value cache"));
-  const auto qv = qkvRow.view(), kv = kCache.view(), vv = vCache.view();
-  const osprey::Int Ti = Tc, Ci = C, HS = hs;
-  const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
-
-  // pre (NH, Tc): the scaled score of every cached position, q · k over the head's channels (a dot
-  // fold: the same fused multiply-adds, in the same order, as the forward's product).
-  auto pre = OSPREY_TRY(dotRows(h, OSPREY_TRY(checkedProduct(L, {NH, Tc})), hs,
-      [=] OSPREY_FN(osprey::Index i, osprey::Index d) -> Product {
-        const auto [hh, t2] = divMod(osprey::Int(i), Ti);
-        return Product{qv[hh * HS + d], kv[t2 * Ci + hh * HS + d]};
-      },
-      [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return bySqrtHs(score); }));
-  const auto pv = pre.view();
-  // Per head, over every cached position: the max and the sum of exp(pre - max), (NH) each.
-  const detail::TableEntry<std::remove_cvref_t<decltype(pv)>> preEntry{pv, Ti};
-  const auto stats = OSPREY_TRY(detail::softmaxStats(h, NH, EveryRow{Tc}, preEntry));
-  const auto mv = stats.maxes.view(), sv = stats.sums.view();
-  // out[c] = sum over the cached positions t2 of att[hh][t2] * v[t2][c], att being computed in the
-  // term exactly as the forward's att kernel computes it (the same double, not stored).
-  return dotRows(h, C, Tc,
-      [=] OSPREY_FN(osprey::Index c, osprey::Index t2) -> Product {
-        const osprey::Int hh = osprey::Int(c) / HS;
-        const osprey::Scalar att = osprey::math::exp(pv[hh * Ti + t2] - mv[hh]) / sv[hh];
-        return Product{att, vv[osprey::Int(t2) * Ci + c]};
-      },
-      AsIs{});
+  return detail::attendCached(h, qkvRow, kCache, vCache, OSPREY_TRY(checkedProduct(L, {NH, Tc})), Tc, C, NH, hs,
+                              EveryRow{hs}, EveryRow{Tc});
 }
 
 // dqkv (B, T, 3C) from dout (B, T, C) and the forward's qkv (B, T, 3C) and att (B, NH, T, T).

@@ -133,16 +133,18 @@ void tile(Isa isa, Index rows, Tile& acc, const double* ap, const double* bp, In
 void narrowMatMul(Scalar* out, const Scalar* a, const Scalar* b, Index rows, Index inner, Index cols,
                   Transposed layout) {
   constexpr Index kRowsAtOnce = 8;
-  const auto A = [&](Index i, Index k) { return layout == Transposed::A ? a[k * rows + i] : a[i * inner + k]; };
-  const auto B = [&](Index k, Index j) { return layout == Transposed::B ? b[j * inner + k] : b[k * cols + j]; };
+  // Element (i, k) of a and (k, j) of b, by strides: a held transposed steps `rows` a k, b held
+  // transposed steps `inner` a column.
+  const Index aRow = layout == Transposed::A ? 1 : inner, aK = layout == Transposed::A ? rows : 1;
+  const Index bK = layout == Transposed::B ? 1 : cols, bCol = layout == Transposed::B ? inner : 1;
 #pragma omp parallel for schedule(static) if (rows * inner > 32768)
   for (Index i0 = 0; i0 < rows; i0 += kRowsAtOnce) {
     const Index height = std::min(kRowsAtOnce, rows - i0);
     for (Index j = 0; j < cols; ++j) {
       double acc[kRowsAtOnce] = {};
       for (Index k = 0; k < inner; ++k) {
-        const double bk = B(k, j);
-        for (Index r = 0; r < height; ++r) acc[r] = std::fma(A(i0 + r, k), bk, acc[r]);
+        const double bk = b[k * bK + j * bCol];
+        for (Index r = 0; r < height; ++r) acc[r] = std::fma(a[(i0 + r) * aRow + k * aK], bk, acc[r]);
       }
       for (Index r = 0; r < height; ++r) out[(i0 + r) * cols + j] = acc[r];
     }
