@@ -873,7 +873,8 @@ TEST(CudaMatMul, OperandsHeldTransposedGiveTheCopiesBits) {
 // Every product GPT-2 124M's training step makes at B4 T1024 (N = 4096 rows, C = 768, V = 50257;
 // gpt2/layers/matmul.hpp): the linear layers' x·w (N, IC, OC), their backward's w·doutᵀ (IC, OC, N)
 // and xᵀ·dout (IC, N, OC); the tied lm head's wt·xᵀ (V, C, N), dout·wt (N, V, C) and doutᵀ·x
-// (V, N, C); and one sequence's qkv product (T = 1024).
+// (V, N, C); the bias gradients, ones (1, N) times dout (1, N, OC); and one sequence's qkv product
+// (T = 1024).
 TEST(CudaMatMul, MatchesTheFmaChainOnGptTwoTrainingProducts) {
   auto dev = cudaDevice();
   constexpr Index N = 4096, C = 768, V = 50257;
@@ -882,6 +883,7 @@ TEST(CudaMatMul, MatchesTheFmaChainOnGptTwoTrainingProducts) {
       {1, C, 3 * C, N}, {1, C, C, N}, {1, C, 4 * C, N}, {1, 4 * C, C, N},             // dx, transposed
       {1, C, N, 3 * C}, {1, C, N, C}, {1, C, N, 4 * C}, {1, 4 * C, N, C},             // dw
       {1, V, C, N},     {1, N, V, C}, {1, V, N, C},                                   // the lm head
+      {1, 1, N, 3 * C}, {1, 1, N, C}, {1, 1, N, 4 * C},                               // bias gradients
       {1, 1024, C, 3 * C},
   };
   std::uint64_t seed = 7000;

@@ -23,8 +23,8 @@
 //     are never stored.
 //
 // Few columns (cols <= 8: decoding multiplies weightᵀ by the token's column) and few rows
-// (rows <= 8) take CUDA-core kernels of their own, built to stream the large operand once; each
-// output is one thread's __fma_rn chain in k order. (A one-column kernel on the FP64 tensor cores,
+// (rows <= 8: a bias gradient) take a CUDA-core kernel of their own, few rows as its mirror image,
+// built to stream the large operand once; each output is one thread's __fma_rn chain in k order. (A one-column kernel on the FP64 tensor cores,
 // a warp per eight rows, was measured slower on every decoding shape: tools/profile/
 // narrow_dmma_probe.cu, bench/RESULTS.md.)
 #include <cuda_runtime.h>
@@ -461,12 +461,19 @@ cudaError_t launchTensor(double* out, const double* a, const double* b, Index ba
 // that the chain is all that is left:
 //   * rows are spread thin: a block owns only Rows rows, so a 768-row weight is 192 blocks, not
 //     24 (with 32-row blocks, each multiprocessor pulled 786 KB with 16 KB in flight);
-//   * warp 0 computes; warps 1-3 copy kNarrowSlice elements of the block's rows per stage (a warp
-//     copies 32 consecutive k of one row), and the matching rows of b, Stages - 1 stages ahead;
+//   * warp 0 computes; warps 1-3 copy kNarrowSlice elements of the block's rows per stage, and the
+//     matching rows of b, Stages - 1 stages ahead;
 //   * lanes r < Rows of warp 0 walk their row of the stage, k ascending, with the next group of
 //     operands already loaded from shared memory while the current group's fmas run.
 // Every output is acc = fma(a[i][k], b[k][j], acc) from +0.0, k ascending: the contract's chain.
 // With several columns a lane's Cols chains interleave, which hides the latency.
+//
+// The same kernel takes products with few rows (rows <= 8: a bias gradient is ones(1 x N) times
+// the output gradient (N x cols)) as their mirror image, outᵀ = bᵀ · aᵀ: the large operand's
+// columns are the kernel's rows (Mirror): element (row, k) of the kernel's `a` is b[k][row], so
+// a stage's copy walks a block's Rows neighbouring columns across its k (Rows doubles contiguous
+// a k); element (k, j) of its `b` is a[j][k], and output (row, j) is out[j][row]. fma is
+// commutative in its product, so each output is the same chain as the plain product's.
 constexpr int kNarrowCols = 8;      // at most this many columns take this path
 constexpr int kNarrowThreads = 128;  // warp 0 computes; warps 1-3 copy
 constexpr int kNarrowCopiers = kNarrowThreads - 32;
@@ -474,6 +481,8 @@ constexpr int kNarrowSlice = 1024;   // elements of `a` per stage: Rows x depth
 constexpr int kNarrowStages = 4;     // stages in flight, or 3 when 3 hold the whole product
 constexpr Index kNarrowTallRows = 16384;  // from here on, 16 rows per block
 constexpr int kNarrowAhead = 16;     // k per group of operands loaded ahead (one column)
+
+enum class NarrowLayout { Plain, Mirror };
 
 template <int Cols, int Rows, int Stages>
 struct Narrow {
@@ -489,11 +498,14 @@ struct Narrow {
   static_assert(Rows <= 32 && kNarrowCopiers % 32 == 0, "one warp computes, whole warps copy");
 };
 
-template <int Cols, int Rows, int Stages>
+// rows, inner: the kernel's product (for Mirror, rows is the large operand's column count and
+// Cols the few rows).
+template <int Cols, int Rows, int Stages, NarrowLayout Layout>
 __global__ void __launch_bounds__(kNarrowThreads)
     narrowMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
                        Index rows, Index inner) {
   using N = Narrow<Cols, Rows, Stages>;
+  constexpr bool kMirror = Layout == NarrowLayout::Mirror;
   extern __shared__ __align__(16) double narrowShared[];
   double* tileA = narrowShared;                        // [stage][r][k]: a[row0 + r][k0 + k]
   double* tileB = narrowShared + Stages * N::kStageA;  // [stage][k][j]: b[k0 + k][j]
@@ -514,16 +526,21 @@ __global__ void __launch_bounds__(kNarrowThreads)
       const int s = static_cast<int>(t % Stages);
       const Index k0 = t * N::kDepth;
       for (int e = ctid; e < kNarrowSlice; e += kNarrowCopiers) {
-        const int r = e / N::kDepth, k = e % N::kDepth;
+        // Neighbouring copiers read neighbouring addresses: along a row of `a` (32 consecutive k a
+        // warp), or, mirrored, across the block's Rows columns of the large operand at one k.
+        const int r = kMirror ? e % Rows : e / N::kDepth, k = kMirror ? e / Rows : e % N::kDepth;
         const Index row = row0 + r, col = k0 + k;
         const bool valid = row < rows && col < inner;
-        copyAsync<8>(&tileA[s * N::kStageA + r * N::kLd + k], valid ? a + row * inner + col : a, valid);
+        const double* from = kMirror ? a + col * rows + row : a + row * inner + col;
+        copyAsync<8>(&tileA[s * N::kStageA + r * N::kLd + k], valid ? from : a, valid);
       }
-      // Rows k0 .. k0 + depth - 1 of b are one contiguous run of depth * Cols doubles.
       const int count = depthOf(t) * Cols;
       for (int e = ctid; e < N::kStageB; e += kNarrowCopiers) {
         const bool valid = e < count;
-        copyAsync<8>(&tileB[s * N::kStageB + e], valid ? b + k0 * Cols + e : b, valid);
+        // Rows k0 .. k0 + depth - 1 of b are one contiguous run of depth * Cols doubles; mirrored,
+        // b[k][j] is the few-rows operand's a[j][k].
+        const double* from = kMirror ? b + (e % Cols) * inner + k0 + e / Cols : b + k0 * Cols + e;
+        copyAsync<8>(&tileB[s * N::kStageB + e], valid ? from : b, valid);
       }
     }
     commitCopies();
@@ -596,107 +613,63 @@ __global__ void __launch_bounds__(kNarrowThreads)
   const Index row = row0 + tid;
   if (tid < Rows && row < rows) {
 #pragma unroll
-    for (int j = 0; j < Cols; ++j) out[row * Cols + j] = acc[j];
+    for (int j = 0; j < Cols; ++j) {
+      if constexpr (kMirror) {
+        out[j * rows + row] = acc[j];
+      } else {
+        out[row * Cols + j] = acc[j];
+      }
+    }
   }
 }
 
-template <int Cols, int Rows, int Stages = kNarrowStages>
+template <int Cols, int Rows, NarrowLayout Layout, int Stages = kNarrowStages>
 cudaError_t launchNarrowRows(double* out, const double* a, const double* b, Index rows, Index inner,
                              cudaStream_t stream) {
   using N = Narrow<Cols, Rows, Stages>;
   static SharedMemoryOptIn once;
-  if (const cudaError_t status = once.ensure(narrowMatMulKernel<Cols, Rows, Stages>, N::kSharedBytes);
+  if (const cudaError_t status = once.ensure(narrowMatMulKernel<Cols, Rows, Stages, Layout>, N::kSharedBytes);
       status != cudaSuccess)
     return status;
-  narrowMatMulKernel<Cols, Rows, Stages>
+  narrowMatMulKernel<Cols, Rows, Stages, Layout>
       <<<static_cast<unsigned>((rows + Rows - 1) / Rows), kNarrowThreads, N::kSharedBytes, stream>>>(out, a, b, rows,
                                                                                                     inner);
   return cudaGetLastError();
 }
 
-template <int Cols>
+template <int Cols, NarrowLayout Layout>
 cudaError_t launchNarrow(double* out, const double* a, const double* b, Index rows, Index inner, cudaStream_t stream) {
-  if (rows >= kNarrowTallRows) return launchNarrowRows<Cols, 16>(out, a, b, rows, inner, stream);
+  if (rows >= kNarrowTallRows) return launchNarrowRows<Cols, 16, Layout>(out, a, b, rows, inner, stream);
+  // Mirrored, a block's copies read 8 columns (64 bytes) a k rather than 4 (32).
+  if constexpr (Layout == NarrowLayout::Mirror) return launchNarrowRows<Cols, 8, Layout>(out, a, b, rows, inner, stream);
   // Three stages hold a 768-deep product whole (3 x 256): 31 KB of shared memory a block instead
   // of 41, so a 3072-row weight's 768 blocks are resident at once (7 a multiprocessor, not 5).
-  if (inner <= 3 * Narrow<Cols, 4, 3>::kDepth) return launchNarrowRows<Cols, 4, 3>(out, a, b, rows, inner, stream);
-  return launchNarrowRows<Cols, 4>(out, a, b, rows, inner, stream);
+  if (inner <= 3 * Narrow<Cols, 4, 3>::kDepth) return launchNarrowRows<Cols, 4, Layout, 3>(out, a, b, rows, inner, stream);
+  return launchNarrowRows<Cols, 4, Layout>(out, a, b, rows, inner, stream);
 }
 
-// ---- few rows ---------------------------------------------------------------------------------------
-
-// Products with few rows: out (rows x cols), rows <= 8 (a row vector times a matrix). The mirror
-// image of the kernel above: here b (inner x cols) is the large operand, and a block of
-// kFewRowsCols threads owns that many columns, one column per thread and every row of it in
-// registers. Slices of b (each of its rows contiguous across the block's columns, so the copies
-// coalesce) and of a stream through shared memory kFewRowsStages - 1 slices ahead; each thread
-// reads its own column of the b slice (consecutive threads, consecutive addresses) and the a
-// values every thread shares (a broadcast). A thread's Rows chains interleave, k ascending each.
-constexpr int kFewRows = 8;         // at most this many rows take this path
-constexpr int kFewRowsCols = 64;    // columns (= threads) per block
-constexpr int kFewRowsDepth = 16;   // k per slice
-constexpr int kFewRowsStages = 4;   // slices in flight
-
-template <int Rows>
-__global__ void __launch_bounds__(kFewRowsCols)
-    fewRowsMatMulKernel(double* __restrict__ out, const double* __restrict__ a, const double* __restrict__ b,
-                        Index inner, Index cols) {
-  __shared__ __align__(16) double tileA[kFewRowsStages][Rows][kFewRowsDepth];         // a[r][k0 + k]
-  __shared__ __align__(16) double tileB[kFewRowsStages][kFewRowsDepth][kFewRowsCols];  // b[k0 + k][col0 + n]
-  const int tid = static_cast<int>(threadIdx.x);
-  const Index col0 = static_cast<Index>(blockIdx.x) * kFewRowsCols;
-
-  auto copySlice = [&](int s, Index k0, bool any) {
-    if (any) {
-#pragma unroll
-      for (int k = 0; k < kFewRowsDepth; ++k) {
-        const Index row = k0 + k, col = col0 + tid;
-        const bool valid = row < inner && col < cols;
-        copyAsync<8>(&tileB[s][k][tid], valid ? b + row * cols + col : b, valid);
-      }
-      for (int e = tid; e < Rows * kFewRowsDepth; e += kFewRowsCols) {
-        const int r = e / kFewRowsDepth, k = e % kFewRowsDepth;
-        const bool valid = k0 + k < inner;
-        copyAsync<8>(&tileA[s][r][k], valid ? a + r * inner + k0 + k : a, valid);
-      }
-    }
-    commitCopies();
-  };
-
-  double acc[Rows];
-#pragma unroll
-  for (int r = 0; r < Rows; ++r) acc[r] = 0.0;
-  const Index slices = (inner + kFewRowsDepth - 1) / kFewRowsDepth;
-#pragma unroll
-  for (int p = 0; p < kFewRowsStages - 1; ++p) copySlice(p, p * kFewRowsDepth, p < slices);
-  for (Index t = 0; t < slices; ++t) {
-    const Index next = t + kFewRowsStages - 1;
-    copySlice(static_cast<int>(next % kFewRowsStages), next * kFewRowsDepth, next < slices);
-    waitCopies<kFewRowsStages - 1>();
-    __syncthreads();
-    const int s = static_cast<int>(t % kFewRowsStages);
-    const Index left = inner - t * kFewRowsDepth;
-    const int depth = left < kFewRowsDepth ? static_cast<int>(left) : kFewRowsDepth;
-    for (int k = 0; k < depth; ++k) {
-      const double bv = tileB[s][k][tid];
-#pragma unroll
-      for (int r = 0; r < Rows; ++r) acc[r] = __fma_rn(tileA[s][r][k], bv, acc[r]);
-    }
-    __syncthreads();
-  }
-  const Index col = col0 + tid;
-  if (col < cols) {
-#pragma unroll
-    for (int r = 0; r < Rows; ++r) out[r * cols + col] = acc[r];
+// out (rows x cols) through the narrow kernel: few columns as they are, few rows mirrored (the
+// kernel's rows are cols, its columns rows).
+template <NarrowLayout Layout>
+cudaError_t launchNarrowOf(double* out, const double* a, const double* b, Index rows, Index inner, Index cols,
+                           cudaStream_t stream) {
+  constexpr bool kMirror = Layout == NarrowLayout::Mirror;
+  const Index kernelRows = kMirror ? cols : rows, few = kMirror ? rows : cols;
+  const double* large = kMirror ? b : a;
+  const double* small = kMirror ? a : b;
+  switch (few) {
+    case 1: return launchNarrow<1, Layout>(out, large, small, kernelRows, inner, stream);
+    case 2: return launchNarrow<2, Layout>(out, large, small, kernelRows, inner, stream);
+    case 3: return launchNarrow<3, Layout>(out, large, small, kernelRows, inner, stream);
+    case 4: return launchNarrow<4, Layout>(out, large, small, kernelRows, inner, stream);
+    case 5: return launchNarrow<5, Layout>(out, large, small, kernelRows, inner, stream);
+    case 6: return launchNarrow<6, Layout>(out, large, small, kernelRows, inner, stream);
+    case 7: return launchNarrow<7, Layout>(out, large, small, kernelRows, inner, stream);
+    default: return launchNarrow<8, Layout>(out, large, small, kernelRows, inner, stream);
   }
 }
 
-template <int Rows>
-cudaError_t launchFewRows(double* out, const double* a, const double* b, Index inner, Index cols, cudaStream_t stream) {
-  fewRowsMatMulKernel<Rows><<<static_cast<unsigned>((cols + kFewRowsCols - 1) / kFewRowsCols), kFewRowsCols, 0, stream>>>(
-      out, a, b, inner, cols);
-  return cudaGetLastError();
-}
+constexpr int kFewRows = 8;  // at most this many rows take the mirrored path
 
 // Few columns first (decoding: weightᵀ times one token's column), then few rows; a product small
 // both ways takes whichever kernel has more parallel outputs per launch.
@@ -705,28 +678,8 @@ bool takesFewRows(Index rows) { return rows <= kFewRows; }
 
 cudaError_t launchSmall(double* out, const double* a, const double* b, Index rows, Index inner, Index cols,
                         cudaStream_t stream) {
-  if (takesNarrow(rows, cols)) {
-    switch (cols) {
-      case 1: return launchNarrow<1>(out, a, b, rows, inner, stream);
-      case 2: return launchNarrow<2>(out, a, b, rows, inner, stream);
-      case 3: return launchNarrow<3>(out, a, b, rows, inner, stream);
-      case 4: return launchNarrow<4>(out, a, b, rows, inner, stream);
-      case 5: return launchNarrow<5>(out, a, b, rows, inner, stream);
-      case 6: return launchNarrow<6>(out, a, b, rows, inner, stream);
-      case 7: return launchNarrow<7>(out, a, b, rows, inner, stream);
-      default: return launchNarrow<8>(out, a, b, rows, inner, stream);
-    }
-  }
-  switch (rows) {
-    case 1: return launchFewRows<1>(out, a, b, inner, cols, stream);
-    case 2: return launchFewRows<2>(out, a, b, inner, cols, stream);
-    case 3: return launchFewRows<3>(out, a, b, inner, cols, stream);
-    case 4: return launchFewRows<4>(out, a, b, inner, cols, stream);
-    case 5: return launchFewRows<5>(out, a, b, inner, cols, stream);
-    case 6: return launchFewRows<6>(out, a, b, inner, cols, stream);
-    case 7: return launchFewRows<7>(out, a, b, inner, cols, stream);
-    default: return launchFewRows<8>(out, a, b, inner, cols, stream);
-  }
+  if (takesNarrow(rows, cols)) return launchNarrowOf<NarrowLayout::Plain>(out, a, b, rows, inner, cols, stream);
+  return launchNarrowOf<NarrowLayout::Mirror>(out, a, b, rows, inner, cols, stream);
 }
 
 }  // namespace
