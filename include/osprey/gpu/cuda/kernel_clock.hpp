@@ -25,30 +25,73 @@
 namespace osprey::cuda_detail {
 
 // Where a kernel's closures were written, from its demangled type: nvcc names each extended lambda
-// `__nv_dl_tag<signature, &function<...>, n>`; this gives "function#n" for each, joined by " / ",
-// or the type's first 160 characters when it holds none.
+// `__nv_dl_tag<signature, &function, n>`, the function written either as its name or, for a
+// template, as its whole declaration in parentheses (`&(Ret ns::f<H>(H&, int))`); this gives
+// "ns::f#n" for each, joined by " / ", or the type's first 160 characters when it holds none.
+namespace clock_detail {
+inline bool nameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':'; }
+// The index just past the bracket that closes the one at `open` ('(' or '<'), or npos.
+inline std::size_t pastClose(const std::string& s, std::size_t open) {
+  const char o = s[open], c = o == '(' ? ')' : '>';
+  int depth = 0;
+  for (std::size_t k = open; k < s.size(); ++k) {
+    if (s[k] == o) ++depth;
+    else if (s[k] == c && --depth == 0) return k + 1;
+  }
+  return std::string::npos;
+}
+// The qualified name of the function declared in `decl` ("Ret ns::f<A>(params)"): the name before
+// the last top-level parameter list, less its template arguments.
+inline std::string declaredName(const std::string& decl) {
+  std::size_t end = decl.size();
+  while (end > 0 && decl[end - 1] != ')') --end;  // past trailing qualifiers
+  int depth = 0;
+  std::size_t open = end;
+  while (open > 0) {  // back to the '(' that opens the parameter list
+    const char c = decl[--open];
+    if (c == ')') ++depth;
+    else if (c == '(' && --depth == 0) break;
+  }
+  std::size_t stop = open;
+  if (stop > 0 && decl[stop - 1] == '>') {  // template arguments
+    int d = 0;
+    while (stop > 0) {
+      const char c = decl[--stop];
+      if (c == '>') ++d;
+      else if (c == '<' && --d == 0) break;
+    }
+  }
+  std::size_t start = stop;
+  while (start > 0 && nameChar(decl[start - 1])) --start;
+  return decl.substr(start, stop - start);
+}
+}  // namespace clock_detail
+
 inline std::string closureSites(const std::string& type) {
+  using namespace clock_detail;
   std::string sites;
   const std::string tag = "__nv_dl_tag<";
   for (std::size_t at = type.find(tag); at != std::string::npos; at = type.find(tag, at + 1)) {
-    std::size_t amp = type.find(", &", at);
+    const std::size_t amp = type.find(", &", at);
     if (amp == std::string::npos) break;
     std::size_t end = amp + 3;
-    while (end < type.size() && (std::isalnum(static_cast<unsigned char>(type[end])) || type[end] == '_' ||
-                                 type[end] == ':'))
-      ++end;
-    std::string site = type.substr(amp + 3, end - amp - 3);
-    // The tag's number follows the function's template arguments: ", 3u>" closes the tag.
-    int depth = 0;
-    std::size_t k = end;
-    for (; k < type.size(); ++k) {
-      if (type[k] == '<') ++depth;
-      else if (type[k] == '>') --depth;
-      else if (type[k] == ',' && depth == 0) break;
+    std::string site;
+    if (end < type.size() && type[end] == '(') {
+      const std::size_t past = pastClose(type, end);
+      if (past == std::string::npos) break;
+      site = declaredName(type.substr(end + 1, past - end - 2));
+      end = past;
+    } else {
+      while (end < type.size() && nameChar(type[end])) ++end;
+      site = type.substr(amp + 3, end - amp - 3);
+      if (end < type.size() && type[end] == '<') end = pastClose(type, end);  // the function's template arguments
+      if (end == std::string::npos) break;
     }
-    std::size_t digits = k + 2, stop = digits;
+    // ", 3u>" closes the tag.
+    std::size_t digits = end + 2, stop = digits;
     while (stop < type.size() && std::isdigit(static_cast<unsigned char>(type[stop]))) ++stop;
-    if (stop > digits) site += "#" + type.substr(digits, stop - digits);
+    if (site.empty()) continue;
+    if (stop > digits && type.compare(end, 2, ", ") == 0) site += "#" + type.substr(digits, stop - digits);
     if (sites.find(site) == std::string::npos) sites += (sites.empty() ? "" : " / ") + site;
   }
   return sites.empty() ? type.substr(0, 160) : sites;
