@@ -90,20 +90,10 @@ OSPREY_FN inline DoubleDouble fastTwoSum(double a, double b) {
   return {s, err};
 }
 
-// a * b exactly: p = a·b rounded, err = a·b - p. Where the target has a fused multiply-add (the
-// device's DFMA; the host compiled with FMA instructions) err is one fma(a, b, -p); elsewhere it is
-// Dekker's product with Veltkamp's split (17 operations, no FMA). Both are exact, so both give the
-// same pair (a nonzero error has one double; an exact product gives +0.0 either way), and the
-// maths built on it the same bits on every target. Valid while the operands' halves cannot
-// overflow and the error term does not underflow (|a|, |b| well inside [2^-500, 2^500]: every use
-// is).
-OSPREY_FN inline DoubleDouble twoProd(double a, double b) {
-  const double p = mulRn(a, b);
-#if OSPREY_DEVICE_PASS
-  return {p, __fma_rn(a, b, -p)};
-#elif defined(__FMA__)
-  return {p, __builtin_fma(a, b, -p)};
-#else
+// a * b exactly without an FMA: p = a·b rounded and err = a·b - p by Dekker's product with
+// Veltkamp's split (17 operations). Valid while the operands' halves cannot overflow and the error
+// term does not underflow (|a|, |b| well inside [2^-500, 2^500]: every use is).
+OSPREY_FN inline DoubleDouble twoProdSplit(double a, double b) {
   constexpr double kSplitter = 134217729.0;  // 2^27 + 1
   const double ta = mulRn(kSplitter, a);
   const double aHi = subRn(ta, subRn(ta, a));
@@ -111,9 +101,26 @@ OSPREY_FN inline DoubleDouble twoProd(double a, double b) {
   const double tb = mulRn(kSplitter, b);
   const double bHi = subRn(tb, subRn(tb, b));
   const double bLo = subRn(b, bHi);
+  const double p = mulRn(a, b);
   const double err = addRn(
       addRn(addRn(subRn(mulRn(aHi, bHi), p), mulRn(aHi, bLo)), mulRn(aLo, bHi)), mulRn(aLo, bLo));
   return {p, err};
+}
+
+// a * b exactly, on the same domain. Where the target has a fused multiply-add (the device's DFMA;
+// a host compiled with FMA instructions) err is one fma(a, b, -p), elsewhere twoProdSplit. Both
+// are exact, so both give the same pair (a nonzero error has one double; an exact product gives
+// +0.0 either way) and the maths built on it the same bits on every target
+// (tests/math/math_accuracy_test.cpp compares the two).
+OSPREY_FN inline DoubleDouble twoProd(double a, double b) {
+#if OSPREY_DEVICE_PASS
+  const double p = __dmul_rn(a, b);
+  return {p, __fma_rn(a, b, -p)};
+#elif defined(__FMA__)
+  const double p = a * b;
+  return {p, __builtin_fma(a, b, -p)};
+#else
+  return twoProdSplit(a, b);
 #endif
 }
 
