@@ -361,6 +361,18 @@ class CudaDevice {
     return static_cast<Index>(m_staging->index);
   }
 
+  // A kernel of a handler's own (a derived operation's), queued as this device's launches are: on
+  // its stream, timed by the kernel clock under `label`, waited for and checked in the checked
+  // mode. `launch(stream)` queues it and returns the launch's status.
+  template <class Launch>
+  Result<void> launchOwn(const std::string& label, Launch launch) {
+    OSPREY_CHECK(activate());
+    const auto timed = m_clock.time(m_stream, [&] { return label; });
+    OSPREY_CUDA_CHECK(launch(m_stream), label + " launch");
+    if (m_checkEachLaunch) return settle(label);
+    return {};
+  }
+
   Result<void> matMul(Scalar* out, View a, View b, Index rows, Index inner, Index cols) {
     OSPREY_CHECK(activate());
     const auto label = [&] { return fmt::format("matMul ({} x {}) * ({} x {})", rows, inner, inner, cols); };

@@ -1,0 +1,78 @@
+// The reference LayerNorm forward (gpt2/layers/layernorm.hpp) as one kernel for the exact cuda
+// handler's decoding, where its three launches (the mean's fold, the variance's fold, the element
+// build) are three waits for a single row of a few hundred values. One block holds a few rows in
+// shared memory; one thread per row walks the row twice, in column order:
+//
+//   sum  = 0.0;  sum = sum + x[c]            mean = sum / C
+//   acc  = +0.0; d = x[c] - mean; acc = fma(d, d, acc)
+//   rstd = 1.0 / sqrt(acc / C + eps)
+//
+// and then every thread computes ((x[c] - mean) * rstd) * w[c] + b[c] for its share of the
+// elements. These are the reference's own operations in its order (sumRows's seed and combine,
+// dotRows's fused chain, the build's expression, which -fmad=false keeps unfused), so the same
+// doubles; tests/cuda/recorded_decoding_test.cu compares the three outputs bit for bit.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "gpt2/cuda/layernorm_rows.hpp is compiled by nvcc only (a .cu file)"
+#endif
+
+#include <cuda_runtime.h>
+
+#include "gpt2/layers/layernorm.hpp"
+#include "osprey/math.hpp"
+
+namespace gpt2::layernorm_rows {
+namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
+
+constexpr int kThreads = 128;
+constexpr int kMostRows = 8;                         // rows a block, at most
+constexpr long long kSharedBytes = 48 * 1024;        // without opting in to more
+constexpr long long kLongestRow = kSharedBytes / 8 - 1;  // one row and its padding must fit
+
+// Rows a block takes for rows of C: as many as fit, padded by one element so that the folding
+// threads' reads of neighbouring rows fall in different banks.
+inline int rowsPerBlock(long long C) {
+  const long long fit = kSharedBytes / (8 * (C + 1));
+  return static_cast<int>(fit < kMostRows ? fit : kMostRows);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    layerNormRows(double* __restrict__ out, double* __restrict__ mean, double* __restrict__ rstd,
+                  const double* __restrict__ x, const double* __restrict__ w, const double* __restrict__ b,
+                  long long N, long long C, int rows) {
+  extern __shared__ double held[];  // [rows][C + 1]
+  __shared__ double meanOf[kMostRows], rstdOf[kMostRows];
+  const long long n0 = static_cast<long long>(blockIdx.x) * rows;
+  const long long count = N - n0 < rows ? N - n0 : rows;
+  const long long ld = C + 1;
+  const int t = static_cast<int>(threadIdx.x);
+  for (long long e = t; e < count * C; e += kThreads) held[(e / C) * ld + e % C] = x[n0 * C + e];
+  __syncthreads();
+  if (t < count) {
+    const double* row = held + t * ld;
+    const auto Cs = static_cast<double>(C);
+    double sum = 0.0;
+    for (long long c = 0; c < C; ++c) sum = sum + row[c];
+    const double m = sum / Cs;
+    double acc = 0.0;
+    for (long long c = 0; c < C; ++c) {
+      const double d = row[c] - m;
+      acc = __fma_rn(d, d, acc);
+    }
+    const double r = 1.0 / osprey::math::sqrt(acc / Cs + kLayerNormEps);
+    meanOf[t] = m;
+    rstdOf[t] = r;
+    mean[n0 + t] = m;
+    rstd[n0 + t] = r;
+  }
+  __syncthreads();
+  for (long long e = t; e < count * C; e += kThreads) {
+    const long long n = e / C, c = e % C;
+    const double norm = (held[n * ld + c] - meanOf[n]) * rstdOf[n];
+    out[n0 * C + e] = norm * w[c] + b[c];
+  }
+}
+
+}  // namespace
+}  // namespace gpt2::layernorm_rows
