@@ -25,12 +25,13 @@
 // entry point, and its body is the reference definition `gpt2::reference::fooForward`, written
 // from the primitives. A handler may answer a layer itself with a fused kernel by providing a
 // member function of the same name and argument list (minus the handler); the public entry point
-// selects it at compile time with a `requires` clause (see OSPREY_GPT2_DERIVED below). The exact
-// handlers (lists, gpu/host, gpu/cuda) answer no layer, so they run the reference: their results
-// do not depend on whether a fused path exists elsewhere. (A fused answer is checked against
-// gpt2::reference::* within the tolerance its handler documents.) The one derived operation an
-// exact handler answers is the row fold (fold_rows.hpp), and only with the reference's own terms
-// and combines in the reference's order, which the typed tests check bit for bit.
+// selects it at compile time with a `requires` clause (see OSPREY_GPT2_DERIVED below). A fast
+// handler's answer is checked against gpt2::reference::* within the tolerance it documents. An
+// exact handler answers a layer only with the reference's own operations in the reference's
+// order, so its results do not depend on whether a fused path exists: the row fold
+// (fold_rows.hpp) on every exact handler, and the recorded cuda decoding step's encoder, cached
+// attention and one-launch LayerNorm (gpt2/cuda/); tests compare each with the reference bit for
+// bit.
 //
 // The layers' result records (LayerNormOut<H>, MatmulGrads<H>, ...) are templates over the handler
 // without the Tensor constraint, so a handler can name them in its own member declarations while
