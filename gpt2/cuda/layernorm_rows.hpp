@@ -1,7 +1,8 @@
 // The reference LayerNorm forward (gpt2/layers/layernorm.hpp) as one kernel for the exact cuda
-// handler's decoding, where its three launches (the mean's fold, the variance's fold, the element
-// build) are three waits for a single row of a few hundred values. One block holds a few rows in
-// shared memory; one thread per row walks the row twice, in column order:
+// handlers (gpt2/cuda/exact_cuda.hpp, recorded_cuda.hpp). Its three launches (the mean's fold, the
+// variance's fold, the element build) are, in decoding, three waits for a single row of a few
+// hundred values, and in training three passes over the activations. One block holds a few rows
+// in shared memory; one thread per row walks the row twice, in column order:
 //
 //   sum  = 0.0;  sum = sum + x[c]            mean = sum / C
 //   acc  = +0.0; d = x[c] - mean; acc = fma(d, d, acc)
@@ -19,7 +20,11 @@
 
 #include <cuda_runtime.h>
 
+#include <memory>
+
 #include "gpt2/layers/layernorm.hpp"
+#include "osprey/gpu/cuda/check.hpp"
+#include "osprey/gpu/cuda/handler.hpp"
 #include "osprey/math.hpp"
 
 namespace gpt2::layernorm_rows {
@@ -75,4 +80,32 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 }  // namespace
+
+// layernormForward of handler H (a GpuCuda) in one launch; rows too long for the block's shared
+// memory, and the empty shapes, take the reference.
+template <class H>
+osprey::Result<LayerNormOut<H>> layernormOneLaunch(H& h, const Buf<H>& x, const Buf<H>& w, const Buf<H>& b,
+                                                   osprey::Index N, osprey::Index C) {
+  if (C <= 0 || C > kLongestRow || N <= 0) return reference::layernormForward(h, x, w, b, N, C);
+  const char* L = "layernorm";
+  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
+  OSPREY_CHECK(checkLength(h, x, NC, L, "x"));
+  OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
+  OSPREY_CHECK(checkLength(h, b, C, L, "bias"));
+  const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
+  Buf<H> out = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, NC));
+  Buf<H> mean = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, N));
+  Buf<H> rstd = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, N));
+  const int perBlock = rowsPerBlock(C);
+  const osprey::Index blocks = (N + perBlock - 1) / perBlock;
+  const std::size_t shared = static_cast<std::size_t>(perBlock) * static_cast<std::size_t>(C + 1) * sizeof(double);
+  OSPREY_CHECK(device->launchOwn("layernorm (one launch)", [&](cudaStream_t stream) {
+    layerNormRows<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(out.data(), mean.data(), rstd.data(),
+                                                                             x.data(), w.data(), b.data(), N, C,
+                                                                             perBlock);
+    return cudaGetLastError();
+  }));
+  return LayerNormOut<H>{std::move(out), std::move(mean), std::move(rstd)};
+}
+
 }  // namespace gpt2::layernorm_rows

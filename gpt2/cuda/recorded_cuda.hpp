@@ -55,7 +55,9 @@ class RecordedCuda : public osprey::GpuCuda {
   // The reference LayerNorm's folds and build as one launch (gpt2/cuda/layernorm_rows.hpp: the
   // same operations in the same order); rows too long for its shared memory take the reference.
   osprey::Result<LayerNormOut<RecordedCuda>> layernormForward(const Buffer& x, const Buffer& w, const Buffer& b,
-                                                              osprey::Index N, osprey::Index C);
+                                                              osprey::Index N, osprey::Index C) {
+    return layernorm_rows::layernormOneLaunch(*this, x, w, b, N, C);
+  }
   // The greedy continuation from a recorded step (or step by step: setRecordedDecoding(false), when
   // the device times or checks each launch, or for fewer than two tokens).
   template <class Weights, class Step, class OnToken>
@@ -248,31 +250,6 @@ inline osprey::Result<AttendAppendingOut<RecordedCuda>> RecordedCuda::attendAppe
                                              recorded_detail::ScoreRowsUpToPosition{r.position(), r.maxT, hs},
                                              recorded_detail::UpToPosition{r.position()}));
   return AttendAppendingOut<RecordedCuda>{std::move(out), keyRoom.prefix((Tc + 1) * C), valueRoom.prefix((Tc + 1) * C)};
-}
-
-inline osprey::Result<LayerNormOut<RecordedCuda>> RecordedCuda::layernormForward(const Buffer& x, const Buffer& w,
-                                                                                 const Buffer& b, osprey::Index N,
-                                                                                 osprey::Index C) {
-  namespace rows = layernorm_rows;
-  if (C <= 0 || C > rows::kLongestRow || N <= 0) return reference::layernormForward(*this, x, w, b, N, C);
-  const char* L = "layernorm";
-  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
-  OSPREY_CHECK(checkLength(*this, x, NC, L, "x"));
-  OSPREY_CHECK(checkLength(*this, w, C, L, "weight"));
-  OSPREY_CHECK(checkLength(*this, b, C, L, "bias"));
-  const std::shared_ptr<osprey::CudaDevice>& device = runtime();
-  Buffer out = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, NC));
-  Buffer mean = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, N));
-  Buffer rstd = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, N));
-  const int perBlock = rows::rowsPerBlock(C);
-  const osprey::Index blocks = (N + perBlock - 1) / perBlock;
-  const std::size_t shared = static_cast<std::size_t>(perBlock) * static_cast<std::size_t>(C + 1) * sizeof(double);
-  OSPREY_CHECK(device->launchOwn("layernorm (one launch)", [&](cudaStream_t stream) {
-    rows::layerNormRows<<<static_cast<unsigned>(blocks), rows::kThreads, shared, stream>>>(
-        out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, perBlock);
-    return cudaGetLastError();
-  }));
-  return LayerNormOut<RecordedCuda>{std::move(out), std::move(mean), std::move(rstd)};
 }
 
 template <class Weights, class Step, class OnToken>

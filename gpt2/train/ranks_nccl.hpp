@@ -1,6 +1,6 @@
 // The cuda device's rank group: NCCL between processes, one per GPU (train_ranks.hpp). Included
-// by run_cuda.cu only, before the training loop is instantiated for GpuCuda, so the loop finds
-// this specialisation of RankGroupFor.
+// by run_cuda.cu only, before the training loop is instantiated for the commands' cuda handler
+// (ExactCuda, gpt2/cuda/exact_cuda.hpp), so the loop finds this specialisation of RankGroupFor.
 //
 // Broadcasts and all-reduces run in place on the buffers' device memory; receiving ranks get
 // fresh buffers from the device's allocator. Rank 0 creates the rendezvous file with NCCL's id
@@ -16,22 +16,23 @@
 
 #include <fmt/format.h>
 
+#include "gpt2/cuda/exact_cuda.hpp"
 #include "gpt2/train/ranks.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
 #include "osprey/gpu/cuda/nccl.hpp"
 
 namespace gpt2::train {
 
-class NcclRankGroup final : public RankGroup<osprey::GpuCuda> {
+class NcclRankGroup final : public RankGroup<ExactCuda> {
  public:
-  using Buffer = osprey::GpuCuda::Buffer;
+  using Buffer = ExactCuda::Buffer;
 
   explicit NcclRankGroup(std::unique_ptr<osprey::NcclComm> comm) : m_comm(std::move(comm)) {}
 
   int rank() const override { return m_comm->rank(); }
   int size() const override { return m_comm->size(); }
 
-  osprey::Result<std::vector<Buffer>> broadcast(osprey::GpuCuda& h, const std::vector<Buffer>& mine,
+  osprey::Result<std::vector<Buffer>> broadcast(ExactCuda& h, const std::vector<Buffer>& mine,
                                                 std::span<const osprey::Index> sizes, int root,
                                                 const std::string& what) override {
     std::vector<Buffer> out;
@@ -49,7 +50,7 @@ class NcclRankGroup final : public RankGroup<osprey::GpuCuda> {
     return out;
   }
 
-  osprey::Result<std::vector<Buffer>> allReduceSum(osprey::GpuCuda&, const std::vector<Buffer>& mine,
+  osprey::Result<std::vector<Buffer>> allReduceSum(ExactCuda&, const std::vector<Buffer>& mine,
                                                    const std::string& what) override {
     std::vector<osprey::Index> sizes;
     for (const Buffer& b : mine) sizes.push_back(b.size());
@@ -68,7 +69,7 @@ class NcclRankGroup final : public RankGroup<osprey::GpuCuda> {
     return p;
   }
 
-  static osprey::Result<Buffer> fresh(osprey::GpuCuda& h, osprey::Index n) {
+  static osprey::Result<Buffer> fresh(ExactCuda& h, osprey::Index n) {
     const auto& device = h.runtime();
     osprey::Scalar* p = OSPREY_TRY(device->allocate(n));
     return Buffer(device, p, n);
@@ -78,8 +79,8 @@ class NcclRankGroup final : public RankGroup<osprey::GpuCuda> {
 };
 
 template <>
-struct RankGroupFor<osprey::GpuCuda> {
-  static osprey::Result<std::unique_ptr<RankGroup<osprey::GpuCuda>>> open(osprey::GpuCuda& h, const DataParallel& dp) {
+struct RankGroupFor<ExactCuda> {
+  static osprey::Result<std::unique_ptr<RankGroup<ExactCuda>>> open(ExactCuda& h, const DataParallel& dp) {
     (void)h.device();  // the handler's device is open, and current on this thread
     int device = 0;
     if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
@@ -90,7 +91,7 @@ struct RankGroupFor<osprey::GpuCuda> {
       std::error_code ec;
       std::filesystem::remove(dp.rendezvous, ec);  // every rank has joined, so none still needs it
     }
-    return std::unique_ptr<RankGroup<osprey::GpuCuda>>(new NcclRankGroup(std::move(comm)));
+    return std::unique_ptr<RankGroup<ExactCuda>>(new NcclRankGroup(std::move(comm)));
   }
 };
 
