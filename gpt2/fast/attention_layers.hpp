@@ -1,7 +1,7 @@
 // The fast handler's attention. At head size 64 (GPT-2's), flash attention (fast/flash_attention.hpp):
 // the (T, T) scores are never stored, and att holds the output and each softmax row's log-sum-exp
 // instead of the probabilities (fast_shapes::flashSaved); its products read the handler's kind of
-// operand (bf16 or TF32, FastHandler::Products). Other head sizes (TF32 either way): per-head
+// operand (bf16 or TF32, fast/product_choice.hpp). Other head sizes (TF32 either way): per-head
 // products read in place (strided, or over an address table), around the fused float causal
 // softmax of fast/causal_softmax.hpp.
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
@@ -23,7 +23,7 @@ using FlashTiles = std::conditional_t<std::is_same_v<E, float>, fast_kernels::Tf
 template <class E>
 osprey::Result<fast_kernels::TileSource> FastHandler::tilesOf(const Buffer& b) {
   if constexpr (std::is_same_v<E, float>) return fast_kernels::TileSource{b.data(), nullptr};
-  else return fast_kernels::TileSource{b.address(), OSPREY_TRY(twinOf(b, b.size()))};  // the twin alone
+  else return fast_kernels::TileSource{b.address(), OSPREY_TRY(m_twins.of(b, b.size()))};  // the twin alone
 }
 
 namespace fast_detail {
@@ -144,7 +144,7 @@ inline osprey::Result<AttentionOut<FastHandler>> FastHandler::attentionForward(c
     const Buffer out = saved.part(layout.out, BTC);
     float* lse = saved.data() + layout.lse;
     OSPREY_CHECK(withTwin(out, [&](__nv_bfloat16* twin) {
-      return byProducts([&]<class E>(E) -> osprey::Result<void> {
+      return m_products.by([&]<class E>(E) -> osprey::Result<void> {
         const auto tiles = OSPREY_TRY(tilesOf<E>(qkv));
         const fast_kernels::OutputPlaces places{nullptr, out.data(), twin};
         // bf16 tiles on an H100/H200: the warpgroup kernel (fast/flash_forward_wgmma.hpp).
@@ -213,8 +213,8 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
     const auto rowDots = [&](__nv_bfloat16* doutTwin) {
       return fast_kernels::flashRowDotsOf(stream(), dout.data(), savedOut, rowDot.data(), doutTwin, B, T, C, NH);
     };
-    if (m_products == Products::Bf16 && !madeTwin(dout, dout.size()))
-      (void)OSPREY_TRY(newTwin(dout, dout.size(), rowDots));
+    if (m_products.bf16() && !m_twins.made(dout, dout.size()))
+      (void)OSPREY_TRY(m_twins.add(dout, dout.size(), rowDots));
     else
       OSPREY_CHECK(rowDots(nullptr));
     // dqkv is only the qkv layer's dout: its floats are made when something reads them
@@ -225,10 +225,10 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
     if (sumRows > INT_MAX) return osprey::Error{fmt::format("{}: {} rows of column sums exceed a kernel's int", L, sumRows)};
     auto partials = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct(L, {sumRows, 3 * C}))));
     auto sums = OSPREY_TRY(allocate(3 * C));
-    auto dqkv = OSPREY_TRY(byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
+    auto dqkv = OSPREY_TRY(m_products.by([&]<class E>(E) -> osprey::Result<Buffer> {
       const auto doutTiles = OSPREY_TRY(tilesOf<E>(dout)), qkvTiles = OSPREY_TRY(tilesOf<E>(qkv));
       const std::array<Buffer, 4> held{dout, qkv, att, rowDot};  // (att holds lse's memory)
-      const std::array<HalfBuffer, 2> twins{keptTwin(dout), keptTwin(qkv)};
+      const std::array<fast_parts::HalfBuffer, 2> twins{m_twins.kept(dout), m_twins.kept(qkv)};
       // With bf16 tiles, ds goes from the keys kernel to dq's through a scratch of the launch's own;
       // on an H100/H200 the keys kernel is the warpgroup one (fast/flash_backward_wgmma.hpp).
       const bool warpgroups = std::is_same_v<E, __nv_bfloat16> && fast_kernels::wgmmaReady();
@@ -253,7 +253,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attentionBackward(const 
                             stream(), fast_kernels::ColumnSets{{sums.data(), nullptr, nullptr}, static_cast<int>(3 * C)},
                             partials.data(), static_cast<int>(sumRows), 1),
                         "fast attention backward: column totals launch");
-      keepColumnSums(dqkv, 3 * C, std::move(sums));
+      m_columnSums.keep(dqkv, 3 * C, std::move(sums));
     }
     return dqkv;
   }

@@ -20,20 +20,34 @@
 // The replayed kernels are the recorded ones, with the same arguments: only the device-side token
 // and position differ. tests/cuda/fast_test.cu checks that the replayed continuation equals the
 // step-by-step one (setDecodeGraphs(false)) token for token.
-// A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
+//
+// DecodeRecorder is the handler's part that does this; while it records, the handler's layers
+// that read the device-side position answer for its DecodeRecording (the encoder, attention over
+// the cache, the lm head: fast/decode_layers.hpp). nvcc units only.
 #pragma once
 
-#if !defined(OSPREY_GPT2_FAST_HANDLER_PARTS)
-#error "gpt2/fast/decode_graph.hpp is a part of gpt2/fast/fast_handler.hpp: include that header"
-#endif
+#include <cuda_runtime.h>
 
-namespace gpt2 {
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
 
-// A recorded decoding step and what it owns: its stream, graph and instance, the device-side
-// token and position, the cache with room to grow, and the step's own outputs. While it lives the
-// device's work goes to its stream and released blocks are held; both end with it, after its last
-// replay has finished.
-class FastHandler::DecodeGraph {
+#include <fmt/format.h>
+
+#include "gpt2/fast/decode_kernels.hpp"
+#include "gpt2/fast/launch_checks.hpp"
+#include "gpt2/fast/token_choice.hpp"
+#include "gpt2/model/generate.hpp"
+#include "osprey/gpu/cuda/fast.hpp"
+#include "osprey/gpu/cuda/open_capture.hpp"
+
+namespace gpt2::fast_parts {
+
+// A recorded decoding step's stream, graph and instance, and the pinned memory its tokens are
+// read back through. While it lives the device's work goes to its stream and released blocks are
+// held; both end with it, after its last replay has finished.
+class DecodeGraph {
  public:
   explicit DecodeGraph(std::shared_ptr<osprey::CudaDevice> device) : m_device(std::move(device)) {}
   DecodeGraph(const DecodeGraph&) = delete;
@@ -100,24 +114,22 @@ class FastHandler::DecodeGraph {
     OSPREY_CUDA_CHECK(cudaEventRecord(m_first, m_stream), "marking the first token");
     return {};
   }
-  osprey::Result<int> awaitFirst(osprey::Index V) {
+  osprey::Result<void> awaitFirst() {
     OSPREY_CUDA_CHECK(cudaEventSynchronize(m_first), "waiting for the first token");
-    return tokenAt(recording.start - 1, V);
+    return {};
   }
-  // The token replay `step` chose, once it has run. Its kernels record no faults (the strict
-  // checks live in the reference kernels, none of which the recording holds); a CUDA error
-  // surfaces here.
-  osprey::Result<int> await(osprey::Index step, osprey::Index V) {
+  // Replay `step` has run. Its kernels record no faults (the strict checks live in the reference
+  // kernels, none of which the recording holds); a CUDA error surfaces here.
+  osprey::Result<void> await(osprey::Index step) {
     OSPREY_CUDA_CHECK(cudaEventSynchronize(m_done[step % 2]), "waiting for a replayed decoding step");
-    return tokenAt(recording.start + step, V);
+    return {};
   }
-
-  // What the graph reads and writes, kept for as long as it may run.
-  osprey::GpuBuffer<osprey::CudaDevice, int> position;
-  Buffer token;
-  CandidateRoom firstChoice, choice;  // the first token's argmax, and the lm head's (NextToken)
-  Recording recording{};
-  std::optional<StepOut<FastHandler>> recorded;
+  // The token chosen after `position`, as the step there wrote it (once awaited).
+  osprey::Result<int> tokenAt(osprey::Index position, osprey::Index V) const {
+    const int id = static_cast<const volatile int*>(m_tokens)[position];
+    if (id < 0 || id >= V) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
+    return id;
+  }
 
  private:
   std::shared_ptr<osprey::CudaDevice> m_device;
@@ -125,34 +137,89 @@ class FastHandler::DecodeGraph {
   cudaGraph_t m_graph = nullptr;
   cudaGraphExec_t m_instance = nullptr;
   cudaEvent_t m_done[2] = {nullptr, nullptr};
-  // The token chosen after `position`, as the step there wrote it.
-  osprey::Result<int> tokenAt(osprey::Index position, osprey::Index V) const {
-    const int id = static_cast<const volatile int*>(m_tokens)[position];
-    if (id < 0 || id >= V) return osprey::Error{"generate: the logits have no maximum (all NaN): the weights are broken"};
-    return id;
-  }
   cudaEvent_t m_first = nullptr;
   int* m_tokens = nullptr;          // pinned and mapped: the token chosen at each position
   int* m_tokensOnDevice = nullptr;  // the same memory, as the device addresses it
   bool m_begun = false;  // the device's stream is ours and its releases are held
 };
 
-namespace fast_detail {
-using OpenCapture = osprey::OpenCapture;
-// Sets a handler's recording for one scope.
-template <class T>
-struct Scoped {
-  T*& slot;
-  explicit Scoped(T*& s, T* value) : slot(s) { slot = value; }
-  ~Scoped() { slot = nullptr; }
+// What the recorded step's layers read while it records: where its position lives on the device,
+// the position it had when recording began, and each block's keys and values with room for maxT
+// positions. The step's lm head also chooses the token and writes the next step's embedding
+// (`next`, fast_kernels::ArgmaxThen; `chose` once it has), and its encoder is that embedding.
+struct DecodeRecording {
+  using Buffer = osprey::Fast::Buffer;
+  int* position;
+  osprey::Index start;
+  std::vector<Buffer> keys, values;
+  Buffer embedding;
+  fast_kernels::NextToken next{};
+  bool chose = false;
 };
-}  // namespace fast_detail
 
-template <class Weights, class Cache>
-osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDecodeStep(const Weights& w,
-                                                                                        const Cache& cache,
-                                                                                        const Buffer& logits) {
-  static_assert(std::is_same_v<Weights, ForwardWeights<FastHandler>> && std::is_same_v<Cache, KvCache<FastHandler>>);
+// A recorded step and what its graph reads and writes, kept for as long as it may run. The graph
+// is declared last, so it ends (its last replay waited for, the device's stream and releases
+// given back) before the rest is released.
+template <class H>
+struct RecordedStep {
+  explicit RecordedStep(std::shared_ptr<osprey::CudaDevice> device) : graph(std::move(device)) {}
+  osprey::GpuBuffer<osprey::CudaDevice, int> position;
+  Buf<H> token;
+  fast_detail::CandidateRoom firstChoice, choice;  // the first token's argmax, and the lm head's (NextToken)
+  DecodeRecording recording{};
+  std::optional<StepOut<H>> recorded;
+  DecodeGraph graph;
+};
+
+// The handler's CUDA-graph decoding: on or off, the step it is recording (which the handler's
+// layers answer for), and the continuation that records one step and replays it.
+class DecodeRecorder {
+ public:
+  void setOn(bool on) { m_on = on; }
+  bool on() const { return m_on; }
+  // The step being recorded, else null.
+  DecodeRecording* recording() const { return m_recording; }
+
+  // count tokens after step (count >= 2) on h, this recorder's handler: the host records the step
+  // while the device still runs the prompt's pass and chooses the first token; the first replay
+  // is queued before the host waits for that token.
+  template <class H, class Weights, class Step, class OnToken>
+  osprey::Result<std::vector<int>> continueGreedy(H& h, const Weights& w, Step& step, osprey::Index count,
+                                                  OnToken& onToken) {
+    auto recorded = OSPREY_TRY(record(h, w, step.cache, step.logits));
+    DecodeGraph& graph = recorded->graph;
+    const osprey::Index start = recorded->recording.start, V = w.config.V;
+    const osprey::Index replays = count - 1;
+    OSPREY_CHECK(graph.queue(0));
+    OSPREY_CHECK(graph.awaitFirst());
+    std::vector<int> out{OSPREY_TRY(graph.tokenAt(start - 1, V))};
+    OSPREY_CHECK(onToken(out.back()));
+    for (osprey::Index i = 0; i < replays; ++i) {
+      if (i + 1 < replays) OSPREY_CHECK(graph.queue(i + 1));  // the device goes on while the host streams
+      OSPREY_CHECK(graph.await(i));
+      out.push_back(OSPREY_TRY(graph.tokenAt(start + i, V)));
+      OSPREY_CHECK(onToken(out.back()));
+    }
+    return out;
+  }
+
+ private:
+  template <class H, class Weights, class Cache>
+  osprey::Result<std::unique_ptr<RecordedStep<H>>> record(H& h, const Weights& w, const Cache& cache,
+                                                          const Buf<H>& logits);
+  // Sets the recording for one scope.
+  struct Scoped {
+    DecodeRecording*& slot;
+    explicit Scoped(DecodeRecording*& s, DecodeRecording* value) : slot(s) { slot = value; }
+    ~Scoped() { slot = nullptr; }
+  };
+  DecodeRecording* m_recording = nullptr;
+  bool m_on = true;
+};
+
+template <class H, class Weights, class Cache>
+osprey::Result<std::unique_ptr<RecordedStep<H>>> DecodeRecorder::record(H& h, const Weights& w, const Cache& cache,
+                                                                         const Buf<H>& logits) {
   const Config& c = w.config;
   const osprey::Index C = c.C, Tc = cache.length;
   if (Tc < 1 || Tc >= c.maxT)
@@ -160,138 +227,70 @@ osprey::Result<std::unique_ptr<FastHandler::DecodeGraph>> FastHandler::recordDec
   if (cache.layers.size() != w.blocks.size())
     return osprey::Error{fmt::format("gpt2 decode: the cache has {} blocks, the model {}", cache.layers.size(),
                                      w.blocks.size())};
-  OSPREY_CHECK(fast_detail::checkShape(*this, logits, 1, c.V, "gpt2 decode", "logits"));
-  auto graph = std::make_unique<DecodeGraph>(m_device);
-  OSPREY_CHECK(graph->begin(c.maxT));
+  OSPREY_CHECK(fast_detail::checkShape(h, logits, 1, c.V, "gpt2 decode", "logits"));
+  const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
+  auto step = std::make_unique<RecordedStep<H>>(device);
+  DecodeGraph& graph = step->graph;
+  OSPREY_CHECK(graph.begin(c.maxT));
 
   // The device-side state, on the graph's stream before recording starts: the first token, chosen
   // as the replays' lm head chooses (gridMaximum) from position start - 1, which it moves on, and
   // its embedding (later replays' comes from the step before: NextToken); the lm head's candidates
   // for the fused argmax.
   const int start = static_cast<int>(Tc), Ci = OSPREY_TRY(fast_detail::intWidth("gpt2 decode", C));
-  int* position = OSPREY_TRY(m_device->allocate<int>(1));
-  graph->position = osprey::GpuBuffer<osprey::CudaDevice, int>(m_device, position, 1);
-  fast_kernels::storeInt<<<1, 1, 0, stream()>>>(position, start - 1);
+  int* position = OSPREY_TRY(device->allocate<int>(1));
+  step->position = osprey::GpuBuffer<osprey::CudaDevice, int>(device, position, 1);
+  fast_kernels::storeInt<<<1, 1, 0, h.stream()>>>(position, start - 1);
   OSPREY_CHECK(fast_detail::launched("fast decoding position store"));
-  graph->token = OSPREY_TRY(allocate(1));
-  graph->firstChoice = OSPREY_TRY(candidateRoom(fast_kernels::kArgmaxBlocks));
-  OSPREY_CHECK(launchArgmax(graph->token.data(), logits, graph->firstChoice, position, graph->tokensOnDevice()));
-  Recording& r = graph->recording;
+  step->token = OSPREY_TRY(h.allocate(1));
+  step->firstChoice = OSPREY_TRY(fast_detail::candidateRoom(device, fast_kernels::kArgmaxBlocks));
+  OSPREY_CHECK(fast_detail::launchArgmax(h.stream(), step->token.data(), logits, step->firstChoice, position,
+                                         graph.tokensOnDevice()));
+  DecodeRecording& r = step->recording;
   r.position = position;
   r.start = Tc;
-  r.embedding = OSPREY_TRY(allocate(C));
-  OSPREY_CHECK(launchEmbedding(r.embedding, graph->token, w.wte, w.wpe, position, Ci));
-  const int slots = fast_kernels::kMaxHeadBlocksPerMultiprocessor * m_device->multiprocessors();
-  graph->choice = OSPREY_TRY(candidateRoom(slots));
-  KvCache<FastHandler> views{{}, Tc};
+  r.embedding = OSPREY_TRY(h.allocate(C));
+  OSPREY_CHECK(fast_detail::launchEmbedding(h.stream(), r.embedding, step->token, w.wte, w.wpe, position, Ci));
+  const int slots = fast_kernels::kMaxHeadBlocksPerMultiprocessor * device->multiprocessors();
+  step->choice = OSPREY_TRY(fast_detail::candidateRoom(device, slots));
+  KvCache<H> views{{}, Tc};
   // Every block's keys and values with room for the context, in one allocation.
   const osprey::Index roomSize = OSPREY_TRY(checkedProduct("gpt2 decode", {c.maxT, C}));
-  const auto rooms = OSPREY_TRY(allocate(OSPREY_TRY(
+  const auto rooms = OSPREY_TRY(h.allocate(OSPREY_TRY(
       checkedProduct("gpt2 decode", {2, static_cast<osprey::Index>(cache.layers.size()), roomSize}))));
   osprey::Index nextRoom = 0;
-  for (const LayerCache<FastHandler>& held : cache.layers) {
-    OSPREY_CHECK(fast_detail::checkShape(*this, held.keys, Tc, C, "gpt2 decode", "key cache"));
-    OSPREY_CHECK(fast_detail::checkShape(*this, held.values, Tc, C, "gpt2 decode", "value cache"));
+  for (const LayerCache<H>& held : cache.layers) {
+    OSPREY_CHECK(fast_detail::checkShape(h, held.keys, Tc, C, "gpt2 decode", "key cache"));
+    OSPREY_CHECK(fast_detail::checkShape(h, held.values, Tc, C, "gpt2 decode", "value cache"));
     for (auto [from, into] : {std::pair{&held.keys, &r.keys}, std::pair{&held.values, &r.values}}) {
       auto room = rooms.part(nextRoom++ * roomSize, roomSize);
       OSPREY_CUDA_CHECK(cudaMemcpyAsync(room.data(), from->data(), static_cast<std::size_t>(Tc * C) * sizeof(float),
-                                        cudaMemcpyDeviceToDevice, stream()),
+                                        cudaMemcpyDeviceToDevice, h.stream()),
                         "copying the cache into room for the whole context");
       into->push_back(std::move(room));
     }
-    views.layers.push_back(LayerCache<FastHandler>{r.keys.back().prefix(Tc * C), r.values.back().prefix(Tc * C)});
+    views.layers.push_back(LayerCache<H>{r.keys.back().prefix(Tc * C), r.values.back().prefix(Tc * C)});
   }
 
-  OSPREY_CHECK(graph->markFirst());
-  r.next = fast_kernels::NextToken{fast_kernels::candidatesIn(graph->choice.data(), slots), position,
-                                   graph->tokensOnDevice(), r.embedding.data(), w.wte.data(), w.wpe.data(), Ci,
+  OSPREY_CHECK(graph.markFirst());
+  r.next = fast_kernels::NextToken{fast_kernels::candidatesIn(step->choice.data(), slots), position,
+                                   graph.tokensOnDevice(), r.embedding.data(), w.wte.data(), w.wpe.data(), Ci,
                                    static_cast<int>(c.V), static_cast<int>(c.maxT)};
   {
-    fast_detail::Scoped<Recording> recording(m_recording, &r);
-    OSPREY_CUDA_CHECK(cudaStreamBeginCapture(graph->stream(), cudaStreamCaptureModeRelaxed),
+    Scoped recording(m_recording, &r);
+    OSPREY_CUDA_CHECK(cudaStreamBeginCapture(graph.stream(), cudaStreamCaptureModeRelaxed),
                       "recording the decoding step");
-    fast_detail::OpenCapture capture{graph->stream()};
-    graph->recorded = OSPREY_TRY(decodeStep(*this, w, views, graph->token));
+    osprey::OpenCapture capture{graph.stream()};
+    step->recorded = OSPREY_TRY(decodeStep(h, w, views, step->token));
     // The step's lm head (normLogits) chose the token and wrote the next step's embedding; a step
     // that ended otherwise would replay on a stale embedding.
     if (!r.chose) return osprey::Error{"gpt2 decode: the recorded step did not end in the lm head"};
     cudaGraph_t recorded = nullptr;
     capture.open = false;
-    OSPREY_CUDA_CHECK(cudaStreamEndCapture(graph->stream(), &recorded), "recording the decoding step");
-    OSPREY_CHECK(graph->instantiate(recorded));
+    OSPREY_CUDA_CHECK(cudaStreamEndCapture(graph.stream(), &recorded), "recording the decoding step");
+    OSPREY_CHECK(graph.instantiate(recorded));
   }
-  return std::move(graph);
+  return std::move(step);
 }
 
-template <class Weights, class Step, class OnToken>
-osprey::Result<std::vector<int>> FastHandler::continueGreedy(const Weights& w, Step& step, osprey::Index count,
-                                                             OnToken& onToken) {
-  static_assert(std::is_same_v<Weights, ForwardWeights<FastHandler>> && std::is_same_v<Step, StepOut<FastHandler>>);
-  if (count < 2) return reference::continueGreedy(*this, w, step, count, onToken);
-  std::unique_ptr<HalfWeights> half;  // outlives the graph that reads it
-  if (m_decodeWeights == DecodeWeights::Bf16) half = OSPREY_TRY(halveWeights(w));
-  if (!m_decodeGraphs) return reference::continueGreedy(*this, w, step, count, onToken);
-  // The host records the step while the device still runs the prompt's pass and chooses the first
-  // token; the first replay is queued before the host waits for that token.
-  auto graph = OSPREY_TRY(recordDecodeStep(w, step.cache, step.logits));
-  const osprey::Index replays = count - 1;
-  OSPREY_CHECK(graph->queue(0));
-  std::vector<int> out{OSPREY_TRY(graph->awaitFirst(w.config.V))};
-  OSPREY_CHECK(onToken(out.back()));
-  for (osprey::Index i = 0; i < replays; ++i) {
-    if (i + 1 < replays) OSPREY_CHECK(graph->queue(i + 1));  // the device goes on while the host streams
-    out.push_back(OSPREY_TRY(graph->await(i, w.config.V)));
-    OSPREY_CHECK(onToken(out.back()));
-  }
-  return out;
-}
-
-inline osprey::Result<FastHandler::Buffer> FastHandler::encoderForward(const Buffer& tokens, const Buffer& wte,
-                                                                       const Buffer& wpe, osprey::Index N,
-                                                                       osprey::Index T, osprey::Index C,
-                                                                       osprey::Index posOffset) {
-  if (!m_recording) return reference::encoderForward(*this, tokens, wte, wpe, N, T, C, posOffset);
-  const char* L = "encoder (recorded decoding step)";
-  if (N != 1 || T != 1 || posOffset != m_recording->start)
-    return osprey::Error{fmt::format("{}: expected one token at position {}, got {} at {}", L, m_recording->start, N,
-                                     posOffset)};
-  OSPREY_CHECK(fast_detail::checkShape(*this, tokens, 1, 1, L, "tokens"));
-  if (C != m_recording->embedding.size() || wte.data() != m_recording->next.wte || wpe.data() != m_recording->next.wpe)
-    return osprey::Error{fmt::format("{}: the embedding is not the recording's", L)};
-  return m_recording->embedding;  // written before the first replay, and by each replay's lm head for the next
-}
-
-inline osprey::Result<void> FastHandler::launchEmbedding(const Buffer& out, const Buffer& token, const Buffer& wte,
-                                                         const Buffer& wpe, const int* position, int C) {
-  const char* L = "encoder (recorded decoding step)";
-  if (wte.size() % C != 0 || wpe.size() % C != 0)
-    return osprey::Error{fmt::format("{}: wte ({}) and wpe ({}) must be whole rows of {} channels", L, wte.size(),
-                                     wpe.size(), C)};
-  const int V = OSPREY_TRY(fast_detail::intWidth(L, wte.size() / C));
-  constexpr int threads = 256;
-  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(static_cast<unsigned>((C + threads - 1) / threads), threads, 0,
-                                                   stream(), fast_kernels::embedOne, out.data(), token.data(), wte.data(),
-                                                   wpe.data(), position, C, V),
-                    "fast one-token encoder launch");
-  return {};
-}
-
-inline osprey::Result<AttendAppendingOut<FastHandler>> FastHandler::attendAppending(const Buffer& qkvRow,
-                                                                                    const Buffer& keys,
-                                                                                    const Buffer& values,
-                                                                                    osprey::Index Tc, osprey::Index C,
-                                                                                    osprey::Index NH) {
-  if (!m_recording) return reference::attendAppending(*this, qkvRow, keys, values, Tc, C, NH);
-  const char* L = "attention decode (recorded decoding step)";
-  // The cache must be the recording's own, with room for the whole context.
-  const Buffer* room[2] = {nullptr, nullptr};
-  for (std::size_t l = 0; l < m_recording->keys.size(); ++l)
-    if (m_recording->keys[l].data() == keys.data() && m_recording->values[l].data() == values.data())
-      room[0] = &m_recording->keys[l], room[1] = &m_recording->values[l];
-  if (!room[0] || Tc != m_recording->start)
-    return osprey::Error{fmt::format("{}: the cache is not the recording's at position {}", L, m_recording->start)};
-  auto out = OSPREY_TRY(attendRow(L, qkvRow, keys, values, Tc, C, NH, m_recording->position));
-  return AttendAppendingOut<FastHandler>{std::move(out), room[0]->prefix((Tc + 1) * C), room[1]->prefix((Tc + 1) * C)};
-}
-
-}  // namespace gpt2
+}  // namespace gpt2::fast_parts

@@ -1,6 +1,7 @@
 // The fast handler's one-row decoding: linear layers with their bias and GELU or residual in one
 // bandwidth kernel, attention of one query against the cache, the greedy argmax on the device
-// (fast/decode_kernels.hpp).
+// (fast/decode_kernels.hpp); the continuation, recorded as a CUDA graph by the decode recorder
+// (fast/decode_graph.hpp), and the layers that answer for its recording.
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -22,7 +23,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::linear(const Buffer& x, 
                                                                osprey::Index N, osprey::Index IC, osprey::Index OC) {
   OSPREY_CHECK(checkLinear(x, wT, bias, N, IC, OC));
   if (N == 1) return oneRow(x, wT, bias.data(), IC, OC, fast_kernels::Biased{});
-  return byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
+  return m_products.by([&]<class E>(E) -> osprey::Result<Buffer> {
     const auto xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(wT));
     return linearProduct<E>({xs.data}, {ws.data, true}, bias, N, IC, OC);
   });
@@ -83,10 +84,11 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::normLogits(const Buffer&
   OSPREY_CHECK(fast_detail::checkShape(*this, lnBias, 1, C, L, "layernorm bias"));
   OSPREY_CHECK(fast_detail::checkShape(*this, x, 1, C, L, "x"));
   OSPREY_CHECK(fast_detail::checkShape(*this, wte, V, C, L, "weight"));
-  if (m_recording && m_recording->next.wte == wte.data() && m_recording->next.V == V && m_recording->next.C == C &&
-      !m_recording->chose) {  // the recorded step's lm head also chooses its token
-    m_recording->chose = true;
-    return oneRow(x, wte, nullptr, C, V, fast_kernels::ArgmaxThen{m_recording->next}, normalised(lnWeight, lnBias));
+  fast_parts::DecodeRecording* r = m_recorder.recording();
+  if (r && r->next.wte == wte.data() && r->next.V == V && r->next.C == C &&
+      !r->chose) {  // the recorded step's lm head also chooses its token
+    r->chose = true;
+    return oneRow(x, wte, nullptr, C, V, fast_kernels::ArgmaxThen{r->next}, normalised(lnWeight, lnBias));
   }
   return oneRow(x, wte, nullptr, C, V, fast_kernels::Biased{}, normalised(lnWeight, lnBias));
 }
@@ -127,30 +129,10 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::attendRow(const char* L,
   return out;
 }
 
-inline osprey::Result<FastHandler::CandidateRoom> FastHandler::candidateRoom(int slots) {
-  const osprey::Index ints = 2 * osprey::Index{slots} + 1;
-  CandidateRoom room(m_device, OSPREY_TRY(m_device->allocate<int>(ints)), ints);
-  OSPREY_CUDA_CHECK(cudaMemsetAsync(room.data(), 0, static_cast<std::size_t>(ints) * sizeof(int), stream()),
-                    "zeroing the argmax's ticket");
-  return room;
-}
-
-inline osprey::Result<void> FastHandler::launchArgmax(float* result, const Buffer& logits, const CandidateRoom& room,
-                                                      int* position, int* byPosition) {
-  const int n = OSPREY_TRY(fast_detail::intWidth("generate", logits.size()));
-  if (n >= (1 << 24)) return osprey::Error{"generate: more than 2^24 logits"};
-  OSPREY_CUDA_CHECK(fast_kernels::launchOverlapped(fast_kernels::kArgmaxBlocks, fast_kernels::kArgmaxThreads, 0, stream(),
-                                                   fast_kernels::argmaxKernel, result, logits.data(), n,
-                                                   fast_kernels::candidatesIn(room.data(), fast_kernels::kArgmaxBlocks),
-                                                   position, byPosition),
-                    "fast argmax launch");
-  return {};
-}
-
 inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logits) {
   auto best = OSPREY_TRY(allocate(1));
-  const auto room = OSPREY_TRY(candidateRoom(fast_kernels::kArgmaxBlocks));
-  OSPREY_CHECK(launchArgmax(best.data(), logits, room, nullptr, nullptr));
+  const auto room = OSPREY_TRY(fast_detail::candidateRoom(m_device, fast_kernels::kArgmaxBlocks));
+  OSPREY_CHECK(fast_detail::launchArgmax(stream(), best.data(), logits, room, nullptr, nullptr));
   const osprey::Scalar at = get(best, 0);
   if (at < 0)
     return osprey::Error{"generate: the logits have no maximum (all NaN): the model's activations are not finite"};
@@ -161,6 +143,68 @@ inline osprey::Result<osprey::Index> FastHandler::greedyToken(const Buffer& logi
                                      "weights are broken or too large)",
                                      largest)};
   return static_cast<osprey::Index>(at);
+}
+
+// Decoding as a CUDA graph (fast/decode_graph.hpp), reading the weights' bf16 copies
+// (fast/half_weights.hpp) unless told to read the floats.
+template <class Weights, class Step, class OnToken>
+osprey::Result<std::vector<int>> FastHandler::continueGreedy(const Weights& w, Step& step, osprey::Index count,
+                                                             OnToken& onToken) {
+  static_assert(std::is_same_v<Weights, ForwardWeights<FastHandler>> && std::is_same_v<Step, StepOut<FastHandler>>);
+  if (count < 2) return reference::continueGreedy(*this, w, step, count, onToken);
+  std::unique_ptr<HalfWeights> half;  // outlives the graph that reads it
+  if (m_decodeWeights.halves()) half = OSPREY_TRY(halveWeights(w));
+  if (!m_recorder.on()) return reference::continueGreedy(*this, w, step, count, onToken);
+  return m_recorder.continueGreedy(*this, w, step, count, onToken);
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::encoderForward(const Buffer& tokens, const Buffer& wte,
+                                                                       const Buffer& wpe, osprey::Index N,
+                                                                       osprey::Index T, osprey::Index C,
+                                                                       osprey::Index posOffset) {
+  const fast_parts::DecodeRecording* r = m_recorder.recording();
+  if (!r) return reference::encoderForward(*this, tokens, wte, wpe, N, T, C, posOffset);
+  const char* L = "encoder (recorded decoding step)";
+  if (N != 1 || T != 1 || posOffset != r->start)
+    return osprey::Error{fmt::format("{}: expected one token at position {}, got {} at {}", L, r->start, N, posOffset)};
+  OSPREY_CHECK(fast_detail::checkShape(*this, tokens, 1, 1, L, "tokens"));
+  if (C != r->embedding.size() || wte.data() != r->next.wte || wpe.data() != r->next.wpe)
+    return osprey::Error{fmt::format("{}: the embedding is not the recording's", L)};
+  return r->embedding;  // written before the first replay, and by each replay's lm head for the next
+}
+
+inline osprey::Result<AttendAppendingOut<FastHandler>> FastHandler::attendAppending(const Buffer& qkvRow,
+                                                                                    const Buffer& keys,
+                                                                                    const Buffer& values,
+                                                                                    osprey::Index Tc, osprey::Index C,
+                                                                                    osprey::Index NH) {
+  const fast_parts::DecodeRecording* r = m_recorder.recording();
+  if (!r) return reference::attendAppending(*this, qkvRow, keys, values, Tc, C, NH);
+  const char* L = "attention decode (recorded decoding step)";
+  // The cache must be the recording's own, with room for the whole context.
+  const Buffer* room[2] = {nullptr, nullptr};
+  for (std::size_t l = 0; l < r->keys.size(); ++l)
+    if (r->keys[l].data() == keys.data() && r->values[l].data() == values.data())
+      room[0] = &r->keys[l], room[1] = &r->values[l];
+  if (!room[0] || Tc != r->start)
+    return osprey::Error{fmt::format("{}: the cache is not the recording's at position {}", L, r->start)};
+  auto out = OSPREY_TRY(attendRow(L, qkvRow, keys, values, Tc, C, NH, r->position));
+  return AttendAppendingOut<FastHandler>{std::move(out), room[0]->prefix((Tc + 1) * C), room[1]->prefix((Tc + 1) * C)};
+}
+
+template <class Weights>
+osprey::Result<std::unique_ptr<FastHandler::HalfWeights>> FastHandler::halveWeights(const Weights& w) {
+  static_assert(std::is_same_v<Weights, ForwardWeights<FastHandler>>);
+  if (m_decodeWeights.inUse()) return osprey::Error{"decoding: bf16 weight copies are already in use"};
+  // Each weight's twin: made now unless a product has made it, kept while the weight lives.
+  for (const BlockForwardWeights<FastHandler>& b : w.blocks)
+    for (const Buffer* m : {&b.attnT, &b.attnProjT, &b.fcT, &b.fcProjT}) (void)OSPREY_TRY(m_twins.of(*m, m->size()));
+  (void)OSPREY_TRY(m_twins.of(w.wte, w.wte.size()));
+  return m_decodeWeights.use();
+}
+
+inline const __nv_bfloat16* FastHandler::halfOf(const Buffer& w) const {
+  return m_decodeWeights.inUse() ? m_twins.made(w, w.size()) : nullptr;
 }
 
 }  // namespace gpt2

@@ -39,6 +39,14 @@
 // replayed for every further token, reading bf16 copies of the product weights
 // (fast/half_weights.hpp) unless told to read the floats.
 //
+// The class is those layers and the parts it owns, each a type in a file of its own: the bf16 twin
+// cache (fast/bf16_twins.hpp), the column sums that kernels keep for the bias gradients
+// (fast/column_sums.hpp), the product choice (fast/product_choice.hpp), the outputs whose floats
+// come later (fast/deferred_floats.hpp), the occupancy answers (fast/occupancy.hpp), the decode
+// recorder (fast/decode_graph.hpp) and the decoding weights' bf16 copies (fast/half_weights.hpp).
+// The layers' definitions follow the class, one file per family (fast/*_layers.hpp, and
+// fast/twin_use.hpp for how they use the twins).
+//
 // How far the results may be from the exact handlers' is docs/FAST.md; tests/cuda/fast_test.cu
 // checks each fused layer against its reference definition on this handler, and the model
 // against the exact handler.
@@ -54,22 +62,30 @@
 #include <utility>
 #include <vector>
 
+#include "gpt2/fast/bf16_twins.hpp"
 #include "gpt2/fast/causal_softmax.hpp"
+#include "gpt2/fast/column_sums.hpp"
+#include "gpt2/fast/decode_graph.hpp"
 #include "gpt2/fast/decode_kernels.hpp"
+#include "gpt2/fast/deferred_floats.hpp"
 #include "gpt2/fast/flash_attention.hpp"
 #include "gpt2/fast/flash_backward_wgmma.hpp"
 #include "gpt2/fast/flash_forward_wgmma.hpp"
+#include "gpt2/fast/half_weights.hpp"
+#include "gpt2/fast/launch_checks.hpp"
+#include "gpt2/fast/occupancy.hpp"
+#include "gpt2/fast/product_choice.hpp"
 #include "gpt2/fast/row_kernels.hpp"
+#include "gpt2/fast/token_choice.hpp"
 #include "gpt2/fast/token_sums.hpp"
 #include "gpt2/model/generate.hpp"  // the model, and the reference continuation
 #include "osprey/gpu/cuda/fast.hpp"
-#include "osprey/gpu/cuda/open_capture.hpp"
 
 namespace gpt2 {
 
 class FastHandler : public osprey::Fast {
  public:
-  explicit FastHandler(osprey::Fast base) : osprey::Fast(std::move(base)) {}
+  explicit FastHandler(osprey::Fast base) : osprey::Fast(std::move(base)), m_twins(runtime()) {}
 
   osprey::Result<Buffer> matmulForward(const Buffer& x, const Buffer& w, const Buffer& bias, osprey::Index N,
                                        osprey::Index IC, osprey::Index OC);
@@ -206,46 +222,41 @@ class FastHandler : public osprey::Fast {
   osprey::Result<AttendAppendingOut<FastHandler>> attendAppending(const Buffer& qkvRow, const Buffer& keys,
                                                                   const Buffer& values, osprey::Index Tc,
                                                                   osprey::Index C, osprey::Index NH);
-  void setDecodeGraphs(bool on) { m_decodeGraphs = on; }
+  void setDecodeGraphs(bool on) { m_recorder.setOn(on); }
 
-  // What the linear layers' products of more than one row read (forward, backward, the lm head;
-  // fast/bf16_twins.hpp): bf16 copies of their float operands, made where a product first reads a
-  // buffer and kept while it lives (the default: the tensor cores' bf16 rate, float sums), or the
-  // floats themselves on the TF32 tensor cores. Flash attention's tiles (head size 64) follow the
-  // same choice, and so do the bias gradients (summed in float from dout's twin by the weight
-  // gradient's product, or from the floats) where dout's producer has not summed them (below);
-  // the unfused attention of other head sizes stays TF32.
-  enum class Products { Bf16, Tf32 };
-  void setProducts(Products products) { m_products = products; }
-  Products products() const { return m_products; }
+  // What the linear layers' products of more than one row read: bf16 twins of their float
+  // operands (the default) or the floats as TF32 (fast/product_choice.hpp).
+  using Products = fast_parts::Products;
+  void setProducts(Products products) { m_products.set(products); }
+  Products products() const { return m_products.get(); }
   // Whether bf16 products also leave the floats of outputs read only as bf16 unmade until
   // something reads them (twinOnly; on by default): a training step's LayerNorm and GELU outputs
   // and GELU's and attention's input gradients are then stored and written as bf16 alone, in
-  // half the memory. Off: the floats at once.
-  void setDeferredFloats(bool on) { m_deferFloats = on; }
-  // How many deferred outputs have had their floats made since the handler was made (a
-  // training step on bf16 products writes one: the final LayerNorm's output, whose floats the
-  // padded lm head backward's one-hot share gathers).
-  osprey::Index deferredFloatsWritten() const { return *m_deferredWritten; }
+  // half the memory. Off: the floats at once (fast/deferred_floats.hpp).
+  void setDeferredFloats(bool on) { m_deferredFloats.set(on); }
+  // How many deferred outputs have had their floats made since the handler was made.
+  osprey::Index deferredFloatsWritten() const { return m_deferredFloats.written(); }
   // How many bias gradients matmulBackward has taken from its dout's producer: the LayerNorm
   // backwards, flash attention's backward and GELU's (inside geluMatmulBackward) sum the columns
   // of the gradient they write as they write it, in float from its float values, and a linear
-  // layer's bias gradient is the column sums of its dout (ColumnSums).
-  osprey::Index biasSumsTaken() const { return m_biasSumsTaken; }
-  std::string device() const { return deviceWith(m_products == Products::Bf16 ? "bf16" : "TF32"); }
+  // layer's bias gradient is the column sums of its dout (fast/column_sums.hpp).
+  osprey::Index biasSumsTaken() const { return m_columnSums.taken(); }
+  std::string device() const { return deviceWith(m_products.bf16() ? "bf16" : "TF32"); }
 
   // What a continuation's one-row products read (fast/half_weights.hpp): bf16 copies of the
   // product weights, made when it starts (the default: half the bytes a token, the bound of
   // decoding), or the float weights themselves. Prefill and training always read the floats.
-  enum class DecodeWeights { Bf16, Float };
-  void setDecodeWeights(DecodeWeights weights) { m_decodeWeights = weights; }
+  using DecodeWeights = fast_parts::DecodeWeights;
+  void setDecodeWeights(DecodeWeights weights) { m_decodeWeights.set(weights); }
   // bf16 copies of w's product weights (each block's four and the tied lm head), which one-row
   // products read in place of the floats while the returned object lives.
-  class HalfWeights;
+  using HalfWeights = fast_parts::HalfWeights;
   template <class Weights>
   osprey::Result<std::unique_ptr<HalfWeights>> halveWeights(const Weights& w);
 
  private:
+  // The layers' helpers, defined beside the layers that use them.
+  //
   // out (N, OC) = x · op(w) + bias (+ addend (N, OC) where given): the bias and the addend in
   // cuBLASLt's epilogue, or (where it has no algorithm) written first and the product added onto
   // them.
@@ -257,11 +268,6 @@ class FastHandler : public osprey::Fast {
   osprey::Result<LayerNormGrads<FastHandler>> layernormGradients(const Buffer* dresid, const Buffer& dout,
                                                                  const Buffer& x, const Buffer& w, const Buffer& mean,
                                                                  const Buffer& rstd, osprey::Index N, osprey::Index C);
-  // body(E{}) with E the element type the linear layers' products read (m_products): bf16 or float.
-  template <class Body>
-  auto byProducts(Body body) {
-    return m_products == Products::Bf16 ? body(__nv_bfloat16{}) : body(float{});
-  }
   // A buffer as a product's operand of element type E, its elements followed by zeros up to
   // `length` (0: no zeros): for bf16 its twin; for float the buffer itself, or a padded copy that
   // `copy` holds for as long as the product may read it.
@@ -272,31 +278,6 @@ class FastHandler : public osprey::Fast {
   };
   template <class E>
   osprey::Result<Held<E>> operandOf(const Buffer& b, osprey::Index length = 0);
-  // The bf16 twin of b followed by zeros up to length: made (rounded to nearest even, on the
-  // stream) the first time it is asked for, then kept until b's memory is released. Buffers are
-  // never written after they are handed out, so a twin stays equal to its floats; a twin is b's
-  // own (the same memory block, not a later one at the same address).
-  using HalfBuffer = osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>;
-  struct Twin {
-    std::weak_ptr<float> source;
-    const float* data;
-    osprey::Index n, length;
-    HalfBuffer copy;
-    bool stored = false;  // the buffer is stored as this twin: its floats are the twin's values
-  };
-  // A buffer's elements as a kernel reads them (GELU): T bf16 where the buffer is stored as bf16
-  // (halfProduct; its floats are those values widened, so a kernel reads what it would read from
-  // the floats, in half the bytes), else float; `held` keeps their memory for as long as a launch,
-  // a deferred one too, may read them.
-  template <class T>
-  struct Elements {
-    const T* data;
-    std::shared_ptr<const void> held;
-  };
-  // body(Elements<__nv_bfloat16>) where b is stored as bf16, else body(Elements<float>): the
-  // output a layer makes from b's elements.
-  template <class Body>
-  osprey::Result<Buffer> withElements(const Buffer& b, Body body);
   // out (N, OC) = x · w + bias stored as bf16: the bf16 product writes out's twin, the bias rounded
   // to bf16 (cuBLASLt adds a bf16 output's bias in its own type), and out's floats, made when
   // something reads them, are the twin's values. Nothing where cuBLASLt has no algorithm for it.
@@ -311,17 +292,7 @@ class FastHandler : public osprey::Fast {
                                                            osprey::Index N, osprey::Index IC, osprey::Index OC,
                                                            bool dxStored);
   // Whether outputs may be stored as bf16 now: bf16 products, deferred floats on, not recording.
-  bool storesHalves() const { return m_products == Products::Bf16 && m_deferFloats && !m_recording; }
-  osprey::Result<const __nv_bfloat16*> twinOf(const Buffer& b, osprey::Index length);
-  // out[i] = in[i] widened to float for i < n, on `stream`: the floats of a buffer stored as bf16.
-  static cudaError_t widen(cudaStream_t stream, float* out, const __nv_bfloat16* in, osprey::Index n);
-  // The memory of b's twin of b's own length where one is made (else empty), shared: what a
-  // deferred launch that reads the twin holds, in case it runs after this handler is gone.
-  HalfBuffer keptTwin(const Buffer& b) const;
-  // The twin twinOf(b, length) would return if it has been made, else null.
-  const Twin* foundTwin(const Buffer& b, osprey::Index length) const;
-  // That twin's bf16 values, else null.
-  const __nv_bfloat16* madeTwin(const Buffer& b, osprey::Index length) const;
+  bool storesHalves() const { return m_products.bf16() && m_deferredFloats.on() && !m_recorder.recording(); }
   // b as the flash kernels read it for products of element type E (attention_layers.hpp).
   template <class E>
   osprey::Result<fast_kernels::TileSource> tilesOf(const Buffer& b);
@@ -332,62 +303,28 @@ class FastHandler : public osprey::Fast {
   // An output of n floats that this handler's layers read only as its twin (the LayerNorms' and
   // GELU's outputs, GELU's and attention's input gradients): launch(stream, floats, twin) writes
   // the floats and the twin where each is not null. With bf16 products the launch writes the twin
-  // alone, and the floats are a buffer made later (osprey::GpuBuffer::later): allocated and written
+  // alone, and the floats are a buffer made later (fast/deferred_floats.hpp): allocated and written
   // by the same launch without the twin the first time something reads them, the same kernel on
   // the same inputs (which `launch` holds by value), so the same floats. With TF32 products, with
   // deferred floats off or while a decoding step records, both at once.
   template <class Launch>
   osprey::Result<Buffer> twinOnly(osprey::Index n, Launch launch);
-  // A buffer of n floats made later (osprey::GpuBuffer::later): when first read, its block is
-  // allocated and fill(stream, block) writes it (counted in deferredFloatsWritten).
-  template <class Fill>
-  Buffer floatsLater(osprey::Index n, Fill fill);
   // x (N, IC), w (IC, OC) and bias (OC), as matmulForward reads them.
   osprey::Result<void> checkMatmul(const Buffer& x, const Buffer& w, const Buffer& bias, osprey::Index N,
                                    osprey::Index IC, osprey::Index OC);
-  bool m_deferFloats = true;
-  std::shared_ptr<osprey::Index> m_deferredWritten = std::make_shared<osprey::Index>(0);
-  // Room for `length` elements as b's twin, filled by write(room), then kept as b's (`stored`: b
-  // is stored as it, Twin::stored).
-  template <class Write>
-  osprey::Result<const __nv_bfloat16*> newTwin(const Buffer& b, osprey::Index length, Write write,
-                                              bool stored = false);
-  // Releases the twins whose buffers are gone (before each new one).
-  void forgetDeadTwins();
-  std::vector<Twin> m_twins;
-  // A buffer's column sums over its rows of `width`, taken by the kernel that wrote it: the bias
-  // gradient of the linear layer whose dout it is (matmulGradients takes it from here rather than
-  // read dout again). Kept, as a twin is, while the buffer's memory lives; a buffer is never
-  // written after it is handed out, so its sums stay its own.
-  struct ColumnSums {
-    std::weak_ptr<float> source;
-    const float* data;
-    osprey::Index n, width;
-    Buffer sums;
-  };
-  void keepColumnSums(const Buffer& b, osprey::Index width, Buffer sums);
-  // b's column sums over rows of `width` where its producer kept them, else null.
-  const Buffer* summedColumns(const Buffer& b, osprey::Index width) const;
-  std::vector<ColumnSums> m_columnSums;
-  osprey::Index m_biasSumsTaken = 0;
-  // geluBackward over N rows of `width` with the column sums of its output kept (keepColumnSums):
-  // the fc layer's dout and its bias gradient in one pass (fast_kernels::geluBackwardSummed);
-  // geluBackward alone where the rows do not fit that kernel.
+  // geluBackward over N rows of `width` with the column sums of its output kept
+  // (fast/column_sums.hpp): the fc layer's dout and its bias gradient in one pass
+  // (fast_kernels::geluBackwardSummed); geluBackward alone where the rows do not fit that kernel.
   osprey::Result<Buffer> geluBackwardSummed(const Buffer& dout, const Buffer& x, osprey::Index N,
                                             osprey::Index width);
-  Products m_products = Products::Bf16;
   // y (OC) = then(o, x · wTᵀ[o] + bias[o]) for one row x (IC), by linearRow; bias may be null.
-  // The caller has checked the shapes. Reads wT's bf16 copy where one is held (halfOf).
+  // The caller has checked the shapes. Reads wT's bf16 copy where one is in use (halfOf).
   template <class Then, class Row = fast_kernels::RowAsIs>
   osprey::Result<Buffer> oneRow(const Buffer& x, const Buffer& wT, const float* bias, osprey::Index IC,
                                 osprey::Index OC, Then then, Row row = {});
   static constexpr osprey::Index kMaxNormalisedRow = 12 * 1024;  // floats of shared memory per block
-  // How many blocks of `kernel` (threads each, `shared` bytes of dynamic shared memory) a
-  // multiprocessor holds: the occupancy query, asked once per kernel and size (decoding asks for
-  // every product of every step it records).
-  template <class Kernel>
-  cudaError_t residentBlocks(int* blocks, Kernel kernel, int threads, std::size_t shared);
-  std::vector<std::pair<std::tuple<const void*, int, std::size_t>, int>> m_residentBlocks;
+  // w's bf16 twin while bf16 weight copies are in use (halveWeights made it), or null.
+  const __nv_bfloat16* halfOf(const Buffer& w) const;
   // normLinear and normLinearGelu: one row through oneRow with the LayerNorm inside and `then`
   // after; more rows: layernormForward, then `layer` (linear or linearGelu) on its output.
   template <class Then, class Layer>
@@ -460,107 +397,30 @@ class FastHandler : public osprey::Fast {
                                       osprey::Index n);
   // n ones, kept for the bias gradients' column sums (grown when a larger n is asked for).
   osprey::Result<const float*> ones(osprey::Index n);
-  Buffer m_ones;
 
-  // A decoding step being recorded (fast/decode_graph.hpp): where its position lives on the
-  // device, the position it had when recording began, and each block's keys and values with room
-  // for maxT positions.
-  // While it records, the step's lm head also chooses the token and writes the next step's
-  // embedding (`next`, fast_kernels::ArgmaxThen; `chose` once it has), and its encoder is that
-  // embedding.
-  struct Recording {
-    int* position;
-    osprey::Index start;
-    std::vector<Buffer> keys, values;
-    Buffer embedding;
-    fast_kernels::NextToken next{};
-    bool chose = false;
-  };
-  class DecodeGraph;
-  // Room for `slots` blocks' candidates and their ticket (fast_kernels::Candidates), zeroed; each
-  // launch that uses it leaves the ticket zero, so a recording zeroes it once, before it records.
-  // The caller keeps it for as long as the launch may run (a recording: as long as it is replayed).
-  using CandidateRoom = osprey::GpuBuffer<osprey::CudaDevice, int>;
-  osprey::Result<CandidateRoom> candidateRoom(int slots);
-  // The device-side argmax of logits into *result (fast_kernels::argmaxKernel; position and
-  // byPosition as it says), its candidates in `room` (candidateRoom(kArgmaxBlocks)).
-  osprey::Result<void> launchArgmax(float* result, const Buffer& logits, const CandidateRoom& room, int* position,
-                                    int* byPosition);
-  // out (C) = wte[token] + wpe[*position] (fast_kernels::embedOne), token and position on the device.
-  osprey::Result<void> launchEmbedding(const Buffer& out, const Buffer& token, const Buffer& wte, const Buffer& wpe,
-                                       const int* position, int C);
-  template <class Weights, class Cache>
-  osprey::Result<std::unique_ptr<DecodeGraph>> recordDecodeStep(const Weights& w, const Cache& cache,
-                                                                 const Buffer& logits);
-  Recording* m_recording = nullptr;
-  bool m_decodeGraphs = true;
-  DecodeWeights m_decodeWeights = DecodeWeights::Bf16;
-  HalfWeights* m_halfWeights = nullptr;  // while one lives
-  // w's bf16 twin while m_halfWeights lives (halveWeights made it), or null.
-  const __nv_bfloat16* halfOf(const Buffer& w) const;
+  // The parts.
+  fast_parts::DeferredFloats m_deferredFloats;
+  fast_parts::Bf16Twins m_twins;
+  fast_parts::ColumnSums m_columnSums;
+  fast_parts::ProductChoice m_products;
+  fast_parts::Occupancy m_occupancy;
+  Buffer m_ones;
+  fast_parts::DecodeRecorder m_recorder;
+  fast_parts::DecodeWeightCopies m_decodeWeights;
 };
 
 OSPREY_ASSERT_HANDLER(FastHandler, "fast (gpt2)");
 
-namespace fast_detail {
-// A raw launch's status, named.
-inline osprey::Result<void> launched(const char* kernel) {
-  OSPREY_CUDA_CHECK(cudaGetLastError(), kernel);
-  return {};
-}
-// A width a kernel takes as an int.
-inline osprey::Result<int> intWidth(const char* layer, osprey::Index width) {
-  if (width <= 0 || width > INT_MAX) return osprey::Error{fmt::format("{}: width {} is not in [1, 2^31)", layer, width)};
-  return static_cast<int>(width);
-}
-// Whether an (N, width) operand is worth re-laying with rows padded to 16 bytes for cuBLAS.
-inline bool padsRows(osprey::Index N, osprey::Index width) { return width % 4 != 0 && N >= 64 && width >= 1024; }
-// Padded to a multiple of 64: rows 16-byte aligned for float and bf16 operands alike (bf16 at a
-// multiple of 4 left cuBLAS on its 2-element-aligned kernels, 2.5× slower), and whole tiles.
-inline osprey::Index paddedWidth(osprey::Index width) { return (width + 63) / 64 * 64; }
-// b must hold rows × cols elements, checked as the reference layers check their operands.
-inline osprey::Result<void> checkShape(FastHandler& h, const FastHandler::Buffer& b, osprey::Index rows,
-                                       osprey::Index cols, const char* layer, const char* tensor) {
-  return checkLength(h, b, OSPREY_TRY(checkedProduct(layer, {rows, cols})), layer, tensor);
-}
-// Whether b is the buffer something kept beside it was made from: the same elements of the same
-// memory block (a later block at a released one's address is another buffer).
-inline bool sameBuffer(const std::weak_ptr<float>& source, const float* data, osprey::Index n,
-                       const FastHandler::Buffer& b) {
-  const std::shared_ptr<float>& memory = b.memory();
-  return data == b.address() && n == b.size() && !source.owner_before(memory) && !memory.owner_before(source);
-}
-// Element i of an (N, OC) output: the bias of its column.
-struct BiasOfColumn {
-  osprey::ViewOf<float> bias;
-  osprey::Int columns;
-  OSPREY_FN osprey::Scalar operator()(osprey::Index i) const { return bias[osprey::Int(i) % columns]; }
-};
-// The same onto an addend of the output's shape: addend[i] + bias of i's column.
-struct AddendPlusBias {
-  osprey::ViewOf<float> addend, bias;
-  osprey::Int columns;
-  OSPREY_FN osprey::Scalar operator()(osprey::Index i) const {
-    return addend[i] + bias[osprey::Int(i) % columns];
-  }
-};
-struct One {
-  OSPREY_FN osprey::Scalar operator()(osprey::Index) const { return 1.0; }
-};
-}  // namespace fast_detail
-
 }  // namespace gpt2
 
-// The members' definitions, one file per family of layers.
+// The members' definitions, one file per family of layers (each a part of this header, which
+// includes it after the class: the macro says so to a unit that includes one alone).
 #define OSPREY_GPT2_FAST_HANDLER_PARTS 1
+#include "gpt2/fast/twin_use.hpp"
 #include "gpt2/fast/linear_layers.hpp"
-#include "gpt2/fast/column_sums.hpp"
 #include "gpt2/fast/attention_layers.hpp"
 #include "gpt2/fast/row_layers.hpp"
 #include "gpt2/fast/encoder_layers.hpp"
 #include "gpt2/fast/head_loss_layers.hpp"
 #include "gpt2/fast/decode_layers.hpp"
-#include "gpt2/fast/bf16_twins.hpp"
-#include "gpt2/fast/half_weights.hpp"
-#include "gpt2/fast/decode_graph.hpp"
 #undef OSPREY_GPT2_FAST_HANDLER_PARTS

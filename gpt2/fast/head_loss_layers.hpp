@@ -38,7 +38,7 @@ inline osprey::Result<CrossEntropyOut<FastHandler>> FastHandler::headLoss(const 
   const auto checked = OSPREY_TRY(checkHeadLoss("lm head and cross-entropy", z, wte, targets, N, C, V));
   auto wide = OSPREY_TRY(paddedTransposedProduct(z, wte, N, C, V));  // logits, rows Vp wide
   auto losses = OSPREY_TRY(allocate(N));
-  const bool halves = m_products == Products::Bf16;
+  const bool halves = m_products.bf16();
   auto probs = halves ? OSPREY_TRY(allocate(probsLength(halves, N, checked.Vp))) : wide;
   auto* halfProbs = halves ? reinterpret_cast<__nv_bfloat16*>(probs.data()) : nullptr;
   OSPREY_CHECK(crossEntropyRows(halves ? nullptr : probs.data(), losses.data(), wide.data(), targets.data(), N,
@@ -52,7 +52,7 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::headLossB
   if (!fast_detail::padsRows(N, V)) return reference::headLossBackward(*this, probs, targets, z, wte, N, C, V, dloss);
   const char* L = "lm head and cross-entropy backward";
   const auto checked = OSPREY_TRY(checkHeadLoss(L, z, wte, targets, N, C, V));
-  const bool halves = m_products == Products::Bf16;
+  const bool halves = m_products.bf16();
   if (probs.size() != probsLength(halves, N, checked.Vp))
     return osprey::Error{fmt::format("{}: probs holds {} values, where this handler's headLoss keeps {} ({} rows "
                                      "padded to {}{})",

@@ -1,6 +1,6 @@
 // The fast handler's linear layers: cuBLAS products that read their operands transposed in place,
 // the bias in cuBLASLt's epilogue, and the lm head's V = 50257 padded to aligned rows. Each
-// product reads bf16 twins of its operands or the floats (FastHandler::Products, byProducts).
+// product reads bf16 twins of its operands or the floats (fast/product_choice.hpp).
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -9,6 +9,31 @@
 #endif
 
 namespace gpt2 {
+
+namespace fast_detail {
+// Whether an (N, width) operand is worth re-laying with rows padded to 16 bytes for cuBLAS.
+inline bool padsRows(osprey::Index N, osprey::Index width) { return width % 4 != 0 && N >= 64 && width >= 1024; }
+// Padded to a multiple of 64: rows 16-byte aligned for float and bf16 operands alike (bf16 at a
+// multiple of 4 left cuBLAS on its 2-element-aligned kernels, 2.5× slower), and whole tiles.
+inline osprey::Index paddedWidth(osprey::Index width) { return (width + 63) / 64 * 64; }
+// Element i of an (N, OC) output: the bias of its column.
+struct BiasOfColumn {
+  osprey::ViewOf<float> bias;
+  osprey::Int columns;
+  OSPREY_FN osprey::Scalar operator()(osprey::Index i) const { return bias[osprey::Int(i) % columns]; }
+};
+// The same onto an addend of the output's shape: addend[i] + bias of i's column.
+struct AddendPlusBias {
+  osprey::ViewOf<float> addend, bias;
+  osprey::Int columns;
+  OSPREY_FN osprey::Scalar operator()(osprey::Index i) const {
+    return addend[i] + bias[osprey::Int(i) % columns];
+  }
+};
+struct One {
+  OSPREY_FN osprey::Scalar operator()(osprey::Index) const { return 1.0; }
+};
+}  // namespace fast_detail
 
 inline osprey::Result<void> FastHandler::checkMatmul(const Buffer& x, const Buffer& w, const Buffer& bias,
                                                      osprey::Index N, osprey::Index IC, osprey::Index OC) {
@@ -22,7 +47,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForward(const Buff
                                                                       const Buffer& bias, osprey::Index N,
                                                                       osprey::Index IC, osprey::Index OC) {
   OSPREY_CHECK(checkMatmul(x, w, bias, N, IC, OC));
-  return byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
+  return m_products.by([&]<class E>(E) -> osprey::Result<Buffer> {
     const auto xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
     return linearProduct<E>({xs.data}, {ws.data}, bias, N, IC, OC);
   });
@@ -37,30 +62,10 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::residualMatmulForward(co
   OSPREY_CHECK(fast_detail::checkShape(*this, in, N, IC, L, "in"));
   OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
   OSPREY_CHECK(fast_detail::checkShape(*this, bias, 1, OC, L, "bias"));
-  return byProducts([&]<class E>(E) -> osprey::Result<Buffer> {
+  return m_products.by([&]<class E>(E) -> osprey::Result<Buffer> {
     const auto ins = OSPREY_TRY(operandOf<E>(in)), ws = OSPREY_TRY(operandOf<E>(w));
     return linearProduct<E>({ins.data}, {ws.data}, bias, N, IC, OC, &x);
   });
-}
-
-template <class Write>
-osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::storedProduct(osprey::Index n, Write write) {
-  // The floats, when something reads them: the twin's values, from the twin the buffer holds.
-  auto source = std::make_shared<HalfBuffer>();
-  auto out = floatsLater(n, [source, n](cudaStream_t stream, float* floats) {
-    (void)widen(stream, floats, source->data(), n);  // a failed launch stays for the next check
-  });
-  bool made = false;
-  (void)OSPREY_TRY(newTwin(
-      out, n,
-      [&](__nv_bfloat16* twin) -> osprey::Result<void> {
-        made = OSPREY_TRY(write(twin));
-        return {};
-      },
-      true));
-  if (!made) return std::optional<Buffer>{};
-  *source = keptTwin(out);
-  return std::optional<Buffer>(std::move(out));
 }
 
 inline osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::halfProduct(const Buffer& x, const Buffer& w,
@@ -70,7 +75,7 @@ inline osprey::Result<std::optional<FastHandler::Buffer>> FastHandler::halfProdu
   const osprey::Index n = OSPREY_TRY(checkedProduct("matmul", {N, OC}));
   if (n == 0 || IC == 0) return std::optional<Buffer>{};
   const auto xs = OSPREY_TRY(operandOf<__nv_bfloat16>(x)), ws = OSPREY_TRY(operandOf<__nv_bfloat16>(w));
-  const __nv_bfloat16* halfBias = OSPREY_TRY(twinOf(bias, bias.size()));
+  const __nv_bfloat16* halfBias = OSPREY_TRY(m_twins.of(bias, bias.size()));
   return storedProduct(n, [&](__nv_bfloat16* twin) {
     return productPlusBiasToHalves(twin, {xs.data}, {ws.data}, N, IC, OC, halfBias);
   });
@@ -85,19 +90,6 @@ inline osprey::Result<ProjectedGeluOut<FastHandler>> FastHandler::matmulGeluForw
   o.fc = fc ? std::move(*fc) : OSPREY_TRY(matmulForward(x, w, bias, N, IC, OC));
   o.gelu = OSPREY_TRY(geluForward(o.fc));  // from fc's bf16 values where it is stored so
   return o;
-}
-
-template <class Kernel>
-cudaError_t FastHandler::residentBlocks(int* blocks, Kernel kernel, int threads, std::size_t shared) {
-  const auto key = std::tuple{reinterpret_cast<const void*>(kernel), threads, shared};
-  for (const auto& [asked, answer] : m_residentBlocks)
-    if (asked == key) {
-      *blocks = answer;
-      return cudaSuccess;
-    }
-  const cudaError_t status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, threads, shared);
-  if (status == cudaSuccess) m_residentBlocks.emplace_back(key, *blocks);
-  return status;
 }
 
 template <class Then, class Row>
@@ -118,7 +110,7 @@ osprey::Result<FastHandler::Buffer> FastHandler::oneRow(const Buffer& x, const B
     // At most as many blocks as the multiprocessors hold at once; a longer product's blocks take
     // several turns of rows.
     int resident = 0;
-    const cudaError_t asked = residentBlocks(&resident, kernel, fast_kernels::kRowWarpsPerBlock * 32, shared);
+    const cudaError_t asked = m_occupancy.residentBlocks(&resident, kernel, fast_kernels::kRowWarpsPerBlock * 32, shared);
     if (asked != cudaSuccess) return asked;
     const auto blocks = static_cast<unsigned>(std::min<osprey::Index>(
         (OC + rowsPerBlock - 1) / rowsPerBlock, std::max(resident, 1) * osprey::Index{m_device->multiprocessors()}));
@@ -139,7 +131,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::matmulForwardTransposed(
   if (N == 1) return oneRow(x, wt, nullptr, IC, OC, fast_kernels::Biased{});  // the lm head while decoding
   auto out = OSPREY_TRY(allocate(OSPREY_TRY(checkedProduct(L, {N, OC}))));
   if (!fast_detail::padsRows(N, OC)) {
-    OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+    OSPREY_CHECK(m_products.by([&]<class E>(E) -> osprey::Result<void> {
       const auto xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(wt));
       return product(out.data(), osprey::OperandOf<E>{xs.data}, osprey::OperandOf<E>{ws.data, true}, N, IC, OC);
     }));
@@ -158,7 +150,7 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::paddedTransposedProduct(
                                                                                 osprey::Index OC) {
   const osprey::Index padded = fast_detail::paddedWidth(OC);
   auto wide = OSPREY_TRY(allocate(N * padded));
-  OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+  OSPREY_CHECK(m_products.by([&]<class E>(E) -> osprey::Result<void> {
     const auto xs = OSPREY_TRY(operandOf<E>(x)), wtWide = OSPREY_TRY(operandOf<E>(wt, padded * IC));
     return product(wide.data(), osprey::OperandOf<E>{xs.data}, osprey::OperandOf<E>{wtWide.data, true}, N, IC, padded,
                    0.0f, 1, osprey::Precision::TensorCores, padded);
@@ -196,15 +188,14 @@ inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulGradients(con
   auto dw = OSPREY_TRY(allocate(IC * OC));
   // dbias = 1ᵀ · dout where dout's producer summed its columns (column_sums.hpp): float sums of
   // its float values, and no pass over dout for them.
-  const Buffer* producerSums = summedColumns(dout, OC);
+  const Buffer* producerSums = m_columnSums.take(dout, OC);
   if (producerSums) {
     dbias = *producerSums;
-    ++m_biasSumsTaken;
   } else {
     dbias = OSPREY_TRY(allocate(OC));
   }
   bool summed = producerSums != nullptr;  // dbias taken by its producer or by dw's product
-  OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+  OSPREY_CHECK(m_products.by([&]<class E>(E) -> osprey::Result<void> {
     using Op = osprey::OperandOf<E>;
     const auto d = OSPREY_TRY(operandOf<E>(dout)), xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
     std::optional<Buffer> stored;  // dx as bf16 (bf16 products only)
@@ -243,7 +234,7 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::matmulBac
   OSPREY_CHECK(fast_detail::checkShape(*this, wt, OC, IC, L, "weight"));
   if (!fast_detail::padsRows(N, OC)) {
     auto dx = OSPREY_TRY(allocate(N * IC)), dwt = OSPREY_TRY(allocate(OC * IC));
-    OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+    OSPREY_CHECK(m_products.by([&]<class E>(E) -> osprey::Result<void> {
       using Op = osprey::OperandOf<E>;
       const auto d = OSPREY_TRY(operandOf<E>(dout)), xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(wt));
       OSPREY_CHECK(product(dx.data(), Op{d.data}, Op{ws.data}, N, OC, IC));         // (N, OC) · wt
@@ -265,7 +256,7 @@ inline osprey::Result<MatmulTransposedGrads<FastHandler>> FastHandler::paddedTra
     const __nv_bfloat16* halves) {
   const osprey::Index Vp = fast_detail::paddedWidth(OC);
   auto dx = OSPREY_TRY(allocate(N * IC)), dwtWide = OSPREY_TRY(allocate(Vp * IC));
-  OSPREY_CHECK(byProducts([&]<class E>(E) -> osprey::Result<void> {
+  OSPREY_CHECK(m_products.by([&]<class E>(E) -> osprey::Result<void> {
     using Op = osprey::OperandOf<E>;
     Held<E> d{};
     if constexpr (std::is_same_v<E, __nv_bfloat16>) d.data = halves;

@@ -1,5 +1,6 @@
 // The fast handler's row-wise layers: LayerNorm, cross-entropy, AdamW and GELU as the fused float
-// kernels of fast/row_kernels.hpp.
+// kernels of fast/row_kernels.hpp; GELU's backward also with its output's column sums
+// (fast/column_sums.hpp).
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 
@@ -66,7 +67,7 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormGradien
   OSPREY_CHECK(fast_detail::checkShape(*this, rstd, N, 1, L, "rstd"));
   const int Ci = OSPREY_TRY(fast_detail::intWidth(L, C));
   // Each warp's column sums in shared memory: dw's, db's and dx's (the bias gradient of the linear
-  // layer whose dout dx is: keepColumnSums), or without dx's where three sets do not fit a block
+  // layer whose dout dx is: fast/column_sums.hpp), or without dx's where three sets do not fit a block
   // (rows of about 2,400 columns); rows wider than two sets fit (about 3,600) take the reference
   // definition on this handler.
   // (fast_shapes::layernormBackwardSets decides, as host tests ask it for every GPT-2 size.)
@@ -87,7 +88,7 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormGradien
   // As many blocks as the multiprocessors hold at once, each warp taking rows a grid apart: one
   // wave, and few partial sums to add.
   int resident = 0;
-  OSPREY_CUDA_CHECK(residentBlocks(&resident, fast_kernels::layerNormBackward, fast_kernels::kRowWarps * 32, shared),
+  OSPREY_CUDA_CHECK(m_occupancy.residentBlocks(&resident, fast_kernels::layerNormBackward, fast_kernels::kRowWarps * 32, shared),
                     "fast layernorm backward: occupancy");
   const auto blocks = static_cast<int>(std::min<osprey::Index>(std::max<osprey::Index>(fast_kernels::rowBlocks(N), 1),
                                                                osprey::Index{std::max(resident, 1)} *
@@ -105,7 +106,7 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormGradien
                         stream(), fast_kernels::ColumnSets{{dw.data(), db.data(), dxSums.data()}, Ci}, partials.data(),
                         blocks, sets),
                     "fast layernorm backward: column totals launch");
-  if (sets == 3) keepColumnSums(dx, C, std::move(dxSums));
+  if (sets == 3) m_columnSums.keep(dx, C, std::move(dxSums));
   return LayerNormGrads<FastHandler>{std::move(dx), std::move(dw), std::move(db)};
 }
 
@@ -214,10 +215,10 @@ osprey::Result<void> FastHandler::byFours(cudaStream_t stream, int multiprocesso
 // GELU's output is only the fc projection's input, its gradient only the fc layer's dout: their
 // floats are written when something reads them (twinOnly).
 // Both read x (and the backward dout) as bf16 values where it is stored so (matmulGeluForward's
-// fc, geluMatmulBackward's dx): the values its floats hold, in half the bytes (withElements).
+// fc, geluMatmulBackward's dx): the values its floats hold, in half the bytes (Bf16Twins::withElements).
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer& x) {
   const int multiprocessors = m_device->multiprocessors();
-  return withElements(x, [&]<class X>(Elements<X> xs) {
+  return m_twins.withElements(x, [&]<class X>(fast_parts::Elements<X> xs) {
     return twinOnly(x.size(), [xs, n = x.size(), multiprocessors](cudaStream_t stream, float* floats,
                                                                    __nv_bfloat16* twin) {
       return byFours(stream, multiprocessors, "fast gelu launch",
@@ -229,8 +230,8 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluForward(const Buffer
 inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffer& dout, const Buffer& x) {
   OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
   const int multiprocessors = m_device->multiprocessors();
-  return withElements(dout, [&]<class D>(Elements<D> douts) {
-    return withElements(x, [&]<class X>(Elements<X> xs) {
+  return m_twins.withElements(dout, [&]<class D>(fast_parts::Elements<D> douts) {
+    return m_twins.withElements(x, [&]<class X>(fast_parts::Elements<X> xs) {
       return twinOnly(x.size(), [douts, xs, n = x.size(), multiprocessors](cudaStream_t stream, float* floats,
                                                                             __nv_bfloat16* twin) {
         return byFours(stream, multiprocessors, "fast gelu backward launch",
@@ -238,6 +239,59 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackward(const Buffe
       });
     });
   });
+}
+
+inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackwardSummed(const Buffer& dout, const Buffer& x,
+                                                                          osprey::Index N, osprey::Index width) {
+  OSPREY_CHECK(fast_detail::checkShape(*this, x, N, width, "gelu backward", "x"));
+  OSPREY_CHECK(checkLength(*this, dout, x.size(), "gelu backward", "dout"));
+  if (N == 0) return geluBackward(dout, x);
+  const int widthInt = OSPREY_TRY(fast_detail::intWidth("gelu backward", width));
+  // A few blocks a multiprocessor, each walking rows a grid apart: few partial sums to add. Four,
+  // not five: bounded to 96 registers for five, the pipelined kernel ran no faster on the H200
+  // (bench/cuda/NOTES.md), and the totals would add a quarter more partial rows, grouped
+  // otherwise (other bits in the bias gradient).
+  const auto blocks = static_cast<int>(std::min<osprey::Index>(N, 4 * osprey::Index{m_device->multiprocessors()}));
+  const int multiprocessors = m_device->multiprocessors();
+  bool fits = false;
+  Buffer sums, partials;
+  auto out = OSPREY_TRY(m_twins.withElements(dout, [&]<class D>(fast_parts::Elements<D> douts) {
+    return m_twins.withElements(x, [&]<class X>(fast_parts::Elements<X> xs) -> osprey::Result<Buffer> {
+      fits = fast_kernels::geluSumsFit(douts.data, xs.data, width);
+      if (!fits) return geluBackward(dout, x);
+      sums = OSPREY_TRY(allocate(width));
+      partials = OSPREY_TRY(allocate(osprey::Index{blocks} * width));
+      // The launch's first run (the twin, or the floats and the twin) sums the columns; a later
+      // one (the deferred floats) writes the same values by GeluBackwardBody, without them.
+      return twinOnly(x.size(), [douts, xs, N, widthInt, multiprocessors, blocks, partials = partials.data(),
+                                 first = true](cudaStream_t stream, float* floats, __nv_bfloat16* twin) mutable {
+        if (!std::exchange(first, false))
+          return byFours(stream, multiprocessors, "fast gelu backward launch",
+                         fast_kernels::GeluBackwardBody<X, D>{floats, douts.data, xs.data, twin}, N * widthInt);
+        // Registers for the groups a thread takes (1 .. kSumGroups, geluSumsFit), no more.
+        const auto summed = [&](auto groups) {
+          fast_kernels::geluBackwardSummed<X, D, decltype(groups)::value>
+              <<<blocks, fast_kernels::kSumThreads, 0, stream>>>(floats, twin, partials, douts.data, xs.data, N,
+                                                                 widthInt);
+        };
+        static_assert(fast_kernels::kSumGroups == 4, "a case for each count of groups");
+        switch ((widthInt / 8 + fast_kernels::kSumThreads - 1) / fast_kernels::kSumThreads) {
+          case 0:  // no columns: nothing to write
+          case 1: summed(std::integral_constant<int, 1>{}); break;
+          case 2: summed(std::integral_constant<int, 2>{}); break;
+          case 3: summed(std::integral_constant<int, 3>{}); break;
+          default: summed(std::integral_constant<int, 4>{}); break;
+        }
+        return fast_detail::launched("fast gelu backward with column sums launch");
+      });
+    });
+  }));
+  if (!fits) return out;
+  OSPREY_CUDA_CHECK(fast_kernels::launchColumnTotals(stream(), fast_kernels::ColumnSets{{sums.data(), nullptr, nullptr}, widthInt},
+                                                     partials.data(), blocks, 1),
+                    "fast gelu backward: column totals launch");
+  m_columnSums.keep(out, width, std::move(sums));
+  return out;
 }
 
 }  // namespace gpt2
