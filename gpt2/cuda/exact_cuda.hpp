@@ -1,8 +1,9 @@
 // The exact gpu handler on the cuda device as GPT-2's commands run it: osprey::GpuCuda with the
 // layers it answers in fewer launches, each with the reference's own operations in the
 // reference's order (gpt2/layers/common.hpp states the rule), so every result keeps gpu/host's
-// bits. Today that is LayerNorm's forward in one launch (layernorm_rows.hpp). Decoding runs on
-// RecordedCuda (recorded_cuda.hpp), which answers the same layer the same way.
+// bits: LayerNorm's forward in one launch and its backward's per-row part in one
+// (layernorm_rows.hpp). Decoding runs on RecordedCuda (recorded_cuda.hpp), which answers the
+// forward the same way.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -24,6 +25,11 @@ class ExactCuda : public osprey::GpuCuda {
   osprey::Result<LayerNormOut<ExactCuda>> layernormForward(const Buffer& x, const Buffer& w, const Buffer& b,
                                                            osprey::Index N, osprey::Index C) {
     return layernorm_rows::layernormOneLaunch(*this, x, w, b, N, C);
+  }
+  osprey::Result<LayerNormGrads<ExactCuda>> layernormBackward(const Buffer& dout, const Buffer& x, const Buffer& w,
+                                                              const Buffer& mean, const Buffer& rstd, osprey::Index N,
+                                                              osprey::Index C) {
+    return layernorm_rows::layernormBackwardOneLaunch(*this, dout, x, w, mean, rstd, N, C);
   }
 };
 

@@ -9,9 +9,12 @@
 //   rstd = 1.0 / sqrt(acc / C + eps)
 //
 // and then every thread computes ((x[c] - mean) * rstd) * w[c] + b[c] for its share of the
-// elements. These are the reference's own operations in its order (sumRows's seed and combine,
-// dotRows's fused chain, the build's expression, which -fmad=false keeps unfused), so the same
-// doubles; tests/cuda/recorded_decoding_test.cu compares the three outputs bit for bit.
+// elements. The backward's per-row part is the same shape: one thread per row runs the two chains
+// of its statistics (dnorm's sum as fma(dnorm, 1.0, acc), and fma(dnorm, norm, acc)), then every
+// thread computes dx; dw and db, sums down the columns, stay the reference's row folds. These are
+// the reference's own operations in its order (sumRows's seed and combine, dotRows's fused
+// chains, the builds' expressions, which -fmad=false keeps unfused), so the same doubles;
+// tests/cuda/recorded_decoding_test.cu compares every output bit for bit.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -79,6 +82,50 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+
+// dx for rows of dout and x (gpt2::reference::layernormBackward's stats fold and dx build).
+__global__ void __launch_bounds__(kThreads)
+    layerNormBackwardRows(double* __restrict__ dx, const double* __restrict__ dout, const double* __restrict__ x,
+                          const double* __restrict__ w, const double* __restrict__ mean,
+                          const double* __restrict__ rstd, long long N, long long C, int rows) {
+  extern __shared__ double held[];  // dout then x, [rows][C + 1] each
+  __shared__ double dnormMean[kMostRows], dnormNormMean[kMostRows];
+  const long long n0 = static_cast<long long>(blockIdx.x) * rows;
+  const long long count = N - n0 < rows ? N - n0 : rows;
+  const long long ld = C + 1;
+  double* heldDout = held;
+  double* heldX = held + rows * ld;
+  const int t = static_cast<int>(threadIdx.x);
+  for (long long e = t; e < count * C; e += kThreads) {
+    const long long at = (e / C) * ld + e % C;
+    heldDout[at] = dout[n0 * C + e];
+    heldX[at] = x[n0 * C + e];
+  }
+  __syncthreads();
+  if (t < count) {
+    const double* d = heldDout + t * ld;
+    const double* v = heldX + t * ld;
+    const double m = mean[n0 + t], r = rstd[n0 + t];
+    const auto Cs = static_cast<double>(C);
+    double sumDnorm = 0.0, sumDnormNorm = 0.0;
+    for (long long c = 0; c < C; ++c) {
+      const double dnorm = w[c] * d[c];
+      sumDnorm = __fma_rn(dnorm, 1.0, sumDnorm);
+      const double norm = (v[c] - m) * r;
+      sumDnormNorm = __fma_rn(dnorm, norm, sumDnormNorm);
+    }
+    dnormMean[t] = sumDnorm / Cs;
+    dnormNormMean[t] = sumDnormNorm / Cs;
+  }
+  __syncthreads();
+  for (long long e = t; e < count * C; e += kThreads) {
+    const long long n = e / C, c = e % C, at = n * ld + c;
+    const double s = rstd[n0 + n];
+    const double norm = (heldX[at] - mean[n0 + n]) * s;
+    const double dnorm = w[c] * heldDout[at];
+    dx[n0 * C + e] = ((dnorm - dnormMean[n]) - norm * dnormNormMean[n]) * s;
+  }
+}
 }  // namespace
 
 // layernormForward of handler H (a GpuCuda) in one launch; rows too long for the block's shared
@@ -106,6 +153,35 @@ osprey::Result<LayerNormOut<H>> layernormOneLaunch(H& h, const Buf<H>& x, const 
     return cudaGetLastError();
   }));
   return LayerNormOut<H>{std::move(out), std::move(mean), std::move(rstd)};
+}
+
+// layernormBackward of handler H: dx in one launch, dw and db the reference's column folds; rows
+// too long for the block's shared memory, and the empty shapes, take the reference.
+template <class H>
+osprey::Result<LayerNormGrads<H>> layernormBackwardOneLaunch(H& h, const Buf<H>& dout, const Buf<H>& x,
+                                                             const Buf<H>& w, const Buf<H>& mean,
+                                                             const Buf<H>& rstd, osprey::Index N, osprey::Index C) {
+  if (C <= 0 || 2 * (C + 1) > kLongestRow + 1 || N <= 0)
+    return reference::layernormBackward(h, dout, x, w, mean, rstd, N, C);
+  const char* L = "layernorm backward";
+  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
+  OSPREY_CHECK(checkLength(h, dout, NC, L, "dout"));
+  OSPREY_CHECK(checkLength(h, x, NC, L, "x"));
+  OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
+  OSPREY_CHECK(checkLength(h, mean, N, L, "mean"));
+  OSPREY_CHECK(checkLength(h, rstd, N, L, "rstd"));
+  const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
+  Buf<H> dx = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, NC));
+  const int perBlock = rowsPerBlock(2 * (C + 1) - 1);  // two rows (dout's and x's) held per row
+  const osprey::Index blocks = (N + perBlock - 1) / perBlock;
+  const std::size_t shared = 2 * static_cast<std::size_t>(perBlock) * static_cast<std::size_t>(C + 1) * sizeof(double);
+  OSPREY_CHECK(device->launchOwn("layernorm backward (one launch)", [&](cudaStream_t stream) {
+    layerNormBackwardRows<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(
+        dx.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C, perBlock);
+    return cudaGetLastError();
+  }));
+  auto params = OSPREY_TRY(detail::layernormParamGrads(h, dout, x, mean, rstd, N, C));
+  return LayerNormGrads<H>{std::move(dx), std::move(params.dw), std::move(params.db)};
 }
 
 }  // namespace gpt2::layernorm_rows

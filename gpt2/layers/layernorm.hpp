@@ -42,6 +42,36 @@ struct SquaredDeviation {
   }
 };
 
+namespace detail {
+template <class H>
+struct LayerNormParamGrads {
+  Buf<H> dw;  // (C)
+  Buf<H> db;  // (C)
+};
+// dw[c] = sum_n norm * dout and db[c] = sum_n dout (n ascending, from 0.0): column sums over the
+// rows, row c of each fold being column c of the gradients. Shared by the reference backward and
+// a handler that answers the per-row part itself (gpt2/cuda/layernorm_rows.hpp). The lengths are
+// the caller's to check.
+template <osprey::Tensor H>
+osprey::Result<LayerNormParamGrads<H>> layernormParamGrads(H& h, const Buf<H>& dout, const Buf<H>& x,
+                                                           const Buf<H>& mean, const Buf<H>& rstd, osprey::Index N,
+                                                           osprey::Index C) {
+  const auto dv = dout.view(), xv = x.view(), mv = mean.view(), rv = rstd.view();
+  const osprey::Int Ci = C;
+  auto dw = OSPREY_TRY(dotRows(h, C, N,
+      [=] OSPREY_FN(osprey::Index c, osprey::Index n) -> Product {
+        const osprey::Int i = osprey::Int(n) * Ci + c;
+        const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
+        return Product{norm, dv[i]};
+      },
+      AsIs{}));
+  auto db = OSPREY_TRY(sumRows(h, C, N,
+      [=] OSPREY_FN(osprey::Index c, osprey::Index n) -> osprey::Scalar { return dv[osprey::Int(n) * Ci + c]; },
+      AsIs{}));
+  return LayerNormParamGrads<H>{std::move(dw), std::move(db)};
+}
+}  // namespace detail
+
 namespace reference {
 
 // out (N, C), mean (N), rstd (N) from x (N, C), w (C), b (C).
@@ -126,18 +156,8 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
     const osprey::Scalar dnorm = wv[c] * dv[i];
     return ((dnorm - sv[n * 2]) - norm * sv[n * 2 + 1]) * s;
   }));
-  // Column sums over the rows n, ascending: row c of the fold is column c of the gradients.
-  auto dw = OSPREY_TRY(dotRows(h, C, N,
-      [=] OSPREY_FN(osprey::Index c, osprey::Index n) -> Product {
-        const osprey::Int i = osprey::Int(n) * Ci + c;
-        const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
-        return Product{norm, dv[i]};
-      },
-      AsIs{}));
-  auto db = OSPREY_TRY(sumRows(h, C, N,
-      [=] OSPREY_FN(osprey::Index c, osprey::Index n) -> osprey::Scalar { return dv[osprey::Int(n) * Ci + c]; },
-      AsIs{}));
-  return LayerNormGrads<H>{std::move(dx), std::move(dw), std::move(db)};
+  auto params = OSPREY_TRY(detail::layernormParamGrads(h, dout, x, mean, rstd, N, C));
+  return LayerNormGrads<H>{std::move(dx), std::move(params.dw), std::move(params.db)};
 }
 
 }  // namespace reference
