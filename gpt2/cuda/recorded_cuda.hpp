@@ -38,7 +38,7 @@
 #include "gpt2/model/generate.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
-#include "osprey/gpu/cuda/open_capture.hpp"
+#include "osprey/gpu/cuda/recorded_graph.hpp"
 
 namespace gpt2 {
 
@@ -77,83 +77,54 @@ class RecordedCuda : public osprey::GpuCuda {
 // it, after its last replay has finished.
 class RecordedCuda::Recording {
  public:
-  explicit Recording(std::shared_ptr<osprey::CudaDevice> device) : m_device(std::move(device)) {}
+  explicit Recording(std::shared_ptr<osprey::CudaDevice> device)
+      : m_graph(std::move(device), "the decoding recording") {}
   Recording(const Recording&) = delete;
   Recording& operator=(const Recording&) = delete;
   ~Recording() {
-    // Best effort, as any release: a CUDA error here has already been reported by a replay's wait.
-    if (m_stream) (void)cudaStreamSynchronize(m_stream);
-    if (m_instance) (void)cudaGraphExecDestroy(m_instance);
-    if (m_graph) (void)cudaGraphDestroy(m_graph);
+    // The last replay waited for and the graph gone, the step's outputs are released while the
+    // device still holds releases; then m_graph (declared last, so destroyed first) gives the
+    // stream and the held releases back, before the other members are released.
+    m_graph.end();
     recorded.reset();
-    if (m_begun) {
-      m_device->setStream(nullptr);
-      m_device->holdReleases(false);
-    }
-    for (cudaEvent_t e : m_done)
-      if (e) (void)cudaEventDestroy(e);
-    if (m_first) (void)cudaEventDestroy(m_first);
-    if (m_stream) (void)cudaStreamDestroy(m_stream);
-    if (m_pinned) (void)cudaFreeHost(m_pinned);
   }
 
-  // A stream of its own (the legacy stream cannot be captured), ordered after what the device's
-  // stream holds (the prompt's pass), made the device's; pinned slots for each position's token.
+  // A stream of its own, ordered after what the device's stream holds (the prompt's pass), made
+  // the device's (osprey/gpu/cuda/recorded_graph.hpp); pinned slots for each position's token.
   osprey::Result<void> begin(osprey::Index positions) {
-    OSPREY_CUDA_CHECK(cudaStreamCreate(&m_stream), "creating the decoding recording's stream");
-    for (cudaEvent_t& e : m_done)
-      OSPREY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "creating the recording's events");
-    OSPREY_CUDA_CHECK(cudaEventCreateWithFlags(&m_first, cudaEventDisableTiming), "creating the recording's events");
     const std::size_t n = static_cast<std::size_t>(positions);
-    OSPREY_CUDA_CHECK(cudaHostAlloc(&m_pinned, n * (sizeof(double) + sizeof(int)), cudaHostAllocMapped),
-                      "allocating the decoding recording's token read-back");
-    void* onDevice = nullptr;
-    OSPREY_CUDA_CHECK(cudaHostGetDevicePointer(&onDevice, m_pinned, 0), "mapping the token read-back");
-    m_bests = static_cast<double*>(m_pinned);
+    OSPREY_CHECK(m_graph.begin(n * (sizeof(double) + sizeof(int))));
+    m_bests = static_cast<double*>(m_graph.pinned());
     m_tokens = reinterpret_cast<int*>(m_bests + n);
-    m_bestsOnDevice = static_cast<double*>(onDevice);
+    m_bestsOnDevice = static_cast<double*>(m_graph.pinnedOnDevice());
     m_tokensOnDevice = reinterpret_cast<int*>(m_bestsOnDevice + n);
-    cudaEvent_t prompt = m_first;  // reused below for the first token
-    OSPREY_CUDA_CHECK(cudaEventRecord(prompt, m_device->stream()), "marking the prompt's pass");
-    OSPREY_CUDA_CHECK(cudaStreamWaitEvent(m_stream, prompt, 0), "ordering the recording after the prompt");
-    m_device->holdReleases(true);
-    m_device->setStream(m_stream);
-    m_begun = true;
     return {};
   }
 
-  cudaStream_t stream() const { return m_stream; }
+  cudaStream_t stream() const { return m_graph.stream(); }
 
   // The choice after the logits of position *position - 1 ... : chooseThenEmbed on `logits` (V).
   osprey::Result<void> launchChoice(const Buffer& logits) {
     using namespace recorded_kernels;
-    chooseThenEmbed<<<1, kChooseThreads, 0, m_stream>>>(logits.data(), logits.size(), position(), m_tokensOnDevice,
+    chooseThenEmbed<<<1, kChooseThreads, 0, stream()>>>(logits.data(), logits.size(), position(), m_tokensOnDevice,
                                                         m_bestsOnDevice, embedding.data(), wte, wpe, C, maxT);
     OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the greedy choice's launch");
     return {};
   }
 
-  osprey::Result<void> instantiate(cudaGraph_t graph) {
-    m_graph = graph;
-    OSPREY_CUDA_CHECK(cudaGraphInstantiate(&m_instance, m_graph, 0), "instantiating the decoding recording");
-    return {};
+  template <class Body>
+  osprey::Result<void> record(Body body) {
+    return m_graph.record(body);
   }
-  osprey::Result<void> markFirst() {
-    OSPREY_CUDA_CHECK(cudaEventRecord(m_first, m_stream), "marking the first token");
-    return {};
-  }
-  // Replay number `step`; at most one ahead of the one the host waits for (two events, in turn).
-  osprey::Result<void> queue(osprey::Index step) {
-    OSPREY_CUDA_CHECK(cudaGraphLaunch(m_instance, m_stream), "replaying the decoding recording");
-    OSPREY_CUDA_CHECK(cudaEventRecord(m_done[step % 2], m_stream), "marking a replay's end");
-    return {};
-  }
+  osprey::Result<void> markFirst() { return m_graph.markFirst(); }
+  // Replay number `step`; at most one ahead of the one the host waits for.
+  osprey::Result<void> queue(osprey::Index step) { return m_graph.queue(step); }
   osprey::Result<int> awaitFirst() {
-    OSPREY_CUDA_CHECK(cudaEventSynchronize(m_first), "waiting for the first token");
+    OSPREY_CHECK(m_graph.awaitFirst());
     return tokenAt(start);
   }
   osprey::Result<int> await(osprey::Index step) {
-    OSPREY_CUDA_CHECK(cudaEventSynchronize(m_done[step % 2]), "waiting for a replayed decoding step");
+    OSPREY_CHECK(m_graph.await(step));
     return tokenAt(start + 1 + step);
   }
 
@@ -181,18 +152,11 @@ class RecordedCuda::Recording {
     return id;
   }
 
-  std::shared_ptr<osprey::CudaDevice> m_device;
-  cudaStream_t m_stream = nullptr;
-  cudaGraph_t m_graph = nullptr;
-  cudaGraphExec_t m_instance = nullptr;
-  cudaEvent_t m_done[2] = {nullptr, nullptr};
-  cudaEvent_t m_first = nullptr;
-  void* m_pinned = nullptr;
   double* m_bests = nullptr;  // pinned and mapped: the largest logit before each position
   int* m_tokens = nullptr;    // the token chosen at each position
   double* m_bestsOnDevice = nullptr;
   int* m_tokensOnDevice = nullptr;
-  bool m_begun = false;  // the device's stream is ours and its releases are held
+  osprey::RecordedGraph m_graph;  // last: see ~Recording
 };
 
 namespace recorded_detail {
@@ -307,14 +271,10 @@ osprey::Result<std::vector<int>> RecordedCuda::continueGreedy(const Weights& w, 
       Recording*& slot;
       ~Scoped() { slot = nullptr; }
     } scoped{m_recording = &r};
-    OSPREY_CUDA_CHECK(cudaStreamBeginCapture(r.stream(), cudaStreamCaptureModeRelaxed), "recording the decoding step");
-    osprey::OpenCapture capture{r.stream()};
-    r.recorded = OSPREY_TRY(decodeStep(*this, w, views, token));
-    OSPREY_CHECK(r.launchChoice(r.recorded->logits));
-    cudaGraph_t graph = nullptr;
-    capture.open = false;
-    OSPREY_CUDA_CHECK(cudaStreamEndCapture(r.stream(), &graph), "recording the decoding step");
-    OSPREY_CHECK(r.instantiate(graph));
+    OSPREY_CHECK(r.record([&]() -> osprey::Result<void> {
+      r.recorded = OSPREY_TRY(decodeStep(*this, w, views, token));
+      return r.launchChoice(r.recorded->logits);
+    }));
   }
   const osprey::Index replays = count - 1;
   auto replayed = [&]() -> osprey::Result<std::vector<int>> {

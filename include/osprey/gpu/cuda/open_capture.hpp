@@ -1,5 +1,5 @@
 // A stream capture that an error left open, ended on the way out of its scope so the stream is
-// usable again (a recorded decoding step: gpt2/fast/decode_graph.hpp, gpt2/cuda/recorded_cuda.hpp).
+// usable again (RecordedGraph::record, osprey/gpu/cuda/recorded_graph.hpp).
 // nvcc units only.
 #pragma once
 
