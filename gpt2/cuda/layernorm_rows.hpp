@@ -35,7 +35,9 @@ namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
 constexpr int kThreads = 128;
 constexpr int kMostRows = 8;                         // rows a block, at most
-constexpr long long kSharedBytes = 48 * 1024;        // without opting in to more
+constexpr int kAhead = 8;  // a folding thread's loads issued before the chain's operations on them
+// Dynamic shared memory without opting in to more: 48 KiB less room for the kernels' static arrays.
+constexpr long long kSharedBytes = 46 * 1024;
 constexpr long long kLongestRow = kSharedBytes / 8 - 1;  // one row and its padding must fit
 
 // Rows a block takes for rows of C: as many as fit, padded by one element so that the folding
@@ -60,11 +62,31 @@ __global__ void __launch_bounds__(kThreads)
   if (t < count) {
     const double* row = held + t * ld;
     const auto Cs = static_cast<double>(C);
+    // Each chain walks its row in column order; kAhead loads go out together, so the chain waits
+    // on its own operations rather than on each load in turn.
     double sum = 0.0;
-    for (long long c = 0; c < C; ++c) sum = sum + row[c];
+    long long c = 0;
+    for (; c + kAhead <= C; c += kAhead) {
+      double v[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) v[u] = row[c + u];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) sum = sum + v[u];
+    }
+    for (; c < C; ++c) sum = sum + row[c];
     const double m = sum / Cs;
     double acc = 0.0;
-    for (long long c = 0; c < C; ++c) {
+    for (c = 0; c + kAhead <= C; c += kAhead) {
+      double v[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) v[u] = row[c + u];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        const double d = v[u] - m;
+        acc = __fma_rn(d, d, acc);
+      }
+    }
+    for (; c < C; ++c) {
       const double d = row[c] - m;
       acc = __fma_rn(d, d, acc);
     }
@@ -108,12 +130,25 @@ __global__ void __launch_bounds__(kThreads)
     const double m = mean[n0 + t], r = rstd[n0 + t];
     const auto Cs = static_cast<double>(C);
     double sumDnorm = 0.0, sumDnormNorm = 0.0;
-    for (long long c = 0; c < C; ++c) {
-      const double dnorm = w[c] * d[c];
+    const auto step = [&](double wc, double dc, double vc) {
+      const double dnorm = wc * dc;
       sumDnorm = __fma_rn(dnorm, 1.0, sumDnorm);
-      const double norm = (v[c] - m) * r;
+      const double norm = (vc - m) * r;
       sumDnormNorm = __fma_rn(dnorm, norm, sumDnormNorm);
+    };
+    long long c = 0;
+    for (; c + kAhead <= C; c += kAhead) {  // loads ahead of the chains, as in the forward
+      double wv[kAhead], dv[kAhead], vv[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        wv[u] = w[c + u];
+        dv[u] = d[c + u];
+        vv[u] = v[c + u];
+      }
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) step(wv[u], dv[u], vv[u]);
     }
+    for (; c < C; ++c) step(w[c], d[c], v[c]);
     dnormMean[t] = sumDnorm / Cs;
     dnormNormMean[t] = sumDnormNorm / Cs;
   }
