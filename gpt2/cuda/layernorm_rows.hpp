@@ -198,13 +198,7 @@ osprey::Result<LayerNormGrads<H>> layernormBackwardOneLaunch(H& h, const Buf<H>&
                                                              const Buf<H>& rstd, osprey::Index N, osprey::Index C) {
   if (C <= 0 || 2 * (C + 1) > kLongestRow + 1 || N <= 0)
     return reference::layernormBackward(h, dout, x, w, mean, rstd, N, C);
-  const char* L = "layernorm backward";
-  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
-  OSPREY_CHECK(checkLength(h, dout, NC, L, "dout"));
-  OSPREY_CHECK(checkLength(h, x, NC, L, "x"));
-  OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
-  OSPREY_CHECK(checkLength(h, mean, N, L, "mean"));
-  OSPREY_CHECK(checkLength(h, rstd, N, L, "rstd"));
+  const osprey::Index NC = OSPREY_TRY(detail::checkLayernormBackward(h, dout, x, w, mean, rstd, N, C));
   const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
   Buf<H> dx = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, NC));
   const int perBlock = rowsPerBlock(2 * (C + 1) - 1);  // two rows (dout's and x's) held per row

@@ -43,6 +43,22 @@ struct SquaredDeviation {
 };
 
 namespace detail {
+// The backward's operands against N rows of C channels: N·C elements (the count returned) for
+// dout and x, C for w, N for mean and rstd; each error names the tensor.
+template <osprey::Tensor H>
+osprey::Result<osprey::Index> checkLayernormBackward(H& h, const Buf<H>& dout, const Buf<H>& x, const Buf<H>& w,
+                                                     const Buf<H>& mean, const Buf<H>& rstd, osprey::Index N,
+                                                     osprey::Index C) {
+  const char* L = "layernorm backward";
+  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
+  OSPREY_CHECK(checkLength(h, dout, NC, L, "dout"));
+  OSPREY_CHECK(checkLength(h, x, NC, L, "x"));
+  OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
+  OSPREY_CHECK(checkLength(h, mean, N, L, "mean"));
+  OSPREY_CHECK(checkLength(h, rstd, N, L, "rstd"));
+  return NC;
+}
+
 template <class H>
 struct LayerNormParamGrads {
   Buf<H> dw;  // (C)
@@ -124,12 +140,7 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
                                                     const Buf<H>& rstd, osprey::Index N,
                                                     osprey::Index C) {
   const char* L = "layernorm backward";
-  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
-  OSPREY_CHECK(checkLength(h, dout, NC, L, "dout"));
-  OSPREY_CHECK(checkLength(h, x, NC, L, "x"));
-  OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
-  OSPREY_CHECK(checkLength(h, mean, N, L, "mean"));
-  OSPREY_CHECK(checkLength(h, rstd, N, L, "rstd"));
+  const osprey::Index NC = OSPREY_TRY(detail::checkLayernormBackward(h, dout, x, w, mean, rstd, N, C));
   if (C <= 0) return osprey::Error{fmt::format("{}: channels must be positive, got {}", L, C)};
   const auto dv = dout.view(), xv = x.view(), wv = w.view(), mv = mean.view(), rv = rstd.view();
   const osprey::Int Ci = C;
