@@ -14,7 +14,7 @@
 // thread computes dx; dw and db, sums down the columns, stay the reference's row folds. These are
 // the reference's own operations in its order (sumRows's seed and combine, dotRows's fused
 // chains, the builds' expressions, which -fmad=false keeps unfused), so the same doubles;
-// tests/cuda/recorded_decoding_test.cu compares every output bit for bit.
+// tests/cuda/exact_cuda_test.cu compares every output bit for bit.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -169,11 +169,7 @@ template <class H>
 osprey::Result<LayerNormOut<H>> layernormOneLaunch(H& h, const Buf<H>& x, const Buf<H>& w, const Buf<H>& b,
                                                    osprey::Index N, osprey::Index C) {
   if (C <= 0 || C > kLongestRow || N <= 0) return reference::layernormForward(h, x, w, b, N, C);
-  const char* L = "layernorm";
-  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
-  OSPREY_CHECK(checkLength(h, x, NC, L, "x"));
-  OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
-  OSPREY_CHECK(checkLength(h, b, C, L, "bias"));
+  const osprey::Index NC = OSPREY_TRY(detail::checkLayernormForward(h, x, w, b, N, C));
   const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
   Buf<H> out = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, NC));
   Buf<H> mean = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, N));

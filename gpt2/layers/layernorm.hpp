@@ -43,6 +43,19 @@ struct SquaredDeviation {
 };
 
 namespace detail {
+// The forward's operands against N rows of C channels: N·C elements (the count returned) for x, C
+// for w and b; each error names the tensor.
+template <osprey::Tensor H>
+osprey::Result<osprey::Index> checkLayernormForward(H& h, const Buf<H>& x, const Buf<H>& w, const Buf<H>& b,
+                                                    osprey::Index N, osprey::Index C) {
+  const char* L = "layernorm";
+  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
+  OSPREY_CHECK(checkLength(h, x, NC, L, "x"));
+  OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
+  OSPREY_CHECK(checkLength(h, b, C, L, "bias"));
+  return NC;
+}
+
 // The backward's operands against N rows of C channels: N·C elements (the count returned) for
 // dout and x, C for w, N for mean and rstd; each error names the tensor.
 template <osprey::Tensor H>
@@ -95,10 +108,7 @@ template <osprey::Tensor H>
 osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Buf<H>& w,
                                                  const Buf<H>& b, osprey::Index N, osprey::Index C) {
   const char* L = "layernorm";
-  const osprey::Index NC = OSPREY_TRY(checkedProduct(L, {N, C}));
-  OSPREY_CHECK(checkLength(h, x, NC, L, "x"));
-  OSPREY_CHECK(checkLength(h, w, C, L, "weight"));
-  OSPREY_CHECK(checkLength(h, b, C, L, "bias"));
+  const osprey::Index NC = OSPREY_TRY(detail::checkLayernormForward(h, x, w, b, N, C));
   if (C <= 0) return osprey::Error{fmt::format("{}: channels must be positive, got {}", L, C)};
   const auto xv = x.view(), wv = w.view(), bv = b.view();
   const osprey::Int Ci = C;
