@@ -2,7 +2,7 @@
 // layers it answers in fewer launches, each with the reference's own operations in the
 // reference's order (gpt2/layers/common.hpp states the rule), so every result keeps gpu/host's
 // bits: LayerNorm's forward in one launch and its backward's per-row part in one
-// (layernorm_rows.hpp). Decoding runs on RecordedCuda (recorded_cuda.hpp), which answers the
+// (layernorm_rows.hpp), the attention's causal softmax in one and its backward's in one (softmax_rows.hpp). Decoding runs on RecordedCuda (recorded_cuda.hpp), which answers the
 // forward the same way.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "gpt2/cuda/layernorm_rows.hpp"
+#include "gpt2/cuda/softmax_rows.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
 
 namespace gpt2 {
@@ -30,6 +31,14 @@ class ExactCuda : public osprey::GpuCuda {
                                                               const Buffer& mean, const Buffer& rstd, osprey::Index N,
                                                               osprey::Index C) {
     return layernorm_rows::layernormBackwardOneLaunch(*this, dout, x, w, mean, rstd, N, C);
+  }
+  osprey::Result<Buffer> causalSoftmax(const Buffer& scores, osprey::Index R, osprey::Index T,
+                                       osprey::math::DivideBy scale) {
+    return softmax_rows::causalSoftmaxOneLaunch(*this, scores, R, T, scale);
+  }
+  osprey::Result<Buffer> causalSoftmaxBackward(const Buffer& att, const Buffer& datt, osprey::Index R,
+                                               osprey::Index T, osprey::math::DivideBy scale) {
+    return softmax_rows::causalSoftmaxBackwardOneLaunch(*this, att, datt, R, T, scale);
   }
 };
 

@@ -115,6 +115,84 @@ osprey::Result<Buf<H>> attendCached(H& h, const Buf<H>& qkvRow, const Buf<H>& kC
       },
       AsIs{});
 }
+
+}  // namespace detail
+
+namespace reference {
+// att (R, T) from scores (R, T), R = B·NH·T softmax rows: row r's softmax over its causal prefix
+// t2 <= r % T of the scaled scores pre = scale(scores) (computed where each is read, the same
+// operation each time, so the same double), 0 past it. The max and the normaliser are
+// detail::softmaxStats's row folds; each probability is exp(pre - max) / sum.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> causalSoftmax(H& h, const Buf<H>& scores, osprey::Index R, osprey::Index T,
+                                     osprey::math::DivideBy scale) {
+  const osprey::Index RT = OSPREY_TRY(checkedProduct("causal softmax", {R, T}));
+  const auto cv = scores.view();
+  const osprey::Int Ti = T;
+  const auto pre = [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
+    return scale(cv[osprey::Int(r) * Ti + t2]);
+  };
+  const auto stats = OSPREY_TRY(detail::softmaxStats(h, R, detail::CausalPrefix{Ti}, pre));
+  const auto mv = stats.maxes.view(), sv = stats.sums.view();
+  return h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [r, t2] = divMod(osprey::Int(i), Ti);
+    if (t2 > r % Ti) return 0.0;
+    return osprey::math::exp(scale(cv[i]) - mv[r]) / sv[r];
+  });
+}
+
+// dscore (R, T), the gradient of the unscaled scores, from the probabilities att (R, T) and their
+// gradient datt (R, T) (read only on each row's causal prefix): per row the dot product
+// sum_t2 att · datt over the prefix (a dot fold), then scale(att · (datt - dot)), 0 past it.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> causalSoftmaxBackward(H& h, const Buf<H>& att, const Buf<H>& datt, osprey::Index R,
+                                             osprey::Index T, osprey::math::DivideBy scale) {
+  const osprey::Index RT = OSPREY_TRY(checkedProduct("causal softmax backward", {R, T}));
+  const auto av = att.view(), gv = datt.view();
+  const osprey::Int Ti = T;
+  auto rowDot = OSPREY_TRY(dotRaggedRows(h, R, detail::CausalPrefix{Ti},
+      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> Product {
+        const osprey::Int at = osprey::Int(r) * Ti + t2;
+        return Product{av[at], gv[at]};
+      },
+      AsIs{}));
+  const auto rv = rowDot.view();
+  return h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+    const auto [r, t2] = divMod(osprey::Int(i), Ti);
+    if (t2 > r % Ti) return 0.0;
+    return scale(av[i] * (gv[i] - rv[r]));
+  });
+}
+}  // namespace reference
+
+namespace detail {
+inline osprey::Result<osprey::Index> checkSoftmaxRows(const char* L, osprey::Index R, osprey::Index T) {
+  if (R < 0 || T < 0 || (T == 0 && R != 0) || (T > 0 && R % T != 0))
+    return osprey::Error{fmt::format("{}: {} rows are not whole sequences of {} positions", L, R, T)};
+  return checkedProduct(L, {R, T});
+}
+
+// reference::causalSoftmax, or a handler's own answer (the exact cuda handler's one launch,
+// gpt2/cuda/softmax_rows.hpp), after the shape checks both share.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> causalSoftmax(H& h, const Buf<H>& scores, osprey::Index R, osprey::Index T,
+                                     osprey::math::DivideBy scale) {
+  const char* L = "causal softmax";
+  OSPREY_CHECK(checkLength(h, scores, OSPREY_TRY(checkSoftmaxRows(L, R, T)), L, "scores"));
+  OSPREY_GPT2_DERIVED(causalSoftmax, scores, R, T, scale)
+  return reference::causalSoftmax(h, scores, R, T, scale);
+}
+// reference::causalSoftmaxBackward, or a handler's own answer, after the same checks.
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> causalSoftmaxBackward(H& h, const Buf<H>& att, const Buf<H>& datt, osprey::Index R,
+                                             osprey::Index T, osprey::math::DivideBy scale) {
+  const char* L = "causal softmax backward";
+  const osprey::Index RT = OSPREY_TRY(checkSoftmaxRows(L, R, T));
+  OSPREY_CHECK(checkLength(h, att, RT, L, "att"));
+  OSPREY_CHECK(checkLength(h, datt, RT, L, "datt"));
+  OSPREY_GPT2_DERIVED(causalSoftmaxBackward, att, datt, R, T, scale)
+  return reference::causalSoftmaxBackward(h, att, datt, R, T, scale);
+}
 }  // namespace detail
 
 namespace reference {
@@ -127,7 +205,6 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
   OSPREY_CHECK(checkLength(h, qkv, OSPREY_TRY(checkedProduct(L, {B, T, 3, C})), L, "qkv"));
   const osprey::Index R = OSPREY_TRY(checkedProduct(L, {B, NH, T}));  // softmax rows
-  const osprey::Index RT = OSPREY_TRY(checkedProduct(L, {R, T}));
   const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs;
   const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
@@ -135,19 +212,7 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
 
   // scores (B, NH, T, T): q · k over the head's channels, every (t, t2).
   auto scores = OSPREY_TRY(heads::products(h, BH, T, hs, T, qkv, qkvHeads.rows(0), qkv, qkvHeads.transposed(Ci)));
-  const auto cv = scores.view();
-  // pre[r][t2] = scores / sqrt(hs), the scaled score, read only on the causal prefix t2 <= r % T.
-  const auto pre = [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
-    return bySqrtHs(cv[osprey::Int(r) * Ti + t2]);
-  };
-  // Per softmax row, over its causal prefix: the max and the sum of exp(pre - max), (B, NH, T) each.
-  const auto stats = OSPREY_TRY(detail::softmaxStats(h, R, detail::CausalPrefix{Ti}, pre));
-  const auto mv = stats.maxes.view(), sv = stats.sums.view();
-  auto att = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [r, t2] = divMod(osprey::Int(i), Ti);
-    if (t2 > r % Ti) return 0.0;
-    return osprey::math::exp(bySqrtHs(cv[i]) - mv[r]) / sv[r];
-  }));
+  auto att = OSPREY_TRY(detail::causalSoftmax(h, scores, R, T, bySqrtHs));
   // outHeads (B, NH, T, hs) = att · v per head (t2 ascending; att is 0 past the causal prefix).
   auto outHeads = OSPREY_TRY(heads::products(h, BH, T, T, hs, att, heads::squareRows(NHi, Ti), qkv,
                                              qkvHeads.rows(2 * Ci)));
@@ -197,9 +262,7 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   OSPREY_CHECK(checkLength(h, dout, BTC, L, "dout"));
   OSPREY_CHECK(checkLength(h, qkv, OSPREY_TRY(checkedProduct(L, {B, T, 3, C})), L, "qkv"));
   const osprey::Index R = OSPREY_TRY(checkedProduct(L, {B, NH, T}));
-  const osprey::Index RT = OSPREY_TRY(checkedProduct(L, {R, T}));
-  OSPREY_CHECK(checkLength(h, att, RT, L, "att"));
-  const auto av = att.view();
+  OSPREY_CHECK(checkLength(h, att, OSPREY_TRY(checkedProduct(L, {R, T})), L, "att"));
   const osprey::Int Ti = T, Ci = C, C3 = 3 * C, NHi = NH, HS = hs;
   const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
   const osprey::Index BH = OSPREY_TRY(checkedProduct(L, {B, NH}));
@@ -210,21 +273,8 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   // datt (B, NH, T, T) = dout · vᵀ per head. Only the causal prefix of each row is read below, so
   // the entries above the diagonal are left as the product made them.
   auto datt = OSPREY_TRY(heads::products(h, BH, T, hs, T, dout, doutHeads.rows(0), qkv, qkvHeads.transposed(2 * Ci)));
-  const auto gv = datt.view();
-  // rowDot (B, NH, T): sum_t2 att * datt over the row's causal prefix (a dot fold).
-  auto rowDot = OSPREY_TRY(dotRaggedRows(h, R, detail::CausalPrefix{Ti},
-      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> Product {
-        const osprey::Int at = osprey::Int(r) * Ti + t2;
-        return Product{av[at], gv[at]};
-      },
-      AsIs{}));
-  const auto rv = rowDot.view();
   // dscore (B, NH, T, T): gradient of the unscaled score q.k; 0 above the diagonal.
-  auto dscore = OSPREY_TRY(h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [r, t2] = divMod(osprey::Int(i), Ti);
-    if (t2 > r % Ti) return 0.0;
-    return bySqrtHs(av[i] * (gv[i] - rv[r]));
-  }));
+  auto dscore = OSPREY_TRY(detail::causalSoftmaxBackward(h, att, datt, R, T, bySqrtHs));
   // Per head: dq = dscore · k (B, NH, T, hs). dk = dscoreᵀ · q and dv = attᵀ · dout are taken
   // transposed, dkᵀ = qᵀ · dscore and dvᵀ = doutᵀ · att (B, NH, hs, T): each output is the same
   // sum over t ascending (dk[t2][i] = sum_t q[t][i] · dscore[t][t2] either way), and only the

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <string>
 #include <concepts>
 #include <random>
 #include <vector>
@@ -98,11 +100,104 @@ TEST(ExactCuda, OneLaunchLayerNormBackwardIsTheReferences) {
   }
 }
 
+// Scores of softmax rows of seven kinds, by row: plain values, wide exponents, ties among ±0 and
+// ±1, values far apart (exp underflows to subnormals and 0), infinities of both signs (inf - inf
+// gives NaN probabilities), NaN in the first column (the maximum keeps it) and NaN elsewhere (the
+// maximum skips it, the sum does not).
+std::vector<Scalar> scoresOfSevenKinds(std::mt19937_64& rng, Index R, Index T) {
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-30, 12);
+  std::uniform_int_distribution<int> pick(0, 15);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<Scalar> s(static_cast<std::size_t>(R * T));
+  for (Index r = 0; r < R; ++r) {
+    for (Index c = 0; c < T; ++c) {
+      double& v = s[static_cast<std::size_t>(r * T + c)];
+      const int p = pick(rng);
+      switch (r % 7) {
+        case 0: v = unit(rng) * 8.0; break;
+        case 1: v = std::ldexp(unit(rng), exponent(rng)); break;
+        case 2: v = p % 4 == 0 ? 0.0 : p % 4 == 1 ? -0.0 : p % 4 == 2 ? 1.0 : -1.0; break;
+        case 3: v = unit(rng) * 6000.0; break;
+        case 4: v = p == 0 ? inf : p == 1 ? -inf : unit(rng); break;
+        case 5: v = c == 0 ? nan : unit(rng); break;
+        default: v = p == 0 ? nan : unit(rng); break;
+      }
+    }
+  }
+  return s;
+}
+
+struct SoftmaxShape {
+  Index sequences, T, headSize;
+};
+constexpr SoftmaxShape kSoftmaxShapes[] = {{1, 1, 64},  {3, 5, 64},   {2, 31, 64},   {2, 32, 48},   {3, 33, 64},
+                                           {4, 64, 64}, {2, 100, 48}, {1, 1024, 64}, {1, 1100, 64}, {48, 70, 64}};
+
+// The one-launch causal softmax == the reference's table (maxima and sums as row folds, then the
+// build), for rows shorter and longer than the warp's tiles, sequences that end inside a group of
+// rows, and a divisor that divides (48) beside GPT-2's, which multiplies (64).
+TEST(ExactCuda, OneLaunchCausalSoftmaxIsTheReferences) {
+  auto h = makeExact();
+  std::mt19937_64 rng(4444);
+  for (const SoftmaxShape s : kSoftmaxShapes) {
+    SCOPED_TRACE(::testing::Message() << s.sequences << " sequences of " << s.T << ", head size " << s.headSize);
+    const Index R = s.sequences * s.T;
+    const osprey::math::DivideBy scale(osprey::math::sqrt(static_cast<Scalar>(s.headSize)));
+    const auto scores = ok(h.fromList(scoresOfSevenKinds(rng, R, s.T)));
+    const auto fused = ok(h.causalSoftmax(scores, R, s.T, scale));
+    const auto ref = ok(reference::causalSoftmax(h, scores, R, s.T, scale));
+    EXPECT_SAME_BITS(read(h, fused), read(h, ref));
+  }
+}
+
+// The one-launch backward == the reference's dscore, from the reference's probabilities of scores
+// of the same kinds and gradients of the same kinds (the dot product's cancellations, NaN and
+// infinities included).
+TEST(ExactCuda, OneLaunchCausalSoftmaxBackwardIsTheReferences) {
+  auto h = makeExact();
+  std::mt19937_64 rng(4545);
+  for (const SoftmaxShape s : kSoftmaxShapes) {
+    SCOPED_TRACE(::testing::Message() << s.sequences << " sequences of " << s.T << ", head size " << s.headSize);
+    const Index R = s.sequences * s.T;
+    const osprey::math::DivideBy scale(osprey::math::sqrt(static_cast<Scalar>(s.headSize)));
+    const auto scores = ok(h.fromList(scoresOfSevenKinds(rng, R, s.T)));
+    const auto att = ok(reference::causalSoftmax(h, scores, R, s.T, scale));
+    const auto datt = ok(h.fromList(scoresOfSevenKinds(rng, R, s.T)));
+    const auto fused = ok(h.causalSoftmaxBackward(att, datt, R, s.T, scale));
+    const auto ref = ok(reference::causalSoftmaxBackward(h, att, datt, R, s.T, scale));
+    EXPECT_SAME_BITS(read(h, fused), read(h, ref));
+  }
+}
+
+// The shape checks come before either path: a table of the wrong length, rows that are not whole
+// sequences, a gradient of the wrong length.
+TEST(ExactCuda, CausalSoftmaxRefusesAWrongShape) {
+  auto h = makeExact();
+  const osprey::math::DivideBy scale(8.0);
+  const auto scores = ok(h.fromList(std::vector<Scalar>(12, 0.5)));
+  const auto wrongLength = detail::causalSoftmax(h, scores, 4, 4, scale);
+  ASSERT_FALSE(wrongLength.ok());
+  EXPECT_NE(wrongLength.error().message.find("scores has 12 elements, expected 16"), std::string::npos)
+      << wrongLength.error().message;
+  const auto partial = detail::causalSoftmax(h, scores, 3, 4, scale);
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.error().message.find("3 rows are not whole sequences of 4"), std::string::npos)
+      << partial.error().message;
+  const auto wrongGradient = detail::causalSoftmaxBackward(h, ok(h.fromList(std::vector<Scalar>(16, 0.5))), scores, 4,
+                                                           4, scale);
+  ASSERT_FALSE(wrongGradient.ok());
+  EXPECT_NE(wrongGradient.error().message.find("datt has 12 elements, expected 16"), std::string::npos)
+      << wrongGradient.error().message;
+}
+
 // The model's calls reach the one-launch layers: the derived-operation hook (OSPREY_GPT2_DERIVED)
 // selects a member of this name and arguments.
 static_assert(requires(ExactCuda& h, const ExactCuda::Buffer& b, Index n) {
   { h.layernormForward(b, b, b, n, n) } -> std::same_as<osprey::Result<LayerNormOut<ExactCuda>>>;
   { h.layernormBackward(b, b, b, b, b, n, n) } -> std::same_as<osprey::Result<LayerNormGrads<ExactCuda>>>;
+  { h.causalSoftmax(b, n, n, osprey::math::DivideBy(8.0)) } -> std::same_as<osprey::Result<ExactCuda::Buffer>>;
+  { h.causalSoftmaxBackward(b, b, n, n, osprey::math::DivideBy(8.0)) } -> std::same_as<osprey::Result<ExactCuda::Buffer>>;
 });
 
 }  // namespace
