@@ -2,8 +2,9 @@
 // layers it answers in fewer launches, each with the reference's own operations in the
 // reference's order (gpt2/layers/common.hpp states the rule), so every result keeps gpu/host's
 // bits: LayerNorm's forward in one launch and its backward's per-row part in one
-// (layernorm_rows.hpp), the attention's causal softmax in one and its backward's in one (softmax_rows.hpp). Decoding runs on RecordedCuda (recorded_cuda.hpp), which answers the
-// forward the same way.
+// (layernorm_rows.hpp), the attention's causal softmax with each exp computed once and its
+// backward (softmax_rows.hpp). Decoding runs on RecordedCuda (recorded_cuda.hpp), which answers
+// the forward the same way.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -34,11 +35,11 @@ class ExactCuda : public osprey::GpuCuda {
   }
   osprey::Result<Buffer> causalSoftmax(const Buffer& scores, osprey::Index R, osprey::Index T,
                                        osprey::math::DivideBy scale) {
-    return softmax_rows::causalSoftmaxOneLaunch(*this, scores, R, T, scale);
+    return softmax_rows::causalSoftmaxRows(*this, scores, R, T, scale);
   }
   osprey::Result<Buffer> causalSoftmaxBackward(const Buffer& att, const Buffer& datt, osprey::Index R,
                                                osprey::Index T, osprey::math::DivideBy scale) {
-    return softmax_rows::causalSoftmaxBackwardOneLaunch(*this, att, datt, R, T, scale);
+    return softmax_rows::causalSoftmaxBackwardRows(*this, att, datt, R, T, scale);
   }
 };
 

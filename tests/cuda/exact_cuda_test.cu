@@ -134,10 +134,10 @@ struct SoftmaxShape {
 constexpr SoftmaxShape kSoftmaxShapes[] = {{1, 1, 64},  {3, 5, 64},   {2, 31, 64},   {2, 32, 48},   {3, 33, 64},
                                            {4, 64, 64}, {2, 100, 48}, {1, 1024, 64}, {1, 1100, 64}, {48, 70, 64}};
 
-// The one-launch causal softmax == the reference's table (maxima and sums as row folds, then the
+// The exact cuda handler's causal softmax == the reference's table (maxima and sums as row folds, then the
 // build), for rows shorter and longer than the warp's tiles, sequences that end inside a group of
 // rows, and a divisor that divides (48) beside GPT-2's, which multiplies (64).
-TEST(ExactCuda, OneLaunchCausalSoftmaxIsTheReferences) {
+TEST(ExactCuda, CausalSoftmaxIsTheReferences) {
   auto h = makeExact();
   std::mt19937_64 rng(4444);
   for (const SoftmaxShape s : kSoftmaxShapes) {
@@ -151,10 +151,10 @@ TEST(ExactCuda, OneLaunchCausalSoftmaxIsTheReferences) {
   }
 }
 
-// The one-launch backward == the reference's dscore, from the reference's probabilities of scores
+// The exact cuda handler's backward == the reference's dscore, from the reference's probabilities of scores
 // of the same kinds and gradients of the same kinds (the dot product's cancellations, NaN and
 // infinities included).
-TEST(ExactCuda, OneLaunchCausalSoftmaxBackwardIsTheReferences) {
+TEST(ExactCuda, CausalSoftmaxBackwardIsTheReferences) {
   auto h = makeExact();
   std::mt19937_64 rng(4545);
   for (const SoftmaxShape s : kSoftmaxShapes) {
