@@ -11,14 +11,15 @@
 //   backward  dots:   fold of Product{att, datt} from +0.0, with FusedMultiplyAdd
 //             dscore = scale(att · (datt - dot)) on the prefix, 0 past it
 //
-// A fold gives a warp 32 consecutive rows, one a lane: every lane loads one column of each of the
-// 32 rows (coalesced, all 32 loads in flight) into a shared tile, then lane l combines row l's part
-// of the tile in column order. Each row's combines are one lane's, in column order, and every
-// value is the reference's expression (-fmad=false keeps each operation on its own), so the maxima,
-// sums, dot products and tables are the reference's doubles. A warp per group with the exps
-// inside the folds was tried and measured slower (bench/RESULTS.md): a branchy exp gives a lane
-// little to overlap, so the exps need a thread each. tests/cuda/exact_cuda_test.cu compares both
-// tables bit for bit, NaN, infinities and signed zeros among the inputs.
+// A fold gives a warp one row: the lanes load the row a chunk at a time, contiguously, and lane 0
+// combines it in column order while the next chunk is in flight. Each row's combines are one
+// thread's, in column order, and every value is the reference's expression (-fmad=false keeps
+// each operation on its own), so the maxima, sums, dot products and tables are the reference's
+// doubles. Two other shapes were measured slower (bench/RESULTS.md): exps inside the folds (a
+// branchy exp gives a thread little to overlap, so the exps need a thread each), and a lane a row
+// over 32 rows (each tile's 32 pieces of rows 8 KiB apart streamed at a tenth of the builds'
+// rate). tests/cuda/exact_cuda_test.cu compares both tables bit for bit, NaN, infinities and
+// signed zeros among the inputs.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -37,63 +38,63 @@
 namespace gpt2::softmax_rows {
 namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
-constexpr int kLanes = 32;  // rows a fold's group, and columns a tile
-// A fold block's warps: four with a tile of doubles each, two with a tile of Products (34 KiB).
-template <class Value>
-constexpr int kFoldWarps = 4 * 8 / static_cast<int>(sizeof(Value));
-constexpr int kMostFoldThreads = 4 * kLanes;
+constexpr int kLanes = 32;
+constexpr int kFoldWarps = 8;                   // a fold block's warps, each on its own row
+constexpr int kChunk = 256;                     // a row's columns a warp loads at once (8 a lane)
+constexpr int kAhead = 8;                       // the folding lane's shared-memory loads issued together
 constexpr unsigned kWarpMask = 0xffffffffu;
-constexpr int kBuildThreads = 256;     // a build block's columns
+constexpr int kBuildThreads = 256;              // a build block's columns
 constexpr long long kMostBuildRowBlocks = 65535;  // the grid's y limit; more rows are taken in turn
 
 // out[r] = the fold over row r's causal prefix (r % T + 1 terms) of term(r, c), in column order,
-// from term(r, 0) (FromFirst) or from seed; a warp a group of 32 rows, one a lane.
+// from term(r, 0) (FromFirst) or from seed. A warp a row: its 32 lanes load the next chunk of the
+// row into registers (contiguous, coalesced, 8 loads in flight a lane) while lane 0 combines the
+// chunk before it from shared memory, kAhead terms read ahead of its chain.
 template <bool FromFirst, class Term, class Combine>
-__global__ void __launch_bounds__(kMostFoldThreads)
+__global__ void __launch_bounds__(kFoldWarps * kLanes)
     prefixFoldRows(double* __restrict__ out, long long rows, long long T, double seed, Term term, Combine combine) {
   using Value = decltype(term(0LL, 0LL));
-  constexpr int kWarps = kFoldWarps<Value>;
-  constexpr int kBatch = 256 / static_cast<int>(sizeof(Value));  // a lane's loads in flight together
-  __shared__ Value tiles[kWarps][kLanes][kLanes + 1];
+  constexpr int kPerLane = kChunk / kLanes;
+  __shared__ Value chunks[kFoldWarps][kChunk];
   const int lane = static_cast<int>(threadIdx.x) % kLanes, warp = static_cast<int>(threadIdx.x) / kLanes;
-  Value (*tile)[kLanes + 1] = tiles[warp];
-  const long long r0 = (static_cast<long long>(blockIdx.x) * kWarps + warp) * kLanes;
-  if (r0 >= rows) return;
-  const long long r = r0 + lane;
-  const long long len = r < rows ? r % T + 1 : 0;  // detail::CausalPrefix
-  long long most = len;
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const long long other = __shfl_xor_sync(kWarpMask, most, offset);
-    most = other > most ? other : most;
-  }
+  Value* chunk = chunks[warp];
+  const long long r = static_cast<long long>(blockIdx.x) * kFoldWarps + warp;
+  if (r >= rows) return;
+  const long long len = r % T + 1;  // detail::CausalPrefix
+  Value held[kPerLane];
+  const auto load = [&](long long c0) {
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) {
+      const long long c = c0 + u * kLanes + lane;
+      if (c < len) held[u] = term(r, c);
+    }
+  };
+  load(0);
   double acc = seed;
-  for (long long c0 = 0; c0 < most; c0 += kLanes) {
-    // Lane j loads column c0 + j of every row whose prefix holds it.
+  for (long long c0 = 0; c0 < len; c0 += kChunk) {
 #pragma unroll
-    for (int i0 = 0; i0 < kLanes; i0 += kBatch) {
-      Value held[kBatch];
-      bool real[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const long long leni = __shfl_sync(kWarpMask, len, i0 + u);
-        real[u] = c0 + lane < leni;
-        if (real[u]) held[u] = term(r0 + i0 + u, c0 + lane);
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u)
-        if (real[u]) tile[i0 + u][lane] = held[u];
-    }
+    for (int u = 0; u < kPerLane; ++u)
+      if (c0 + u * kLanes + lane < len) chunk[u * kLanes + lane] = held[u];
     __syncwarp();
-    const long long left = len - c0;
-    const int count = left <= 0 ? 0 : left < kLanes ? static_cast<int>(left) : kLanes;
-    int e = 0;
-    if constexpr (FromFirst) {
-      if (c0 == 0 && count > 0) acc = tile[lane][e++];
+    if (c0 + kChunk < len) load(c0 + kChunk);  // in flight while lane 0 folds this chunk
+    if (lane == 0) {
+      const int count = len - c0 < kChunk ? static_cast<int>(len - c0) : kChunk;
+      int e = 0;
+      if constexpr (FromFirst) {
+        if (c0 == 0) acc = chunk[e++];
+      }
+      for (; e + kAhead <= count; e += kAhead) {
+        Value v[kAhead];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) v[u] = chunk[e + u];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) acc = combine(acc, v[u]);
+      }
+      for (; e < count; ++e) acc = combine(acc, chunk[e]);
     }
-    for (; e < count; ++e) acc = combine(acc, tile[lane][e]);
     __syncwarp();
   }
-  if (r < rows) out[r] = acc;
+  if (lane == 0) out[r] = acc;
 }
 
 // out[r·T + c] = entry(r, c) on row r's causal prefix; past it 0.0 when `zeros`, else left as it
@@ -161,11 +162,9 @@ struct ScoreGradient {  // scale(att · (datt - dot))
 template <bool FromFirst, class Term, class Combine>
 osprey::Result<void> foldPrefixes(osprey::CudaDevice& device, const char* label, double* out, long long R, long long T,
                                   double seed, Term term, Combine combine) {
-  constexpr int kWarps = kFoldWarps<decltype(term(0LL, 0LL))>;
-  const long long groups = (R + kLanes - 1) / kLanes;
   return device.launchOwn(label, [&](cudaStream_t stream) {
-    prefixFoldRows<FromFirst><<<static_cast<unsigned>((groups + kWarps - 1) / kWarps), kWarps * kLanes, 0, stream>>>(
-        out, R, T, seed, term, combine);
+    prefixFoldRows<FromFirst><<<static_cast<unsigned>((R + kFoldWarps - 1) / kFoldWarps), kFoldWarps * kLanes, 0,
+                                stream>>>(out, R, T, seed, term, combine);
     return cudaGetLastError();
   });
 }
