@@ -13,8 +13,13 @@ What it does:
      of TOKENS tokens, each token the argmax (first maximum) of a full recomputation over the
      whole sequence (no KV cache, so the oracle does not share Osprey's cache logic).
 
+With --wpe-scale S the position embeddings are multiplied by S after loading (one float64
+multiplication each, as Osprey's tests do): the initialisation's continuations repeat one token,
+which would not notice a decoding bug that keeps the argmax; S = 200 gives the "lively" model
+whose 20 tokens vary (tests/golden/gpt2_tiny_lively.json, tests/gpt2/oracle_test.cpp).
+
 What it writes (tests/golden/gpt2_tiny_logits.json):
-  {"script", "command", "torch", "transformers", "preset": "tiny", "seed", "dtype": "float64",
+  {"script", "command", "torch", "transformers", "preset": "tiny", "seed", "dtype": "float64", "wpe_scale" (when not 1),
    "config": {...}, "prompt", "prompt_ids", "logits": [V floats], "continuation_ids": [TOKENS],
    "parameter_sums": {name: float64 sum of the tensor}}
 Floats are written with Python's repr (shortest round-trip form), so they parse back exactly.
@@ -24,6 +29,8 @@ was made" apart from "the forward pass is wrong".
 
 Run from the repository root, after building (needs torch and transformers; CPU is enough):
     python3 tools/oracle/gpt2_tiny.py --osprey build/gpt2/osprey-gpt2
+    python3 tools/oracle/gpt2_tiny.py --osprey build/gpt2/osprey-gpt2 --wpe-scale 200 \
+        --out tests/golden/gpt2_tiny_lively.json
 """
 
 import argparse
@@ -60,6 +67,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1337, help="Osprey's initialisation seed")
     parser.add_argument("--prompt", default="The capital of France is")
     parser.add_argument("--tokens", type=int, default=20, help="greedy tokens to generate")
+    parser.add_argument("--wpe-scale", type=float, default=1.0,
+                        help="multiply the position embeddings by this after loading (200: the lively model)")
     parser.add_argument("--out", default="tests/golden/gpt2_tiny_logits.json")
     args = parser.parse_args()
 
@@ -75,6 +84,8 @@ def main():
             subprocess.run([args.osprey, "init", "--preset", "tiny", "--seed", str(args.seed),
                             "--dtype", "f64", "--out", model_dir], check=True)
         model = load_model(model_dir, torch, GPT2LMHeadModel)
+        if args.wpe_scale != 1.0:
+            model.transformer.wpe.weight.mul_(args.wpe_scale)
         tokenizer = GPT2Tokenizer.from_pretrained(model_dir)
         config = model.config
 
@@ -115,6 +126,8 @@ def main():
         "continuation_ids": continuation,
         "parameter_sums": parameter_sums,
     }
+    if args.wpe_scale != 1.0:  # the plain golden keeps its keys
+        golden["wpe_scale"] = args.wpe_scale
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     partial = args.out + ".part"
     with open(partial, "w") as f:
