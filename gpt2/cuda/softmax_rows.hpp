@@ -42,7 +42,6 @@ constexpr int kLanes = 32;
 constexpr int kFoldWarps = 8;                   // a fold block's warps, each on its own row
 constexpr int kChunk = 256;                     // a row's columns a warp loads at once (8 a lane)
 constexpr int kAhead = 8;                       // the folding lane's shared-memory loads issued together
-constexpr unsigned kWarpMask = 0xffffffffu;
 constexpr int kBuildThreads = 256;              // a build block's columns
 constexpr long long kMostBuildRowBlocks = 65535;  // the grid's y limit; more rows are taken in turn
 
