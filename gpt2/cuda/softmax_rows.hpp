@@ -116,12 +116,17 @@ __global__ void __launch_bounds__(kBuildThreads)
   }
 }
 
-// The entries and terms above, as trivially copyable closures (the launches take them by value).
-struct ScaledScore {  // pre = scale(score)
-  const double* scores;
+// The entries and terms above, as trivially copyable closures (the launches take them by value),
+// each the reference's expression on entries of (rows, T) tables.
+struct Table {  // entry (r, c)
+  const double* values;
   long long T;
+  __device__ double operator()(long long r, long long c) const { return values[r * T + c]; }
+};
+struct ScaledScore {  // pre = scale(score)
+  Table scores;
   osprey::math::DivideBy scale;
-  __device__ double operator()(long long r, long long c) const { return scale(scores[r * T + c]); }
+  __device__ double operator()(long long r, long long c) const { return scale(scores(r, c)); }
 };
 struct ShiftedExp {  // exp(pre - max)
   ScaledScore pre;
@@ -130,32 +135,20 @@ struct ShiftedExp {  // exp(pre - max)
     return osprey::math::exp(pre(r, c) - maxima[r]);
   }
 };
-struct TableValue {  // a table's entry
-  const double* table;
-  long long T;
-  __device__ double operator()(long long r, long long c) const { return table[r * T + c]; }
-};
 struct Normalised {  // entry / sum of its row
-  const double* table;
+  Table table;
   const double* sums;
-  long long T;
-  __device__ double operator()(long long r, long long c) const { return table[r * T + c] / sums[r]; }
+  __device__ double operator()(long long r, long long c) const { return table(r, c) / sums[r]; }
 };
 struct AttTimesDatt {  // the dot product's term
-  const double* att;
-  const double* datt;
-  long long T;
-  __device__ Product operator()(long long r, long long c) const { return Product{att[r * T + c], datt[r * T + c]}; }
+  Table att, datt;
+  __device__ Product operator()(long long r, long long c) const { return Product{att(r, c), datt(r, c)}; }
 };
 struct ScoreGradient {  // scale(att · (datt - dot))
-  const double* att;
-  const double* datt;
+  Table att, datt;
   const double* dots;
-  long long T;
   osprey::math::DivideBy scale;
-  __device__ double operator()(long long r, long long c) const {
-    return scale(att[r * T + c] * (datt[r * T + c] - dots[r]));
-  }
+  __device__ double operator()(long long r, long long c) const { return scale(att(r, c) * (datt(r, c) - dots[r])); }
 };
 
 template <bool FromFirst, class Term, class Combine>
@@ -191,14 +184,14 @@ osprey::Result<Buf<H>> causalSoftmaxRows(H& h, const Buf<H>& scores, osprey::Ind
   Buf<H> att = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, R * T));
   Buf<H> maxima = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, R));
   Buf<H> sums = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, R));
-  const ScaledScore pre{scores.data(), T, scale};
+  const ScaledScore pre{Table{scores.data(), T}, scale};
   OSPREY_CHECK(foldPrefixes<true>(*device, "causal softmax: maxima", maxima.data(), R, T, 0.0, pre, Larger{}));
   OSPREY_CHECK(buildPrefixes(*device, "causal softmax: exp(pre - max)", att.data(), R, T, true,
                              ShiftedExp{pre, maxima.data()}));
   OSPREY_CHECK(foldPrefixes<false>(*device, "causal softmax: sums", sums.data(), R, T, 0.0,
-                                   TableValue{att.data(), T}, Plus{}));
+                                   Table{att.data(), T}, Plus{}));
   OSPREY_CHECK(buildPrefixes(*device, "causal softmax: normalised", att.data(), R, T, false,
-                             Normalised{att.data(), sums.data(), T}));
+                             Normalised{Table{att.data(), T}, sums.data()}));
   return att;
 }
 
@@ -211,9 +204,9 @@ osprey::Result<Buf<H>> causalSoftmaxBackwardRows(H& h, const Buf<H>& att, const 
   Buf<H> dscore = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, R * T));
   Buf<H> dots = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, R));
   OSPREY_CHECK(foldPrefixes<false>(*device, "causal softmax backward: dots", dots.data(), R, T, 0.0,
-                                   AttTimesDatt{att.data(), datt.data(), T}, FusedMultiplyAdd{}));
+                                   AttTimesDatt{Table{att.data(), T}, Table{datt.data(), T}}, FusedMultiplyAdd{}));
   OSPREY_CHECK(buildPrefixes(*device, "causal softmax backward: dscore", dscore.data(), R, T, true,
-                             ScoreGradient{att.data(), datt.data(), dots.data(), T, scale}));
+                             ScoreGradient{Table{att.data(), T}, Table{datt.data(), T}, dots.data(), scale}));
   return dscore;
 }
 

@@ -4,10 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
-#include <string>
 #include <concepts>
+#include <cstdint>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gpt2/cuda/exact_cuda.hpp"
@@ -134,40 +135,45 @@ struct SoftmaxShape {
 constexpr SoftmaxShape kSoftmaxShapes[] = {{1, 1, 64},  {3, 5, 64},   {2, 31, 64},   {2, 32, 48},   {3, 33, 64},
                                            {4, 64, 64}, {2, 100, 48}, {1, 1024, 64}, {1, 1100, 64}, {48, 70, 64}};
 
-// The exact cuda handler's causal softmax == the reference's table (maxima and sums as row folds, then the
-// build), for rows shorter and longer than the warp's tiles, sequences that end inside a group of
-// rows, and a divisor that divides (48) beside GPT-2's, which multiplies (64).
-TEST(ExactCuda, CausalSoftmaxIsTheReferences) {
+// For every shape: scores of the seven kinds on the exact handler, handed to check(h, rng, scores,
+// R, T, scale) with the same generator, which draws whatever else the check needs after them.
+template <class Check>
+void onEverySoftmaxShape(std::uint64_t seed, Check check) {
   auto h = makeExact();
-  std::mt19937_64 rng(4444);
+  std::mt19937_64 rng(seed);
   for (const SoftmaxShape s : kSoftmaxShapes) {
     SCOPED_TRACE(::testing::Message() << s.sequences << " sequences of " << s.T << ", head size " << s.headSize);
     const Index R = s.sequences * s.T;
     const osprey::math::DivideBy scale(osprey::math::sqrt(static_cast<Scalar>(s.headSize)));
     const auto scores = ok(h.fromList(scoresOfSevenKinds(rng, R, s.T)));
-    const auto fused = ok(h.causalSoftmax(scores, R, s.T, scale));
-    const auto ref = ok(reference::causalSoftmax(h, scores, R, s.T, scale));
-    EXPECT_SAME_BITS(read(h, fused), read(h, ref));
+    check(h, rng, scores, R, s.T, scale);
   }
 }
 
-// The exact cuda handler's backward == the reference's dscore, from the reference's probabilities of scores
-// of the same kinds and gradients of the same kinds (the dot product's cancellations, NaN and
-// infinities included).
-TEST(ExactCuda, CausalSoftmaxBackwardIsTheReferences) {
-  auto h = makeExact();
-  std::mt19937_64 rng(4545);
-  for (const SoftmaxShape s : kSoftmaxShapes) {
-    SCOPED_TRACE(::testing::Message() << s.sequences << " sequences of " << s.T << ", head size " << s.headSize);
-    const Index R = s.sequences * s.T;
-    const osprey::math::DivideBy scale(osprey::math::sqrt(static_cast<Scalar>(s.headSize)));
-    const auto scores = ok(h.fromList(scoresOfSevenKinds(rng, R, s.T)));
-    const auto att = ok(reference::causalSoftmax(h, scores, R, s.T, scale));
-    const auto datt = ok(h.fromList(scoresOfSevenKinds(rng, R, s.T)));
-    const auto fused = ok(h.causalSoftmaxBackward(att, datt, R, s.T, scale));
-    const auto ref = ok(reference::causalSoftmaxBackward(h, att, datt, R, s.T, scale));
+// The exact cuda handler's causal softmax == the reference's table (maxima and sums as row folds,
+// then the build), for rows shorter and longer than a fold's 256-column chunk, sequences that end
+// inside a fold block's rows, and a divisor that divides (48) beside GPT-2's, which multiplies (64).
+TEST(ExactCuda, CausalSoftmaxIsTheReferences) {
+  onEverySoftmaxShape(4444, [](ExactCuda& h, std::mt19937_64&, const ExactCuda::Buffer& scores, Index R, Index T,
+                               osprey::math::DivideBy scale) {
+    const auto fused = ok(h.causalSoftmax(scores, R, T, scale));
+    const auto ref = ok(reference::causalSoftmax(h, scores, R, T, scale));
     EXPECT_SAME_BITS(read(h, fused), read(h, ref));
-  }
+  });
+}
+
+// The exact cuda handler's backward == the reference's dscore, from the reference's probabilities
+// of scores of the same kinds and gradients of the same kinds (the dot product's cancellations,
+// NaN and infinities included).
+TEST(ExactCuda, CausalSoftmaxBackwardIsTheReferences) {
+  onEverySoftmaxShape(4545, [](ExactCuda& h, std::mt19937_64& rng, const ExactCuda::Buffer& scores, Index R, Index T,
+                               osprey::math::DivideBy scale) {
+    const auto att = ok(reference::causalSoftmax(h, scores, R, T, scale));
+    const auto datt = ok(h.fromList(scoresOfSevenKinds(rng, R, T)));
+    const auto fused = ok(h.causalSoftmaxBackward(att, datt, R, T, scale));
+    const auto ref = ok(reference::causalSoftmaxBackward(h, att, datt, R, T, scale));
+    EXPECT_SAME_BITS(read(h, fused), read(h, ref));
+  });
 }
 
 // The shape checks come before either path: a table of the wrong length, rows that are not whole
@@ -184,8 +190,8 @@ TEST(ExactCuda, CausalSoftmaxRefusesAWrongShape) {
   ASSERT_FALSE(partial.ok());
   EXPECT_NE(partial.error().message.find("3 rows are not whole sequences of 4"), std::string::npos)
       << partial.error().message;
-  const auto wrongGradient = detail::causalSoftmaxBackward(h, ok(h.fromList(std::vector<Scalar>(16, 0.5))), scores, 4,
-                                                           4, scale);
+  const auto att = ok(h.fromList(std::vector<Scalar>(16, 0.5)));
+  const auto wrongGradient = detail::causalSoftmaxBackward(h, att, scores, 4, 4, scale);
   ASSERT_FALSE(wrongGradient.ok());
   EXPECT_NE(wrongGradient.error().message.find("datt has 12 elements, expected 16"), std::string::npos)
       << wrongGradient.error().message;
@@ -197,7 +203,9 @@ static_assert(requires(ExactCuda& h, const ExactCuda::Buffer& b, Index n) {
   { h.layernormForward(b, b, b, n, n) } -> std::same_as<osprey::Result<LayerNormOut<ExactCuda>>>;
   { h.layernormBackward(b, b, b, b, b, n, n) } -> std::same_as<osprey::Result<LayerNormGrads<ExactCuda>>>;
   { h.causalSoftmax(b, n, n, osprey::math::DivideBy(8.0)) } -> std::same_as<osprey::Result<ExactCuda::Buffer>>;
-  { h.causalSoftmaxBackward(b, b, n, n, osprey::math::DivideBy(8.0)) } -> std::same_as<osprey::Result<ExactCuda::Buffer>>;
+  {
+    h.causalSoftmaxBackward(b, b, n, n, osprey::math::DivideBy(8.0))
+  } -> std::same_as<osprey::Result<ExactCuda::Buffer>>;
 });
 
 }  // namespace

@@ -19,8 +19,8 @@ which would not notice a decoding bug that keeps the argmax; S = 200 gives the "
 whose 20 tokens vary (tests/golden/gpt2_tiny_lively.json, tests/gpt2/oracle_test.cpp).
 
 What it writes (tests/golden/gpt2_tiny_logits.json):
-  {"script", "command", "torch", "transformers", "preset": "tiny", "seed", "dtype": "float64", "wpe_scale" (when not 1),
-   "config": {...}, "prompt", "prompt_ids", "logits": [V floats], "continuation_ids": [TOKENS],
+  {"script", "command", "torch", "transformers", "preset": "tiny", "seed", "dtype": "float64",
+   "wpe_scale" (when not 1), "config": {...}, "prompt", "prompt_ids", "logits": [V floats], "continuation_ids": [TOKENS],
    "parameter_sums": {name: float64 sum of the tensor}}
 Floats are written with Python's repr (shortest round-trip form), so they parse back exactly.
 tests/gpt2/oracle_test.cpp compares Osprey's logits to these within 1e-10 relative and the
