@@ -43,7 +43,8 @@ constexpr int kFoldWarps = 8;                   // a fold block's warps, each on
 constexpr int kChunk = 256;                     // a row's columns a warp loads at once (8 a lane)
 constexpr int kAhead = 8;                       // the folding lane's shared-memory loads issued together
 constexpr int kBuildThreads = 256;              // a build block's columns
-constexpr long long kMostBuildRowBlocks = 65535;  // the grid's y limit; more rows are taken in turn
+constexpr long long kBuildRowBlocks = 2048;     // a build's blocks down the rows (each then takes ~R/2048)
+constexpr int kRowsAhead = 4;                   // rows a build thread computes before it stores
 
 // out[r] = the fold over row r's causal prefix (r % T + 1 terms) of term(r, c), in column order,
 // from term(r, 0) (FromFirst) or from seed. A warp a row: its 32 lanes load the next chunk of the
@@ -97,22 +98,34 @@ __global__ void __launch_bounds__(kFoldWarps * kLanes)
 }
 
 // out[r·T + c] = entry(r, c) on row r's causal prefix; past it 0.0 when `zeros`, else left as it
-// is. A thread a column of a row: blockIdx.x picks the columns, blockIdx.y the rows (in turn).
+// is. A thread a column: blockIdx.x picks the columns, blockIdx.y the first row, and the thread
+// takes rows gridDim.y apart, kRowsAhead of them at a time with every entry computed (its loads
+// in flight together) before any is stored. Few long-lived blocks instead of a block a row: the
+// builds moved 1.6-2 TB/s with a thread an element (bench/cuda/NOTES.md, twenty-eighth run).
 template <class Entry>
 __global__ void __launch_bounds__(kBuildThreads)
     prefixBuildRows(double* out, long long rows, long long T, bool zeros, Entry entry) {
   const long long c = static_cast<long long>(blockIdx.x) * kBuildThreads + threadIdx.x;
   if (c >= T) return;
   const long long step = gridDim.y, stepInRow = step % T;
-  long long t = blockIdx.y % T;  // r % T, kept as r advances
-  for (long long r = blockIdx.y; r < rows; r += step) {
-    if (c <= t) {
-      out[r * T + c] = entry(r, c);
-    } else if (zeros) {
-      out[r * T + c] = 0.0;
+  long long t = blockIdx.y % T;  // r % T for the batch's first row, kept as r advances
+  for (long long r0 = blockIdx.y; r0 < rows; r0 += kRowsAhead * step) {
+    double value[kRowsAhead];
+    bool onPrefix[kRowsAhead], written[kRowsAhead];
+    long long tu = t;
+#pragma unroll
+    for (int u = 0; u < kRowsAhead; ++u) {
+      const long long r = r0 + u * step;
+      onPrefix[u] = r < rows && c <= tu;
+      written[u] = r < rows && (onPrefix[u] || zeros);
+      if (onPrefix[u]) value[u] = entry(r, c);
+      tu += stepInRow;
+      if (tu >= T) tu -= T;
     }
-    t += stepInRow;
-    if (t >= T) t -= T;
+#pragma unroll
+    for (int u = 0; u < kRowsAhead; ++u)
+      if (written[u]) out[(r0 + u * step) * T + c] = onPrefix[u] ? value[u] : 0.0;
+    t = tu;
   }
 }
 
@@ -165,7 +178,7 @@ template <class Entry>
 osprey::Result<void> buildPrefixes(osprey::CudaDevice& device, const char* label, double* out, long long R,
                                    long long T, bool zeros, Entry entry) {
   const dim3 grid(static_cast<unsigned>((T + kBuildThreads - 1) / kBuildThreads),
-                  static_cast<unsigned>(R < kMostBuildRowBlocks ? R : kMostBuildRowBlocks));
+                  static_cast<unsigned>(R < kBuildRowBlocks ? R : kBuildRowBlocks));
   return device.launchOwn(label, [&](cudaStream_t stream) {
     prefixBuildRows<<<grid, kBuildThreads, 0, stream>>>(out, R, T, zeros, entry);
     return cudaGetLastError();
