@@ -1,12 +1,14 @@
 // GPT-2 (tiny) against an independent oracle: transformers' GPT2LMHeadModel in float64, loading
-// the model directory `osprey-gpt2 init --preset tiny --dtype f64` wrote. The golden file is made
-// by tools/oracle/gpt2_tiny.py; this test fails (never skips) when it is missing.
+// the model directory `osprey-gpt2 init --preset tiny --dtype f64` wrote. The golden files are
+// made by tools/oracle/gpt2_tiny.py (the lively one with --wpe-scale 200, whose continuation
+// varies); these tests fail (never skip) when one is missing.
 //
 // Tolerance: each logit within 1e-10 relative, |osprey - oracle| <= 1e-10 * max(|oracle|, 1e-6)
 // (the floor keeps a logit that happens to be ~0 from demanding more than float64 summation
 // order can give). The greedy continuation must match exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +31,10 @@ const char* const kGoldenPath = "tests/golden/gpt2_tiny_logits.json";
 const char* const kRegenerate =
     "generate it with `python3 tools/oracle/gpt2_tiny.py --osprey build/gpt2/osprey-gpt2` "
     "(needs torch and transformers; runs on CPU in seconds) and commit it";
+const char* const kLivelyGoldenPath = "tests/golden/gpt2_tiny_lively.json";
+const char* const kRegenerateLively =
+    "generate it with `python3 tools/oracle/gpt2_tiny.py --osprey build/gpt2/osprey-gpt2 --wpe-scale 200 "
+    "--out tests/golden/gpt2_tiny_lively.json` (needs torch and transformers) and commit it";
 
 struct Golden {
   nlohmann::json json;
@@ -37,12 +43,12 @@ struct Golden {
   std::uint64_t seed = 0;
 };
 
-// Loads the golden file, or records a failure naming the script that makes it.
-std::optional<Golden> loadGolden() {
-  const fs::path path = fs::path(OSPREY_SOURCE_DIR) / kGoldenPath;
+// Loads a golden file, or records a failure naming the script that makes it.
+std::optional<Golden> loadGolden(const char* goldenPath = kGoldenPath, const char* regenerate = kRegenerate) {
+  const fs::path path = fs::path(OSPREY_SOURCE_DIR) / goldenPath;
   std::ifstream in(path);
   if (!in) {
-    ADD_FAILURE() << path.string() << " is missing: " << kRegenerate;
+    ADD_FAILURE() << path.string() << " is missing: " << regenerate;
     return std::nullopt;
   }
   Golden g;
@@ -53,7 +59,7 @@ std::optional<Golden> loadGolden() {
     g.logits = g.json.at("logits").get<std::vector<double>>();
     g.seed = g.json.at("seed").get<std::uint64_t>();
   } catch (const std::exception& e) {
-    ADD_FAILURE() << path.string() << " is malformed (" << e.what() << "): " << kRegenerate;
+    ADD_FAILURE() << path.string() << " is malformed (" << e.what() << "): " << regenerate;
     return std::nullopt;
   }
   return g;
@@ -117,6 +123,31 @@ TEST(Gpt2Oracle, TinyLogitsAndGreedyContinuationMatchTransformers) {
   auto ids = tokenizer->encode(golden->json.at("prompt").get<std::string>());
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ(*ids, golden->promptIds) << "Osprey's tokenizer and transformers' disagree on the prompt";
+
+  osprey::Lists lists;
+  matchesTheOracle(lists, *golden, host);
+  osprey::GpuHost gpu = osprey::testing::makeHandler<osprey::GpuHost>();
+  matchesTheOracle(gpu, *golden, host);
+}
+
+// The lively model (position embeddings x 200, the typed tests' livelyTinyWeights): its greedy
+// continuation varies, so a decoding bug that keeps the argmax cannot pass unseen; logits and
+// tokens against transformers on lists and gpu/host (the typed tests tie every other handler to
+// lists bit for bit).
+TEST(Gpt2Oracle, LivelyTinyContinuationVariesAndMatchesTransformers) {
+  const auto golden = loadGolden(kLivelyGoldenPath, kRegenerateLively);
+  if (!golden) return;  // the failure is already recorded
+  ASSERT_TRUE(golden->json.contains("wpe_scale")) << kLivelyGoldenPath << " names no wpe_scale";
+  const double scale = golden->json.at("wpe_scale").get<double>();
+  ASSERT_TRUE(scale == 200.0) << "the lively model scales wpe by 200, the golden by " << scale;
+  HostWeights host = initialWeights(kGpt2Tiny, golden->seed);
+  for (Scalar& x : host.tensors[kWpeIndex].values) x *= scale;
+  expectSameInitialisation(*golden, host);
+  if (HasFatalFailure()) return;
+  std::vector<int> distinct = golden->continuation;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  EXPECT_GE(distinct.size(), 8u) << "the oracle's continuation is too uniform to test decoding";
 
   osprey::Lists lists;
   matchesTheOracle(lists, *golden, host);
