@@ -11,8 +11,8 @@
 // and then every thread computes ((x[c] - mean) * rstd) * w[c] + b[c] for its share of the
 // elements. The backward's per-row part is the same shape: one thread per row runs the two chains
 // of its statistics (dnorm's sum as fma(dnorm, 1.0, acc), and fma(dnorm, norm, acc)), then every
-// thread computes dx; dw and db, sums down the columns, stay the reference's row folds. These are
-// the reference's own operations in its order (sumRows's seed and combine, dotRows's fused
+// thread computes dx; dw and db, chains down the columns, take a kernel of their own with a lane a
+// column (layerNormParamGradColumns). These are the reference's own operations in its order (sumRows's seed and combine, dotRows's fused
 // chains, the builds' expressions, which -fmad=false keeps unfused), so the same doubles;
 // tests/cuda/exact_cuda_test.cu compares every output bit for bit.
 #pragma once
@@ -36,6 +36,7 @@ namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 constexpr int kThreads = 128;
 constexpr int kMostRows = 8;                         // rows a block, at most
 constexpr int kAhead = 8;  // a folding thread's loads issued before the chain's operations on them
+constexpr int kBatch = 8;  // a thread's global loads issued together before it stores or computes
 // Dynamic shared memory without opting in to more: 48 KiB less room for the kernels' static arrays.
 constexpr long long kSharedBytes = 46 * 1024;
 constexpr long long kLongestRow = kSharedBytes / 8 - 1;  // one row and its padding must fit
@@ -47,6 +48,62 @@ inline int rowsPerBlock(long long C) {
   return static_cast<int>(fit < kMostRows ? fit : kMostRows);
 }
 
+// For the block's elements e = t, t + kThreads, ... below total (row e / C, column e % C, in int:
+// a block holds at most kMostRows rows of kLongestRow), load(e, n, c) for kBatch of them and then
+// use(e, n, c, loaded) for each: a global load may not pass a store the compiler cannot tell apart
+// from its address, so load, store, load, store would wait out each load's latency in turn.
+template <class Load, class Use>
+__device__ __forceinline__ void inBatches(int t, int total, int C, Load load, Use use) {
+  using Loaded = decltype(load(0, 0, 0));
+  for (int e0 = t; e0 < total; e0 += kBatch * kThreads) {
+    Loaded v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = e0 + u * kThreads;
+      if (e < total) v[u] = load(e, e / C, e % C);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = e0 + u * kThreads;
+      if (e < total) use(e, e / C, e % C, v[u]);
+    }
+  }
+}
+
+// step(read(c)) for c = 0 .. C - 1 in order, the next kAhead operands read from shared memory
+// before the current kAhead steps run: the chain waits on its own operations, not on each load.
+template <class Read, class Step>
+__device__ __forceinline__ void walkInOrder(int C, Read read, Step step) {
+  using Operand = decltype(read(0));
+  Operand now[kAhead], next[kAhead];
+  int c = 0;
+  if (C >= kAhead) {
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) now[u] = read(u);
+  }
+  for (; c + kAhead <= C; c += kAhead) {
+    const bool more = c + 2 * kAhead <= C;
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) next[u] = read(c + kAhead + u);
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) step(now[u]);
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) now[u] = next[u];
+    }
+  }
+  for (; c < C; ++c) step(read(c));
+}
+
+struct Three {
+  double a, b, c;
+};
+struct Two {
+  double a, b;
+};
+
 __global__ void __launch_bounds__(kThreads)
     layerNormRows(double* __restrict__ out, double* __restrict__ mean, double* __restrict__ rstd,
                   const double* __restrict__ x, const double* __restrict__ w, const double* __restrict__ b,
@@ -54,42 +111,25 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ double held[];  // [rows][C + 1]
   __shared__ double meanOf[kMostRows], rstdOf[kMostRows];
   const long long n0 = static_cast<long long>(blockIdx.x) * rows;
-  const long long count = N - n0 < rows ? N - n0 : rows;
-  const long long ld = C + 1;
+  const int count = static_cast<int>(N - n0 < rows ? N - n0 : rows);
+  const int Ci = static_cast<int>(C), ld = Ci + 1, total = count * Ci;
   const int t = static_cast<int>(threadIdx.x);
-  for (long long e = t; e < count * C; e += kThreads) held[(e / C) * ld + e % C] = x[n0 * C + e];
+  const double* xs = x + n0 * C;
+  inBatches(t, total, Ci, [&](int e, int, int) { return xs[e]; },
+            [&](int, int n, int c, double v) { held[n * ld + c] = v; });
   __syncthreads();
   if (t < count) {
     const double* row = held + t * ld;
     const auto Cs = static_cast<double>(C);
-    // Each chain walks its row in column order; kAhead loads go out together, so the chain waits
-    // on its own operations rather than on each load in turn.
+    const auto read = [&](int c) { return row[c]; };
     double sum = 0.0;
-    long long c = 0;
-    for (; c + kAhead <= C; c += kAhead) {
-      double v[kAhead];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) v[u] = row[c + u];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) sum = sum + v[u];
-    }
-    for (; c < C; ++c) sum = sum + row[c];
+    walkInOrder(Ci, read, [&](double v) { sum = sum + v; });
     const double m = sum / Cs;
     double acc = 0.0;
-    for (c = 0; c + kAhead <= C; c += kAhead) {
-      double v[kAhead];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) v[u] = row[c + u];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) {
-        const double d = v[u] - m;
-        acc = __fma_rn(d, d, acc);
-      }
-    }
-    for (; c < C; ++c) {
-      const double d = row[c] - m;
+    walkInOrder(Ci, read, [&](double v) {
+      const double d = v - m;
       acc = __fma_rn(d, d, acc);
-    }
+    });
     const double r = 1.0 / osprey::math::sqrt(acc / Cs + kLayerNormEps);
     meanOf[t] = m;
     rstdOf[t] = r;
@@ -97,68 +137,151 @@ __global__ void __launch_bounds__(kThreads)
     rstd[n0 + t] = r;
   }
   __syncthreads();
-  for (long long e = t; e < count * C; e += kThreads) {
-    const long long n = e / C, c = e % C;
-    const double norm = (held[n * ld + c] - meanOf[n]) * rstdOf[n];
-    out[n0 * C + e] = norm * w[c] + b[c];
-  }
+  double* outs = out + n0 * C;
+  inBatches(t, total, Ci, [&](int, int n, int c) { return Three{held[n * ld + c], w[c], b[c]}; },
+            [&](int e, int n, int, Three v) {
+              const double norm = (v.a - meanOf[n]) * rstdOf[n];
+              outs[e] = norm * v.b + v.c;
+            });
 }
 
-
-// dx for rows of dout and x (gpt2::reference::layernormBackward's stats fold and dx build).
+// dx for rows of dout and x (gpt2::reference::layernormBackward's stats fold and dx build). The
+// block holds dnorm = w[c] * dout (the reference computes that product in both its fold's terms and
+// its build) and x.
 __global__ void __launch_bounds__(kThreads)
     layerNormBackwardRows(double* __restrict__ dx, const double* __restrict__ dout, const double* __restrict__ x,
                           const double* __restrict__ w, const double* __restrict__ mean,
                           const double* __restrict__ rstd, long long N, long long C, int rows) {
-  extern __shared__ double held[];  // dout then x, [rows][C + 1] each
-  __shared__ double dnormMean[kMostRows], dnormNormMean[kMostRows];
+  extern __shared__ double held[];  // dnorm then x, [rows][C + 1] each
+  __shared__ double dnormMean[kMostRows], dnormNormMean[kMostRows], meanOf[kMostRows], rstdOf[kMostRows];
   const long long n0 = static_cast<long long>(blockIdx.x) * rows;
-  const long long count = N - n0 < rows ? N - n0 : rows;
-  const long long ld = C + 1;
-  double* heldDout = held;
+  const int count = static_cast<int>(N - n0 < rows ? N - n0 : rows);
+  const int Ci = static_cast<int>(C), ld = Ci + 1, total = count * Ci;
+  double* heldDnorm = held;
   double* heldX = held + rows * ld;
   const int t = static_cast<int>(threadIdx.x);
-  for (long long e = t; e < count * C; e += kThreads) {
-    const long long at = (e / C) * ld + e % C;
-    heldDout[at] = dout[n0 * C + e];
-    heldX[at] = x[n0 * C + e];
-  }
+  const double *douts = dout + n0 * C, *xs = x + n0 * C;
+  inBatches(t, total, Ci, [&](int e, int, int c) { return Three{douts[e], xs[e], w[c]}; },
+            [&](int, int n, int c, Three v) {
+              heldDnorm[n * ld + c] = v.c * v.a;
+              heldX[n * ld + c] = v.b;
+            });
   __syncthreads();
   if (t < count) {
-    const double* d = heldDout + t * ld;
+    const double* d = heldDnorm + t * ld;
     const double* v = heldX + t * ld;
     const double m = mean[n0 + t], r = rstd[n0 + t];
     const auto Cs = static_cast<double>(C);
     double sumDnorm = 0.0, sumDnormNorm = 0.0;
-    const auto step = [&](double wc, double dc, double vc) {
-      const double dnorm = wc * dc;
-      sumDnorm = __fma_rn(dnorm, 1.0, sumDnorm);
-      const double norm = (vc - m) * r;
-      sumDnormNorm = __fma_rn(dnorm, norm, sumDnormNorm);
-    };
-    long long c = 0;
-    for (; c + kAhead <= C; c += kAhead) {  // loads ahead of the chains, as in the forward
-      double wv[kAhead], dv[kAhead], vv[kAhead];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) {
-        wv[u] = w[c + u];
-        dv[u] = d[c + u];
-        vv[u] = v[c + u];
-      }
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) step(wv[u], dv[u], vv[u]);
-    }
-    for (; c < C; ++c) step(w[c], d[c], v[c]);
+    walkInOrder(Ci, [&](int c) { return Two{d[c], v[c]}; }, [&](Two o) {
+      sumDnorm = __fma_rn(o.a, 1.0, sumDnorm);
+      const double norm = (o.b - m) * r;
+      sumDnormNorm = __fma_rn(o.a, norm, sumDnormNorm);
+    });
     dnormMean[t] = sumDnorm / Cs;
     dnormNormMean[t] = sumDnormNorm / Cs;
+    meanOf[t] = m;
+    rstdOf[t] = r;
   }
   __syncthreads();
-  for (long long e = t; e < count * C; e += kThreads) {
-    const long long n = e / C, c = e % C, at = n * ld + c;
-    const double s = rstd[n0 + n];
-    const double norm = (heldX[at] - mean[n0 + n]) * s;
-    const double dnorm = w[c] * heldDout[at];
-    dx[n0 * C + e] = ((dnorm - dnormMean[n]) - norm * dnormNormMean[n]) * s;
+  double* dxs = dx + n0 * C;
+  inBatches(t, total, Ci, [&](int, int n, int c) { return Two{heldDnorm[n * ld + c], heldX[n * ld + c]}; },
+            [&](int e, int n, int, Two o) {
+              const double s = rstdOf[n];
+              const double norm = (o.b - meanOf[n]) * s;
+              dxs[e] = ((o.a - dnormMean[n]) - norm * dnormNormMean[n]) * s;
+            });
+}
+
+// dw[c] = the fma chain of norm · dout down column c and db[c] = the sum of dout down it, n
+// ascending from 0.0 (detail::layernormParamGrads: a fold row per column), kGradCols columns a
+// block. Its first kGradCols lanes fold, a column each; warps 1.. copy the next kGradDepth rows of
+// the block's columns of dout and x, and those rows' mean and rstd, into the other buffer while the
+// lanes walk this one. A column's chain is N steps (4,096 at GPT-2's training shape), so what pays
+// is every column's chain running at once with its operands already near; the reference's fold, a
+// block a column loading one double of each row, moved about a tenth of the memory's rate.
+constexpr int kGradCols = 4;      // 32 bytes of each row: one sector
+constexpr int kGradDepth = 256;   // rows a buffer
+constexpr int kGradThreads = 256;
+constexpr int kGradCopiers = kGradThreads - 32;
+constexpr int kGradTerms = 2 * kGradDepth * kGradCols;    // dout's and x's share of a buffer
+constexpr int kGradElements = kGradTerms + 2 * kGradDepth;  // and the rows' mean and rstd
+constexpr int kGradFill = (kGradElements + kGradCopiers - 1) / kGradCopiers;  // loads a copier has in flight
+
+struct GradTile {
+  double dout[kGradDepth][kGradCols], x[kGradDepth][kGradCols], mean[kGradDepth], rstd[kGradDepth];
+};
+static_assert(sizeof(GradTile) == sizeof(double) * kGradElements, "a tile's arrays lie one after another");
+
+struct Four {
+  double dout, x, mean, rstd;
+};
+
+__global__ void __launch_bounds__(kGradThreads)
+    layerNormParamGradColumns(double* __restrict__ dw, double* __restrict__ db, const double* __restrict__ dout,
+                              const double* __restrict__ x, const double* __restrict__ mean,
+                              const double* __restrict__ rstd, long long N, long long C) {
+  __shared__ GradTile tiles[2];
+  const int t = static_cast<int>(threadIdx.x);
+  const long long c0 = static_cast<long long>(blockIdx.x) * kGradCols;
+  const int cols = static_cast<int>(C - c0 < kGradCols ? C - c0 : kGradCols);
+  const long long tileCount = (N + kGradDepth - 1) / kGradDepth;
+  const auto depthOf = [&](long long k) {
+    const long long left = N - k * kGradDepth;
+    return static_cast<int>(left < kGradDepth ? left : kGradDepth);
+  };
+  // Tile k into buffer k % 2 by the threads first, first + step, ... (element e of the buffer's
+  // dout, x, mean, rstd in turn), a thread's loads all in flight before any store.
+  const auto fill = [&](long long k, int first, int step) {
+    double* into = &tiles[k % 2].dout[0][0];
+    const long long r0 = k * kGradDepth;
+    const int depth = depthOf(k);
+    double v[kGradFill];
+    int at[kGradFill];
+#pragma unroll
+    for (int u = 0; u < kGradFill; ++u) {
+      const int e = first + u * step;
+      at[u] = -1;
+      if (e < kGradTerms) {
+        const int i = (e % (kGradDepth * kGradCols)) / kGradCols, j = e % kGradCols;
+        if (i < depth && j < cols) {
+          const long long from = (r0 + i) * C + c0 + j;
+          v[u] = e < kGradDepth * kGradCols ? dout[from] : x[from];
+          at[u] = e;
+        }
+      } else if (e < kGradElements) {
+        const int i = (e - kGradTerms) % kGradDepth;
+        if (i < depth) {
+          v[u] = e < kGradTerms + kGradDepth ? mean[r0 + i] : rstd[r0 + i];
+          at[u] = e;
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kGradFill; ++u)
+      if (at[u] >= 0) into[at[u]] = v[u];
+  };
+  if (tileCount > 0) fill(0, t, kGradThreads);  // kGradThreads x kGradFill cover a buffer
+  __syncthreads();
+  double dwAcc = 0.0, dbAcc = 0.0;
+  for (long long k = 0; k < tileCount; ++k) {
+    if (t < cols) {
+      const GradTile& tile = tiles[k % 2];
+      walkInOrder(
+          depthOf(k), [&](int i) { return Four{tile.dout[i][t], tile.x[i][t], tile.mean[i], tile.rstd[i]}; },
+          [&](Four o) {
+            const double norm = (o.x - o.mean) * o.rstd;
+            dwAcc = __fma_rn(norm, o.dout, dwAcc);
+            dbAcc = dbAcc + o.dout;
+          });
+    } else if (t >= 32 && k + 1 < tileCount) {
+      fill(k + 1, t - 32, kGradCopiers);
+    }
+    __syncthreads();  // tile k is walked and tile k + 1 is in place
+  }
+  if (t < cols) {
+    dw[c0 + t] = dwAcc;
+    db[c0 + t] = dbAcc;
   }
 }
 }  // namespace
@@ -186,8 +309,8 @@ osprey::Result<LayerNormOut<H>> layernormOneLaunch(H& h, const Buf<H>& x, const 
   return LayerNormOut<H>{std::move(out), std::move(mean), std::move(rstd)};
 }
 
-// layernormBackward of handler H: dx in one launch, dw and db the reference's column folds; rows
-// too long for the block's shared memory, and the empty shapes, take the reference.
+// layernormBackward of handler H: dx in one launch, dw and db in another; rows too long for the
+// block's shared memory, and the empty shapes, take the reference.
 template <class H>
 osprey::Result<LayerNormGrads<H>> layernormBackwardOneLaunch(H& h, const Buf<H>& dout, const Buf<H>& x,
                                                              const Buf<H>& w, const Buf<H>& mean,
@@ -205,8 +328,15 @@ osprey::Result<LayerNormGrads<H>> layernormBackwardOneLaunch(H& h, const Buf<H>&
         dx.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C, perBlock);
     return cudaGetLastError();
   }));
-  auto params = OSPREY_TRY(detail::layernormParamGrads(h, dout, x, mean, rstd, N, C));
-  return LayerNormGrads<H>{std::move(dx), std::move(params.dw), std::move(params.db)};
+  Buf<H> dw = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, C));
+  Buf<H> db = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, C));
+  const osprey::Index columnBlocks = (C + kGradCols - 1) / kGradCols;
+  OSPREY_CHECK(device->launchOwn("layernorm backward: dw, db down the columns", [&](cudaStream_t stream) {
+    layerNormParamGradColumns<<<static_cast<unsigned>(columnBlocks), kGradThreads, 0, stream>>>(
+        dw.data(), db.data(), dout.data(), x.data(), mean.data(), rstd.data(), N, C);
+    return cudaGetLastError();
+  }));
+  return LayerNormGrads<H>{std::move(dx), std::move(dw), std::move(db)};
 }
 
 }  // namespace gpt2::layernorm_rows

@@ -212,11 +212,11 @@ void raggedRowFoldsEqualPlainLoops(H& h) {
   EXPECT_EQ(firstBitDifference(maxima, wantMaxima), wantMaxima.size());
 }
 
-// Many ragged rows (enough that the cuda device folds them a row a lane, 32 rows a block; softmax
-// rows have this shape): a sum, a maximum from the first term and a dot product of two tensors per
-// row, against plain loops. Rows of one group differ in length, some are empty, and some run past
-// several of the lanes' tiles (64 terms a row, 32 for a dot's pairs); the second shape has rows
-// hundreds of terms long and a row count just past the lanes' threshold, not a multiple of 32.
+// Many ragged rows (enough that the cuda device folds them a warp a row, a chunk of 256 terms at a
+// time; softmax and cross-entropy rows have this shape): a sum, a maximum from the first term and a
+// dot product of two tensors per row, against plain loops. Rows differ in length, some are empty,
+// and in the second shape some run past several chunks; its row count is just past the warps'
+// threshold and not a multiple of the block's eight warps.
 template <class H>
 void manyRaggedRowFoldsEqualPlainLoops(H& h) {
   struct Shape {
@@ -311,7 +311,7 @@ void rowFoldFaultIsItsError(H& h) {
                       },
                       AsIs{}),
               "integer overflow");
-  // The same in one of many short rows (folded a row a lane on the cuda device, 32 rows a block).
+  // The same in one of many short rows (folded a warp a row on the cuda device).
   expectError(sumRows(h, 20000, 3,
                       [=] OSPREY_FN(Index r, Index c) -> Scalar {
                         return static_cast<Scalar>((osprey::Int(r / 15000) + c / 2 + 1) * huge > 0);

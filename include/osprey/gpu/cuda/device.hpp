@@ -300,19 +300,19 @@ class CudaDevice {
     const Index filling = static_cast<Index>(m_multiprocessors) *
                           (Tree ? cuda_detail::kTreeFoldBlocksPerProcessor : cuda_detail::kRowFoldBlocksPerProcessor);
     const auto blocks = static_cast<unsigned>(rows < filling ? rows : filling);
-    const bool lanes = !Tree && rows >= cuda_detail::kLaneFoldMinRows;
+    const bool warps = !Tree && rows >= cuda_detail::kWarpFoldMinRows;
     const auto timed = m_clock.time(m_stream, [&] {
-      return m_clock.named(Tree ? &cuda_detail::treeFoldSites<T> : &cuda_detail::rowFoldSites<T>) + (lanes ? " (lanes)" : "");
+      return m_clock.named(Tree ? &cuda_detail::treeFoldSites<T> : &cuda_detail::rowFoldSites<T>) + (warps ? " (warps)" : "");
     });
     if constexpr (Tree) {
       cuda_detail::treeRowFoldKernel<<<blocks, cuda_detail::kTreeFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst,
                                                                                term, combine, finish, launch);
-    } else if (lanes) {
-      const Index groups = (rows + cuda_detail::kLaneFoldRows - 1) / cuda_detail::kLaneFoldRows;
-      const Index most = static_cast<Index>(m_multiprocessors) * cuda_detail::kLaneFoldBlocksPerProcessor;
-      cuda_detail::laneRowFoldKernel<<<static_cast<unsigned>(groups < most ? groups : most),
-                                       cuda_detail::kLaneFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst,
-                                                                                     term, combine, finish, launch);
+    } else if (warps) {
+      const Index needed = (rows + cuda_detail::kWarpFoldWarps - 1) / cuda_detail::kWarpFoldWarps;
+      const Index most = static_cast<Index>(m_multiprocessors) * cuda_detail::kWarpFoldBlocksPerProcessor;
+      cuda_detail::warpRowFoldKernel<<<static_cast<unsigned>(needed < most ? needed : most),
+                                       cuda_detail::kWarpFoldWarps * 32, 0, m_stream>>>(out, rows, length, seed, fromFirst,
+                                                                                        term, combine, finish, launch);
     } else {
       cuda_detail::rowFoldKernel<<<blocks, cuda_detail::kRowFoldThreads, 0, m_stream>>>(out, rows, length, seed, fromFirst, term,
                                                                           combine, finish, launch);

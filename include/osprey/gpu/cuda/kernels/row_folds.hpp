@@ -1,4 +1,4 @@
-// Row folds in three shapes: a block a row, a row a lane, and a tree for regroupable combines.
+// Row folds in three shapes: a block a row, a warp a row, and a tree for regroupable combines.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -92,98 +92,67 @@ __global__ void __launch_bounds__(kRowFoldThreads)
   stampFault(launch);
 }
 
-// The same row folds with one row a lane, for many rows (softmax statistics: a row per query of
-// every head; LayerNorm's and the cross-entropy's rows): a block takes 32 consecutive rows at a
-// time, warp 0 folding row r0 + l in lane l, in column order, from a shared tile of
-// kLaneFoldChunkBytes of terms a row, while warps 1..7 compute the next tile into the other buffer
-// (the whole block fills the first), each thread's share of a tile in one batch of loads.
-// Neighbouring threads fill neighbouring columns of a row, so the reads coalesce. A group's time is
-// its longest row's chain of combines, overlapped with the filling: with the terms computed by
-// seven warps instead of by the combining lanes themselves, a long group no longer holds the whole
-// launch back by its one warp's instruction count (softmax rows run from 1 to T terms). Each row's
-// combines are still one thread's, in column order, so the bits are rowFoldKernel's.
-constexpr int kLaneFoldWarps = 8;
-constexpr int kLaneFoldThreads = 32 * kLaneFoldWarps;
-constexpr int kLaneFoldRows = 32;    // rows a block folds at once, one a lane of warp 0
-constexpr int kLaneFoldChunkBytes = 512;  // of each row per tile: 64 doubles (32 x 65 a buffer)
-// Lanes pay once there are groups of 32 rows for about half the multiprocessors; fewer rows (a
-// decoding step's heads) keep a block a row, whose many blocks fill in parallel.
-constexpr Index kLaneFoldMinRows = 64 * kLaneFoldRows;
-constexpr int kLaneFoldBlocksPerProcessor = 4;
-// Terms a thread loads before it stores them: 224 filling threads x 10 cover a tile of 2048.
-constexpr int kLaneFillBatch = 10;
+// The same row folds with a warp a row, for many rows (the cross-entropy's 4,096 rows of 50,257
+// logits; raggedly long rows alike): the warp's lanes load the next kWarpFoldChunk terms of its row
+// into registers, neighbouring lanes neighbouring columns, while lane 0 combines the chunk before
+// it from shared memory in column order, kWarpFoldAhead terms read ahead of its chain. Each row's
+// combines are still one thread's, in column order, so the bits are rowFoldKernel's. A block a row
+// leaves too few rows in flight for many long rows, and a lane a row over tiles of 32 rows read 32
+// short pieces of rows far apart and streamed at a tenth of the memory's rate (bench/cuda/NOTES.md).
+constexpr int kWarpFoldWarps = 8;
+constexpr int kWarpFoldChunk = 256;  // a row's terms a warp loads at once (8 a lane)
+constexpr int kWarpFoldAhead = 8;    // the combining lane's shared-memory loads issued together
+// A warp a row pays once there are rows for every warp of about half the multiprocessors; fewer
+// rows (a decoding step's heads) keep a block a row, whose many blocks fill in parallel.
+constexpr Index kWarpFoldMinRows = 2048;
+constexpr int kWarpFoldBlocksPerProcessor = 8;
 
 template <class Out, class L, class T, class C, class F>
-__global__ void __launch_bounds__(kLaneFoldThreads)
-    laneRowFoldKernel(Out* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish,
+__global__ void __launch_bounds__(kWarpFoldWarps * 32)
+    warpRowFoldKernel(Out* out, Index rows, L length, Scalar seed, bool fromFirst, T term, C combine, F finish,
                       unsigned long long launch) {
   using Value = decltype(term(Index{}, Index{}));
-  constexpr int kLaneFoldChunk = kLaneFoldChunkBytes / static_cast<int>(sizeof(Value));
-  constexpr int kLaneFoldTile = kLaneFoldRows * kLaneFoldChunk;
-  static_assert(kLaneFoldChunk >= 8, "a row fold's term is too large for the lanes' tiles");
-  __shared__ Value tiles[2][kLaneFoldRows][kLaneFoldChunk + 1];
-  __shared__ Index rowCols[kLaneFoldRows];
-  __shared__ Index groupMost;
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  Index r0 = 0;
-  // Tile k of the group into buffer k % 2, elements first, first + step, ... (element e is row
-  // e / kLaneFoldChunk, column k·kLaneFoldChunk + e % kLaneFoldChunk), a batch of loads in flight
-  // before any store (rowFoldKernel's fill says why).
-  const auto fill = [&](Index k, int first, int step) {
-    Value (*into)[kLaneFoldChunk + 1] = tiles[k % 2];
-    const Index from = k * kLaneFoldChunk;
-    for (int e0 = first; e0 < kLaneFoldTile; e0 += kLaneFillBatch * step) {
-      Value held[kLaneFillBatch];
-      bool real[kLaneFillBatch];
+  constexpr int kPerLane = kWarpFoldChunk / 32;
+  __shared__ Value chunks[kWarpFoldWarps][kWarpFoldChunk];
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  Value* chunk = chunks[warp];
+  for (Index r = static_cast<Index>(blockIdx.x) * kWarpFoldWarps + warp; r < rows;
+       r += static_cast<Index>(gridDim.x) * kWarpFoldWarps) {
+    const Index cols = length(r);
+    Value held[kPerLane];
+    const auto load = [&](Index c0) {
 #pragma unroll
-      for (int u = 0; u < kLaneFillBatch; ++u) {
-        const int e = e0 + u * step, i = e / kLaneFoldChunk, j = e % kLaneFoldChunk;
-        real[u] = e < kLaneFoldTile && from + j < rowCols[i];
-        if (real[u]) held[u] = term(r0 + i, from + j);
+      for (int u = 0; u < kPerLane; ++u) {
+        const Index c = c0 + u * 32 + lane;
+        if (c < cols) held[u] = term(r, c);
       }
-#pragma unroll
-      for (int u = 0; u < kLaneFillBatch; ++u) {
-        const int e = e0 + u * step;
-        if (real[u]) into[e / kLaneFoldChunk][e % kLaneFoldChunk] = held[u];
-      }
-    }
-  };
-  for (Index group = blockIdx.x; group * kLaneFoldRows < rows; group += gridDim.x) {
-    r0 = group * kLaneFoldRows;
-    const Index r = r0 + lane;
-    if (warp == 0) {
-      const Index cols = r < rows ? length(r) : 0;
-      rowCols[lane] = cols;
-      Index most = cols;  // the longest row of the group
-      for (int offset = 16; offset > 0; offset /= 2) {
-        const Index other = __shfl_xor_sync(0xffffffffu, most, offset);
-        most = other > most ? other : most;
-      }
-      if (lane == 0) groupMost = most;
-    }
-    __syncthreads();
-    const Index tilesOfGroup = (groupMost + kLaneFoldChunk - 1) / kLaneFoldChunk;
-    if (tilesOfGroup > 0) fill(0, tid, kLaneFoldThreads);
-    __syncthreads();
+    };
+    if (cols > 0) load(0);
     Scalar acc = seed;
-    for (Index k = 0; k < tilesOfGroup; ++k) {
-      if (warp == 0) {
-        const Value* values = tiles[k % 2][lane];
-        const Index left = rowCols[lane] - k * kLaneFoldChunk;
-        const int count = left <= 0 ? 0 : left < kLaneFoldChunk ? static_cast<int>(left) : kLaneFoldChunk;
+    for (Index c0 = 0; c0 < cols; c0 += kWarpFoldChunk) {
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u)
+        if (c0 + u * 32 + lane < cols) chunk[u * 32 + lane] = held[u];
+      __syncwarp();
+      if (c0 + kWarpFoldChunk < cols) load(c0 + kWarpFoldChunk);  // in flight while lane 0 combines
+      if (lane == 0) {
+        const int count = cols - c0 < kWarpFoldChunk ? static_cast<int>(cols - c0) : kWarpFoldChunk;
         int e = 0;
         if constexpr (std::is_same_v<Value, Scalar>) {
-          if (k == 0 && fromFirst && count > 0) acc = values[e++];
+          if (c0 == 0 && fromFirst) acc = chunk[e++];
         }
-#pragma unroll 8
-        for (; e < count; ++e) acc = combine(acc, values[e]);
-      } else if (k + 1 < tilesOfGroup) {
-        fill(k + 1, tid - 32, kLaneFoldThreads - 32);
+        for (; e + kWarpFoldAhead <= count; e += kWarpFoldAhead) {
+          Value v[kWarpFoldAhead];
+#pragma unroll
+          for (int u = 0; u < kWarpFoldAhead; ++u) v[u] = chunk[e + u];
+#pragma unroll
+          for (int u = 0; u < kWarpFoldAhead; ++u) acc = combine(acc, v[u]);
+        }
+        for (; e < count; ++e) acc = combine(acc, chunk[e]);
       }
-      __syncthreads();  // tile k is combined and tile k + 1 is in place
+      __syncwarp();  // the chunk is combined before the lanes overwrite it
     }
-    if (warp == 0 && r < rows) out[r] = static_cast<Out>(finish(r, acc));
-    __syncthreads();  // every thread has read groupMost and rowCols before the next group's
+    if (lane == 0) out[r] = static_cast<Out>(finish(r, acc));
   }
   stampFault(launch);
 }
