@@ -12,9 +12,10 @@
 // elements. The backward's per-row part is the same shape: one thread per row runs the two chains
 // of its statistics (dnorm's sum as fma(dnorm, 1.0, acc), and fma(dnorm, norm, acc)), then every
 // thread computes dx; dw and db, chains down the columns, take a kernel of their own with a lane a
-// column (layerNormParamGradColumns). These are the reference's own operations in its order (sumRows's seed and combine, dotRows's fused
-// chains, the builds' expressions, which -fmad=false keeps unfused), so the same doubles;
-// tests/cuda/exact_cuda_test.cu compares every output bit for bit.
+// column (layerNormParamGradColumns). These are the reference's own operations in its order
+// (sumRows's seed and combine, dotRows's fused chains, the builds' expressions, which -fmad=false
+// keeps unfused), so the same doubles; tests/cuda/exact_cuda_test.cu compares every output bit for
+// bit.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -70,29 +71,20 @@ __device__ __forceinline__ void inBatches(int t, int total, int C, Load load, Us
   }
 }
 
-// step(read(c)) for c = 0 .. C - 1 in order, the next kAhead operands read from shared memory
-// before the current kAhead steps run: the chain waits on its own operations, not on each load.
-template <class Read, class Step>
+// step(read(c)) for c = 0 .. C - 1 in order, Ahead operands read from shared memory together and
+// then their Ahead steps: the chain waits on one group's loads at a time, not on each load. (Reading
+// the next group while the current one's steps run measured slower, its registers doubled:
+// bench/cuda/NOTES.md.)
+template <int Ahead = kAhead, class Read, class Step>
 __device__ __forceinline__ void walkInOrder(int C, Read read, Step step) {
   using Operand = decltype(read(0));
-  Operand now[kAhead], next[kAhead];
   int c = 0;
-  if (C >= kAhead) {
+  for (; c + Ahead <= C; c += Ahead) {
+    Operand v[Ahead];
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) now[u] = read(u);
-  }
-  for (; c + kAhead <= C; c += kAhead) {
-    const bool more = c + 2 * kAhead <= C;
-    if (more) {
+    for (int u = 0; u < Ahead; ++u) v[u] = read(c + u);
 #pragma unroll
-      for (int u = 0; u < kAhead; ++u) next[u] = read(c + kAhead + u);
-    }
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) step(now[u]);
-    if (more) {
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) now[u] = next[u];
-    }
+    for (int u = 0; u < Ahead; ++u) step(v[u]);
   }
   for (; c < C; ++c) step(read(c));
 }
@@ -199,75 +191,80 @@ __global__ void __launch_bounds__(kThreads)
 // the block's columns of dout and x, and those rows' mean and rstd, into the other buffer while the
 // lanes walk this one. A column's chain is N steps (4,096 at GPT-2's training shape), so what pays
 // is every column's chain running at once with its operands already near; the reference's fold, a
-// block a column loading one double of each row, moved about a tenth of the memory's rate.
+// block a column loading one double of each row, moved a small fraction of the memory's rate. The
+// template's shape (columns and rows a buffer, threads, operands read together) is there for the
+// benchmark that chose the defaults (bench/cuda/layernorm_variants.cu).
 constexpr int kGradCols = 4;      // 32 bytes of each row: one sector
 constexpr int kGradDepth = 256;   // rows a buffer
 constexpr int kGradThreads = 256;
-constexpr int kGradCopiers = kGradThreads - 32;
-constexpr int kGradTerms = 2 * kGradDepth * kGradCols;    // dout's and x's share of a buffer
-constexpr int kGradElements = kGradTerms + 2 * kGradDepth;  // and the rows' mean and rstd
-constexpr int kGradFill = (kGradElements + kGradCopiers - 1) / kGradCopiers;  // loads a copier has in flight
 
+template <int Cols, int Depth>
 struct GradTile {
-  double dout[kGradDepth][kGradCols], x[kGradDepth][kGradCols], mean[kGradDepth], rstd[kGradDepth];
+  static constexpr int kTerms = 2 * Depth * Cols;     // dout's and x's share of a buffer
+  static constexpr int kElements = kTerms + 2 * Depth;  // and the rows' mean and rstd
+  double dout[Depth][Cols], x[Depth][Cols], mean[Depth], rstd[Depth];
 };
-static_assert(sizeof(GradTile) == sizeof(double) * kGradElements, "a tile's arrays lie one after another");
 
 struct Four {
   double dout, x, mean, rstd;
 };
 
-__global__ void __launch_bounds__(kGradThreads)
+template <int Cols = kGradCols, int Depth = kGradDepth, int Threads = kGradThreads, int Ahead = kAhead>
+__global__ void __launch_bounds__(Threads)
     layerNormParamGradColumns(double* __restrict__ dw, double* __restrict__ db, const double* __restrict__ dout,
                               const double* __restrict__ x, const double* __restrict__ mean,
                               const double* __restrict__ rstd, long long N, long long C) {
-  __shared__ GradTile tiles[2];
+  using Tile = GradTile<Cols, Depth>;
+  static_assert(sizeof(Tile) == sizeof(double) * Tile::kElements, "a tile's arrays lie one after another");
+  constexpr int kCopiers = Threads - 32;
+  constexpr int kFill = (Tile::kElements + kCopiers - 1) / kCopiers;  // loads a copier has in flight
+  __shared__ Tile tiles[2];
   const int t = static_cast<int>(threadIdx.x);
-  const long long c0 = static_cast<long long>(blockIdx.x) * kGradCols;
-  const int cols = static_cast<int>(C - c0 < kGradCols ? C - c0 : kGradCols);
-  const long long tileCount = (N + kGradDepth - 1) / kGradDepth;
+  const long long c0 = static_cast<long long>(blockIdx.x) * Cols;
+  const int cols = static_cast<int>(C - c0 < Cols ? C - c0 : Cols);
+  const long long tileCount = (N + Depth - 1) / Depth;
   const auto depthOf = [&](long long k) {
-    const long long left = N - k * kGradDepth;
-    return static_cast<int>(left < kGradDepth ? left : kGradDepth);
+    const long long left = N - k * Depth;
+    return static_cast<int>(left < Depth ? left : Depth);
   };
   // Tile k into buffer k % 2 by the threads first, first + step, ... (element e of the buffer's
   // dout, x, mean, rstd in turn), a thread's loads all in flight before any store.
   const auto fill = [&](long long k, int first, int step) {
     double* into = &tiles[k % 2].dout[0][0];
-    const long long r0 = k * kGradDepth;
+    const long long r0 = k * Depth;
     const int depth = depthOf(k);
-    double v[kGradFill];
-    int at[kGradFill];
+    double v[kFill];
+    int at[kFill];
 #pragma unroll
-    for (int u = 0; u < kGradFill; ++u) {
+    for (int u = 0; u < kFill; ++u) {
       const int e = first + u * step;
       at[u] = -1;
-      if (e < kGradTerms) {
-        const int i = (e % (kGradDepth * kGradCols)) / kGradCols, j = e % kGradCols;
+      if (e < Tile::kTerms) {
+        const int i = (e % (Depth * Cols)) / Cols, j = e % Cols;
         if (i < depth && j < cols) {
           const long long from = (r0 + i) * C + c0 + j;
-          v[u] = e < kGradDepth * kGradCols ? dout[from] : x[from];
+          v[u] = e < Depth * Cols ? dout[from] : x[from];
           at[u] = e;
         }
-      } else if (e < kGradElements) {
-        const int i = (e - kGradTerms) % kGradDepth;
+      } else if (e < Tile::kElements) {
+        const int i = (e - Tile::kTerms) % Depth;
         if (i < depth) {
-          v[u] = e < kGradTerms + kGradDepth ? mean[r0 + i] : rstd[r0 + i];
+          v[u] = e < Tile::kTerms + Depth ? mean[r0 + i] : rstd[r0 + i];
           at[u] = e;
         }
       }
     }
 #pragma unroll
-    for (int u = 0; u < kGradFill; ++u)
+    for (int u = 0; u < kFill; ++u)
       if (at[u] >= 0) into[at[u]] = v[u];
   };
-  if (tileCount > 0) fill(0, t, kGradThreads);  // kGradThreads x kGradFill cover a buffer
+  if (tileCount > 0) fill(0, t, Threads);  // Threads x kFill cover a buffer
   __syncthreads();
   double dwAcc = 0.0, dbAcc = 0.0;
   for (long long k = 0; k < tileCount; ++k) {
     if (t < cols) {
-      const GradTile& tile = tiles[k % 2];
-      walkInOrder(
+      const Tile& tile = tiles[k % 2];
+      walkInOrder<Ahead>(
           depthOf(k), [&](int i) { return Four{tile.dout[i][t], tile.x[i][t], tile.mean[i], tile.rstd[i]}; },
           [&](Four o) {
             const double norm = (o.x - o.mean) * o.rstd;
@@ -275,7 +272,7 @@ __global__ void __launch_bounds__(kGradThreads)
             dbAcc = dbAcc + o.dout;
           });
     } else if (t >= 32 && k + 1 < tileCount) {
-      fill(k + 1, t - 32, kGradCopiers);
+      fill(k + 1, t - 32, kCopiers);
     }
     __syncthreads();  // tile k is walked and tile k + 1 is in place
   }
