@@ -11,11 +11,11 @@
 //   backward  dots:   fold of Product{att, datt} from +0.0, with FusedMultiplyAdd
 //             dscore = scale(att · (datt - dot)) on the prefix, 0 past it
 //
-// A fold gives a warp one row: the lanes load the row a chunk at a time, contiguously, and lane 0
-// combines it in column order while the next chunk is in flight. Each row's combines are one
-// thread's, in column order, and every value is the reference's expression (-fmad=false keeps
-// each operation on its own), so the maxima, sums, dot products and tables are the reference's
-// doubles. Two other shapes were measured slower (bench/RESULTS.md): exps inside the folds (a
+// A fold gives a warp one row (the device's many-row fold, osprey/gpu/cuda/kernels/row_folds.hpp):
+// the lanes load the row a chunk at a time, contiguously, and lane 0 combines it in column order
+// while the next chunk is in flight. Each row's combines are one thread's, in column order, and
+// every value is the reference's expression (-fmad=false keeps each operation on its own), so the
+// maxima, sums, dot products and tables are the reference's doubles. Two other shapes were measured slower (bench/RESULTS.md): exps inside the folds (a
 // branchy exp gives a thread little to overlap, so the exps need a thread each), and a lane a row
 // over 32 rows (each tile's 32 pieces of rows 8 KiB apart streamed at a tenth of the builds'
 // rate). tests/cuda/exact_cuda_test.cu compares both tables bit for bit, NaN, infinities and
@@ -33,69 +33,15 @@
 #include "gpt2/layers/attention.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
+#include "osprey/gpu/cuda/kernels/row_folds.hpp"
 #include "osprey/math.hpp"
 
 namespace gpt2::softmax_rows {
 namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
-constexpr int kLanes = 32;
-constexpr int kFoldWarps = 8;                   // a fold block's warps, each on its own row
-constexpr int kChunk = 256;                     // a row's columns a warp loads at once (8 a lane)
-constexpr int kAhead = 8;                       // the folding lane's shared-memory loads issued together
 constexpr int kBuildThreads = 256;              // a build block's columns
 constexpr long long kBuildRowBlocks = 2048;     // a build's blocks down the rows (each then takes ~R/2048)
 constexpr int kRowsAhead = 4;                   // rows a build thread computes before it stores
-
-// out[r] = the fold over row r's causal prefix (r % T + 1 terms) of term(r, c), in column order,
-// from term(r, 0) (FromFirst) or from seed. A warp a row: its 32 lanes load the next chunk of the
-// row into registers (contiguous, coalesced, 8 loads in flight a lane) while lane 0 combines the
-// chunk before it from shared memory, kAhead terms read ahead of its chain.
-template <bool FromFirst, class Term, class Combine>
-__global__ void __launch_bounds__(kFoldWarps * kLanes)
-    prefixFoldRows(double* __restrict__ out, long long rows, long long T, double seed, Term term, Combine combine) {
-  using Value = decltype(term(0LL, 0LL));
-  constexpr int kPerLane = kChunk / kLanes;
-  __shared__ Value chunks[kFoldWarps][kChunk];
-  const int lane = static_cast<int>(threadIdx.x) % kLanes, warp = static_cast<int>(threadIdx.x) / kLanes;
-  Value* chunk = chunks[warp];
-  const long long r = static_cast<long long>(blockIdx.x) * kFoldWarps + warp;
-  if (r >= rows) return;
-  const long long len = r % T + 1;  // detail::CausalPrefix
-  Value held[kPerLane];
-  const auto load = [&](long long c0) {
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) {
-      const long long c = c0 + u * kLanes + lane;
-      if (c < len) held[u] = term(r, c);
-    }
-  };
-  load(0);
-  double acc = seed;
-  for (long long c0 = 0; c0 < len; c0 += kChunk) {
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u)
-      if (c0 + u * kLanes + lane < len) chunk[u * kLanes + lane] = held[u];
-    __syncwarp();
-    if (c0 + kChunk < len) load(c0 + kChunk);  // in flight while lane 0 folds this chunk
-    if (lane == 0) {
-      const int count = len - c0 < kChunk ? static_cast<int>(len - c0) : kChunk;
-      int e = 0;
-      if constexpr (FromFirst) {
-        if (c0 == 0) acc = chunk[e++];
-      }
-      for (; e + kAhead <= count; e += kAhead) {
-        Value v[kAhead];
-#pragma unroll
-        for (int u = 0; u < kAhead; ++u) v[u] = chunk[e + u];
-#pragma unroll
-        for (int u = 0; u < kAhead; ++u) acc = combine(acc, v[u]);
-      }
-      for (; e < count; ++e) acc = combine(acc, chunk[e]);
-    }
-    __syncwarp();
-  }
-  if (lane == 0) out[r] = acc;
-}
 
 // out[r·T + c] = entry(r, c) on row r's causal prefix; past it 0.0 when `zeros`, else left as it
 // is. A thread a column: blockIdx.x picks the columns, blockIdx.y the first row, and the thread
@@ -164,12 +110,23 @@ struct ScoreGradient {  // scale(att · (datt - dot))
   __device__ double operator()(long long r, long long c) const { return scale(att(r, c) * (datt(r, c) - dots[r])); }
 };
 
-template <bool FromFirst, class Term, class Combine>
+// out[r] = the fold over row r's causal prefix (r % T + 1 terms) of term(r, c), in column order, from
+// term(r, 0) (fromFirst) or from seed: the device's many-row fold, a warp a row (cuda_detail::
+// warpRowFoldKernel), one row a warp. Launch id 0: an own launch has no entry in the device's
+// ledger of launches; launchOwn reports its status.
+struct CausalLength {  // detail::CausalPrefix
+  long long T;
+  __device__ osprey::Index operator()(osprey::Index r) const { return r % T + 1; }
+};
+
+template <class Term, class Combine>
 osprey::Result<void> foldPrefixes(osprey::CudaDevice& device, const char* label, double* out, long long R, long long T,
-                                  double seed, Term term, Combine combine) {
+                                  bool fromFirst, double seed, Term term, Combine combine) {
+  using osprey::cuda_detail::kWarpFoldWarps;
   return device.launchOwn(label, [&](cudaStream_t stream) {
-    prefixFoldRows<FromFirst><<<static_cast<unsigned>((R + kFoldWarps - 1) / kFoldWarps), kFoldWarps * kLanes, 0,
-                                stream>>>(out, R, T, seed, term, combine);
+    osprey::cuda_detail::warpRowFoldKernel<<<static_cast<unsigned>((R + kWarpFoldWarps - 1) / kWarpFoldWarps),
+                                             kWarpFoldWarps * 32, 0, stream>>>(out, R, CausalLength{T}, seed, fromFirst,
+                                                                               term, combine, AsIs{}, 0ull);
     return cudaGetLastError();
   });
 }
@@ -198,10 +155,10 @@ osprey::Result<Buf<H>> causalSoftmaxRows(H& h, const Buf<H>& scores, osprey::Ind
   Buf<H> maxima = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, R));
   Buf<H> sums = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, R));
   const ScaledScore pre{Table{scores.data(), T}, scale};
-  OSPREY_CHECK(foldPrefixes<true>(*device, "causal softmax: maxima", maxima.data(), R, T, 0.0, pre, Larger{}));
+  OSPREY_CHECK(foldPrefixes(*device, "causal softmax: maxima", maxima.data(), R, T, true, 0.0, pre, Larger{}));
   OSPREY_CHECK(buildPrefixes(*device, "causal softmax: exp(pre - max)", att.data(), R, T, true,
                              ShiftedExp{pre, maxima.data()}));
-  OSPREY_CHECK(foldPrefixes<false>(*device, "causal softmax: sums", sums.data(), R, T, 0.0,
+  OSPREY_CHECK(foldPrefixes(*device, "causal softmax: sums", sums.data(), R, T, false, 0.0,
                                    Table{att.data(), T}, Plus{}));
   OSPREY_CHECK(buildPrefixes(*device, "causal softmax: normalised", att.data(), R, T, false,
                              Normalised{Table{att.data(), T}, sums.data()}));
@@ -216,7 +173,7 @@ osprey::Result<Buf<H>> causalSoftmaxBackwardRows(H& h, const Buf<H>& att, const 
   const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
   Buf<H> dscore = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, R * T));
   Buf<H> dots = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, R));
-  OSPREY_CHECK(foldPrefixes<false>(*device, "causal softmax backward: dots", dots.data(), R, T, 0.0,
+  OSPREY_CHECK(foldPrefixes(*device, "causal softmax backward: dots", dots.data(), R, T, false, 0.0,
                                    AttTimesDatt{Table{att.data(), T}, Table{datt.data(), T}}, FusedMultiplyAdd{}));
   OSPREY_CHECK(buildPrefixes(*device, "causal softmax backward: dscore", dscore.data(), R, T, true,
                              ScoreGradient{Table{att.data(), T}, Table{datt.data(), T}, dots.data(), scale}));
