@@ -14,8 +14,9 @@
 //   * the next replay is queued before the host waits for the current token, so the device never
 //     waits for the host.
 //
-// Everything else in the step is the reference's kernels with their shapes of one position, the
-// blocks they used held for the recording's lifetime (CudaDevice::holdReleases). The replayed
+// Everything else in the step is the reference's kernels with their shapes of one position (the
+// LayerNorm in front of the qkv and fc layers inside their products' kernel: norm_linear_row.hpp),
+// the blocks they used held for the recording's lifetime (CudaDevice::holdReleases). The replayed
 // continuation equals the step-by-step one token for token (tests/cuda/recorded_decoding_test.cu),
 // and the CLI's `generate` on gpu/cuda equals gpu/host's (gpu-check's digests).
 #pragma once
@@ -34,6 +35,7 @@
 #include <fmt/format.h>
 
 #include "gpt2/cuda/layernorm_rows.hpp"
+#include "gpt2/cuda/norm_linear_row.hpp"
 #include "gpt2/cuda/recorded_kernels.hpp"
 #include "gpt2/model/generate.hpp"
 #include "osprey/gpu/cuda/check.hpp"
@@ -57,6 +59,24 @@ class RecordedCuda : public osprey::GpuCuda {
   osprey::Result<LayerNormOut<RecordedCuda>> layernormForward(const Buffer& x, const Buffer& w, const Buffer& b,
                                                               osprey::Index N, osprey::Index C) {
     return layernorm_rows::layernormOneLaunch(*this, x, w, b, N, C);
+  }
+  // A decoded row's LayerNorm and the linear layer after it (and its GELU) in one launch
+  // (gpt2/cuda/norm_linear_row.hpp: the same operations in the same order); several rows, and rows
+  // too wide for its shared memory, take the layers one by one as gpt2::normLinear does.
+  osprey::Result<Buffer> normLinear(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias, const Buffer& wT,
+                                    const Buffer& bias, osprey::Index N, osprey::Index IC, osprey::Index OC) {
+    if (N == 1 && norm_linear_row::fits(IC))
+      return norm_linear_row::normLinearOneRow(*this, x, lnWeight, lnBias, wT, bias, IC, OC, norm_linear_row::AsBiased{});
+    auto ln = OSPREY_TRY(gpt2::layernormForward(*this, x, lnWeight, lnBias, N, IC));
+    return gpt2::linear(*this, ln.out, wT, bias, N, IC, OC);
+  }
+  osprey::Result<Buffer> normLinearGelu(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias,
+                                        const Buffer& wT, const Buffer& bias, osprey::Index N, osprey::Index IC,
+                                        osprey::Index OC) {
+    if (N == 1 && norm_linear_row::fits(IC))
+      return norm_linear_row::normLinearOneRow(*this, x, lnWeight, lnBias, wT, bias, IC, OC, norm_linear_row::Gelu{});
+    auto ln = OSPREY_TRY(gpt2::layernormForward(*this, x, lnWeight, lnBias, N, IC));
+    return gpt2::linearGelu(*this, ln.out, wT, bias, N, IC, OC);
   }
   // The greedy continuation from a recorded step (or step by step: setRecordedDecoding(false), when
   // the device times or checks each launch, or for fewer than two tokens).

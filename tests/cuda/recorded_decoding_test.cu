@@ -3,7 +3,9 @@
 // was afterwards.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +17,9 @@
 namespace gpt2::testing {
 namespace {
 
+using osprey::Index;
+using osprey::Scalar;
+
 RecordedCuda makeRecorded() {
   auto device = osprey::CudaDevice::open();
   if (!device.ok()) throw std::runtime_error(device.error().message);
@@ -25,6 +30,67 @@ template <class T>
 T ok(osprey::Result<T> r) {
   if (!r.ok()) throw std::runtime_error(r.error().message);
   return std::move(r).value();
+}
+
+// A row of C values of four kinds (plain, large with a small spread, wide exponents, zeros and tiny
+// values), and weights with negative zeros among them.
+std::vector<Scalar> kindsOfValues(std::mt19937_64& rng, Index n, int kind) {
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  std::vector<Scalar> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    switch (kind % 5) {
+      case 0: v[i] = unit(rng); break;
+      case 1: v[i] = 1e6 + unit(rng) * 1e-3; break;
+      case 2: v[i] = std::ldexp(unit(rng), exponent(rng)); break;
+      case 3: v[i] = i % 3 == 0 ? 0.0 : i % 3 == 1 ? -0.0 : unit(rng) * 1e-300; break;
+      default: v[i] = i % 7 == 0 ? -0.0 : unit(rng) * 0.05; break;  // a weight's
+    }
+  }
+  return v;
+}
+
+// One decoded row's LayerNorm and linear layer (and GELU) in one launch == the layers one by one
+// (the one-launch LayerNorm, the few-columns product, the bias's build), bit for bit: GPT-2's
+// widths (768 to 3072 and 2304 outputs, 1024 wide), ragged and tiny shapes, rows of every kind.
+TEST(RecordedDecoding, OneRowNormLinearIsTheLayers) {
+  auto h = makeRecorded();
+  std::mt19937_64 rng(4545);
+  struct Shape {
+    Index C, OC;
+  };
+  for (const Shape s : {Shape{768, 2304}, Shape{768, 3072}, Shape{1024, 4096}, Shape{13, 7}, Shape{1, 1},
+                        Shape{64, 5}, Shape{771, 9}}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      SCOPED_TRACE(::testing::Message() << s.C << " -> " << s.OC << ", rows of kind " << kind);
+      const auto x = ok(h.fromList(kindsOfValues(rng, s.C, kind)));
+      const auto lnW = ok(h.fromList(kindsOfValues(rng, s.C, 4))), lnB = ok(h.fromList(kindsOfValues(rng, s.C, 4)));
+      const auto wT = ok(h.fromList(kindsOfValues(rng, s.OC * s.C, 4)));
+      const auto bias = ok(h.fromList(kindsOfValues(rng, s.OC, 4)));
+      const auto ln = ok(gpt2::layernormForward(h, x, lnW, lnB, 1, s.C));
+      const auto fused = ok(h.normLinear(x, lnW, lnB, wT, bias, 1, s.C, s.OC));
+      const auto layers = ok(gpt2::linear(h, ln.out, wT, bias, 1, s.C, s.OC));
+      EXPECT_SAME_BITS(osprey::testing::readAll(h, fused), osprey::testing::readAll(h, layers));
+      const auto fusedGelu = ok(h.normLinearGelu(x, lnW, lnB, wT, bias, 1, s.C, s.OC));
+      const auto layersGelu = ok(gpt2::linearGelu(h, ln.out, wT, bias, 1, s.C, s.OC));
+      EXPECT_SAME_BITS(osprey::testing::readAll(h, fusedGelu), osprey::testing::readAll(h, layersGelu));
+    }
+  }
+}
+
+// The fused row refuses what the layers refuse: a weight of the wrong length, named.
+TEST(RecordedDecoding, OneRowNormLinearRefusesAWrongShape) {
+  auto h = makeRecorded();
+  const auto x = ok(h.fromList(std::vector<Scalar>(768, 0.5)));
+  const auto lnW = ok(h.fromList(std::vector<Scalar>(768, 1.0))), lnB = ok(h.fromList(std::vector<Scalar>(768, 0.0)));
+  const auto wT = ok(h.fromList(std::vector<Scalar>(768 * 10, 0.25)));
+  const auto bias = ok(h.fromList(std::vector<Scalar>(11, 0.0)));
+  const auto shortWeight = h.normLinear(x, lnW, lnB, wT, bias, 1, 768, 11);
+  ASSERT_FALSE(shortWeight.ok());
+  EXPECT_NE(shortWeight.error().message.find("weight"), std::string::npos) << shortWeight.error().message;
+  const auto shortBias = h.normLinear(x, lnW, lnB, wT, bias, 1, 768, 10);
+  ASSERT_FALSE(shortBias.ok());
+  EXPECT_NE(shortBias.error().message.find("bias"), std::string::npos) << shortBias.error().message;
 }
 
 // The lively model's 20 tokens vary and equal the full recomputation's and lists'.
