@@ -6,8 +6,9 @@
 //
 //   * the position lives on the device; the only layers that read it are the encoder (whose output
 //     for the recorded step is the embedding the previous step wrote) and the attention over the
-//     cache, which runs the reference's own row folds (dotRows, softmaxStats) with row lengths read
-//     from the device position: the same terms, combined in the same order, so the same doubles;
+//     cache, which runs the reference's row folds (dotRows, softmaxStats) with row lengths read
+//     from the device position, in one launch (attend_row.hpp): the same terms, combined in the
+//     same order, so the same doubles;
 //   * the cache has room for the whole context, the new key and value written at the position;
 //   * after the lm head, one kernel makes greedyToken's choice (recorded_kernels.hpp), moves the
 //     position on and writes the chosen token's embedding and the token itself to pinned memory;
@@ -34,6 +35,7 @@
 
 #include <fmt/format.h>
 
+#include "gpt2/cuda/attend_row.hpp"
 #include "gpt2/cuda/layernorm_rows.hpp"
 #include "gpt2/cuda/norm_linear_row.hpp"
 #include "gpt2/cuda/recorded_kernels.hpp"
@@ -208,7 +210,9 @@ inline osprey::Result<RecordedCuda::Buffer> RecordedCuda::encoderForward(const B
 
 // The reference attentionDecode's folds (detail::attendCached) over the room's positions 0 ..
 // *position (the new one included), after the new key and value are written at *position: rows
-// and strides of the whole context, row lengths from the device.
+// and strides of the whole context, row lengths from the device. All of it in one launch
+// (gpt2/cuda/attend_row.hpp: the same terms, combined in the same order) where the context and
+// the head size fit that kernel; otherwise the append and the four folds one by one.
 inline osprey::Result<AttendAppendingOut<RecordedCuda>> RecordedCuda::attendAppending(const Buffer& qkvRow,
                                                                                       const Buffer& keys,
                                                                                       const Buffer& values,
@@ -226,6 +230,10 @@ inline osprey::Result<AttendAppendingOut<RecordedCuda>> RecordedCuda::attendAppe
   OSPREY_CHECK(checkLength(*this, qkvRow, 3 * C, L, "qkv row"));
   const Buffer& keyRoom = r.keys[*block];
   const Buffer& valueRoom = r.values[*block];
+  if (attend_row::fits(r.maxT, hs)) {  // the append and the four folds in one launch
+    auto out = OSPREY_TRY(attend_row::attendAppendingOneRow(*this, qkvRow, keyRoom, valueRoom, r.position(), r.maxT, C, NH));
+    return AttendAppendingOut<RecordedCuda>{std::move(out), keyRoom.prefix((Tc + 1) * C), valueRoom.prefix((Tc + 1) * C)};
+  }
   recorded_kernels::appendAtPosition<<<static_cast<unsigned>((C + 255) / 256), 256, 0, r.stream()>>>(
       keyRoom.data(), valueRoom.data(), qkvRow.data(), r.position(), C);
   OSPREY_CUDA_CHECK(cudaGetLastError(), fmt::format("{}: the append's launch", L));

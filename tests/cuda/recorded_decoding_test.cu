@@ -93,6 +93,70 @@ TEST(RecordedDecoding, OneRowNormLinearRefusesAWrongShape) {
   EXPECT_NE(shortBias.error().message.find("bias"), std::string::npos) << shortBias.error().message;
 }
 
+// One decoded position's attention in one launch (gpt2/cuda/attend_row.hpp) == the reference's
+// append and four row folds with the position on the device (recorded_cuda.hpp's path for contexts
+// the kernel does not take), bit for bit: the output and both caches, for GPT-2's head shapes and
+// ragged ones, at the first, a middle and the last position of the context, with queries and keys
+// of every kind (exp underflowing to zero across a wide spread, equal scores, negative zeros).
+TEST(RecordedDecoding, OneRowAttentionIsTheFolds) {
+  auto h = makeRecorded();
+  const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
+  std::mt19937_64 rng(7331);
+  osprey::GpuBuffer<osprey::CudaDevice, int> position(device, ok(device->template allocate<int>(1)), 1);
+  struct Shape {
+    Index C, NH, maxT;
+  };
+  for (const Shape s : {Shape{768, 12, 1024}, Shape{1024, 16, 1024}, Shape{256, 2, 300}, Shape{15, 3, 37},
+                        Shape{4, 4, 9}}) {
+    const Index hs = s.C / s.NH;
+    ASSERT_TRUE(attend_row::fits(s.maxT, hs));
+    for (const Index at : {Index{0}, Index{1}, Index{16}, s.maxT / 2 + 3, s.maxT - 1}) {
+      if (at >= s.maxT) continue;
+      for (int kind = 0; kind < 5; ++kind) {
+        SCOPED_TRACE(::testing::Message() << "C " << s.C << ", " << s.NH << " heads, context " << s.maxT
+                                          << ", position " << at << ", values of kind " << kind);
+        const auto qkv = ok(h.fromList(kindsOfValues(rng, 3 * s.C, kind)));
+        const auto keysNow = kindsOfValues(rng, s.maxT * s.C, kind), valuesNow = kindsOfValues(rng, s.maxT * s.C, 0);
+        const auto keysA = ok(h.fromList(keysNow)), valuesA = ok(h.fromList(valuesNow));
+        const auto keysB = ok(h.fromList(keysNow)), valuesB = ok(h.fromList(valuesNow));
+        ASSERT_TRUE(device->launchOwn("the test's position", [&](cudaStream_t stream) {
+          recorded_kernels::storePosition<<<1, 1, 0, stream>>>(position.data(), static_cast<int>(at));
+          return cudaGetLastError();
+        }).ok());
+        const auto fused = ok(attend_row::attendAppendingOneRow(h, qkv, keysA, valuesA, position.data(), s.maxT, s.C, s.NH));
+        ASSERT_TRUE(device->launchOwn("the test's append", [&](cudaStream_t stream) {
+          recorded_kernels::appendAtPosition<<<static_cast<unsigned>((s.C + 255) / 256), 256, 0, stream>>>(
+              keysB.data(), valuesB.data(), qkv.data(), position.data(), s.C);
+          return cudaGetLastError();
+        }).ok());
+        const auto folds = ok(detail::attendCached(h, qkv, keysB, valuesB, s.NH * s.maxT, s.maxT, s.C, s.NH, hs,
+                                                   recorded_detail::ScoreRowsUpToPosition{position.data(), s.maxT, hs},
+                                                   recorded_detail::UpToPosition{position.data()}));
+        EXPECT_SAME_BITS(osprey::testing::readAll(h, fused), osprey::testing::readAll(h, folds));
+        EXPECT_SAME_BITS(osprey::testing::readAll(h, keysA), osprey::testing::readAll(h, keysB));
+        EXPECT_SAME_BITS(osprey::testing::readAll(h, valuesA), osprey::testing::readAll(h, valuesB));
+      }
+    }
+  }
+}
+
+// The one-launch attention refuses a context or head it cannot hold, and caches of the wrong size.
+TEST(RecordedDecoding, OneRowAttentionRefusesWhatItCannotHold) {
+  auto h = makeRecorded();
+  const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
+  osprey::GpuBuffer<osprey::CudaDevice, int> position(device, ok(device->template allocate<int>(1)), 1);
+  EXPECT_FALSE(attend_row::fits(8192, 64));
+  EXPECT_FALSE(attend_row::fits(1024, 256));
+  const auto qkv = ok(h.fromList(std::vector<Scalar>(3 * 512, 0.5)));
+  const auto room = ok(h.fromList(std::vector<Scalar>(16 * 512, 0.25)));
+  const auto wideHeads = attend_row::attendAppendingOneRow(h, qkv, room, room, position.data(), 16, 512, 2);
+  ASSERT_FALSE(wideHeads.ok());
+  EXPECT_NE(wideHeads.error().message.find("heads of 256 do not fit"), std::string::npos) << wideHeads.error().message;
+  const auto shortCache = attend_row::attendAppendingOneRow(h, qkv, room, room, position.data(), 17, 512, 8);
+  ASSERT_FALSE(shortCache.ok());
+  EXPECT_NE(shortCache.error().message.find("key cache"), std::string::npos) << shortCache.error().message;
+}
+
 // The lively model's 20 tokens vary and equal the full recomputation's and lists'.
 TEST(RecordedDecoding, LivelyGenerationVariesAndIsTheReferences) {
   auto h = makeRecorded();
