@@ -37,6 +37,7 @@
 
 #include "gpt2/cuda/attend_row.hpp"
 #include "gpt2/cuda/layernorm_rows.hpp"
+#include "gpt2/cuda/linear_row.hpp"
 #include "gpt2/cuda/norm_linear_row.hpp"
 #include "gpt2/cuda/recorded_kernels.hpp"
 #include "gpt2/model/generate.hpp"
@@ -79,6 +80,15 @@ class RecordedCuda : public osprey::GpuCuda {
       return norm_linear_row::normLinearOneRow(*this, x, lnWeight, lnBias, wT, bias, IC, OC, norm_linear_row::Gelu{});
     auto ln = OSPREY_TRY(gpt2::layernormForward(*this, x, lnWeight, lnBias, N, IC));
     return gpt2::linearGelu(*this, ln.out, wT, bias, N, IC, OC);
+  }
+  // A decoded row's linear layer and the residual after it in the product's kernel (gpt2/cuda/
+  // linear_row.hpp: the same operations in the same order); several rows take gpt2::linearResidual's
+  // product and build.
+  osprey::Result<Buffer> linearResidual(const Buffer& x, const Buffer& in, const Buffer& wT, const Buffer& bias,
+                                        osprey::Index N, osprey::Index IC, osprey::Index OC) {
+    if (N == 1) return linear_row::linearResidualOneRow(*this, x, in, wT, bias, IC, OC);
+    OSPREY_CHECK(checkLength(*this, x, OSPREY_TRY(checkedProduct("residual", {N, OC})), "residual", "a"));
+    return gpt2::linearThen(*this, in, wT, bias, N, IC, OC, ResidualOf{x.view()});
   }
   // The greedy continuation from a recorded step (or step by step: setRecordedDecoding(false), when
   // the device times or checks each launch, or for fewer than two tokens).

@@ -94,6 +94,15 @@ osprey::Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf
   }
 }
 
+// The residual connection's element after a linear layer: x[i] + y, y the biased product.
+template <class V>
+struct ResidualOf {
+  V x;
+  OSPREY_FN osprey::Scalar operator()(osprey::Index i, osprey::Scalar y) const { return x[i] + y; }
+};
+template <class V>
+ResidualOf(V) -> ResidualOf<V>;
+
 // x + linear(in): the residual connection after a linear layer. Unless the handler answers the
 // product or the residual itself, the bias, the transpose and the residual sum are one kernel:
 // x[i] + (prod + bias), the same two additions as residualForward(x, linear(...)).
@@ -105,9 +114,7 @@ osprey::Result<Buf<H>> linearResidual(H& h, const Buf<H>& x, const Buf<H>& in, c
     return residualForward(h, x, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
   } else {
     OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("residual", {N, OC})), "residual", "a"));
-    const auto xv = x.view();
-    return linearThen(h, in, wT, bias, N, IC, OC,
-                      [=] OSPREY_FN(osprey::Index i, osprey::Scalar y) -> osprey::Scalar { return xv[i] + y; });
+    return linearThen(h, in, wT, bias, N, IC, OC, ResidualOf{x.view()});
   }
 }
 

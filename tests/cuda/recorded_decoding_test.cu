@@ -93,6 +93,38 @@ TEST(RecordedDecoding, OneRowNormLinearRefusesAWrongShape) {
   EXPECT_NE(shortBias.error().message.find("bias"), std::string::npos) << shortBias.error().message;
 }
 
+// One decoded row's linear layer and residual in the product's kernel == the product and the build
+// of gpt2::linearResidual (linearThen with the residual's element), bit for bit: GPT-2's attention
+// and MLP projections (768 and 3072 deep, 1024 and 4096 for the wider sizes), ragged and tiny shapes.
+TEST(RecordedDecoding, OneRowLinearResidualIsTheLayers) {
+  auto h = makeRecorded();
+  std::mt19937_64 rng(5151);
+  struct Shape {
+    Index IC, OC;
+  };
+  for (const Shape s : {Shape{768, 768}, Shape{3072, 768}, Shape{1024, 1024}, Shape{4096, 1024}, Shape{13, 7},
+                        Shape{1, 1}, Shape{64, 5}, Shape{771, 9}, Shape{5, 1}}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      SCOPED_TRACE(::testing::Message() << s.IC << " -> " << s.OC << ", rows of kind " << kind);
+      const auto in = ok(h.fromList(kindsOfValues(rng, s.IC, kind)));
+      const auto x = ok(h.fromList(kindsOfValues(rng, s.OC, kind)));
+      const auto wT = ok(h.fromList(kindsOfValues(rng, s.OC * s.IC, 4)));
+      const auto bias = ok(h.fromList(kindsOfValues(rng, s.OC, 4)));
+      const auto fused = ok(h.linearResidual(x, in, wT, bias, 1, s.IC, s.OC));
+      const auto layers = ok(gpt2::linearThen(h, in, wT, bias, 1, s.IC, s.OC, ResidualOf{x.view()}));
+      EXPECT_SAME_BITS(osprey::testing::readAll(h, fused), osprey::testing::readAll(h, layers));
+    }
+  }
+  const auto x = ok(h.fromList(std::vector<Scalar>(10, 0.5))), in = ok(h.fromList(std::vector<Scalar>(768, 0.5)));
+  const auto wT = ok(h.fromList(std::vector<Scalar>(768 * 10, 0.25))), bias = ok(h.fromList(std::vector<Scalar>(10, 0.0)));
+  const auto shortResidual = h.linearResidual(x, in, wT, bias, 1, 768, 11);
+  ASSERT_FALSE(shortResidual.ok());
+  EXPECT_NE(shortResidual.error().message.find("weight"), std::string::npos) << shortResidual.error().message;
+  const auto wideX = h.linearResidual(in, in, wT, bias, 1, 768, 10);
+  ASSERT_FALSE(wideX.ok());
+  EXPECT_NE(wideX.error().message.find("residual"), std::string::npos) << wideX.error().message;
+}
+
 // One decoded position's attention in one launch (gpt2/cuda/attend_row.hpp) == the reference's
 // append and four row folds with the position on the device (recorded_cuda.hpp's path for contexts
 // the kernel does not take), bit for bit: the output and both caches, for GPT-2's head shapes and
