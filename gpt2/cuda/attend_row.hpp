@@ -28,11 +28,9 @@
 
 #include <fmt/format.h>
 
-#include "gpt2/cuda/chains.hpp"
 #include "gpt2/layers/attention.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
-#include "osprey/gpu/cuda/kernels/programmatic_launch.hpp"
 #include "osprey/math.hpp"
 
 namespace gpt2::attend_row {
@@ -41,6 +39,7 @@ namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 constexpr int kThreads = 256;
 constexpr int kMostHeadSize = 128;          // lanes of the output chains (GPT-2's heads are 64)
 constexpr long long kMostPositions = 4096;  // the score row in shared memory: 32 KiB, no opt-in
+constexpr int kAhead = 8;                   // terms a chain reads together
 constexpr int kValuesAhead = 16;            // positions of V a lane holds in registers, per group
 
 __host__ __device__ inline long long sharedBytes(long long maxT) {
@@ -65,8 +64,6 @@ __global__ void __launch_bounds__(kThreads)
   double* q = held;
   double* row = held + kMostHeadSize;
   const int t = static_cast<int>(threadIdx.x);
-  osprey::cuda_detail::startDependents();
-  osprey::cuda_detail::awaitEarlierKernels();  // qkv is the kernel before's
   const int at = *position;
   if (at < 0 || at >= maxT) return;  // never replayed (recorded_cuda.hpp queues no step past the context)
   const int P = at + 1;
@@ -84,14 +81,51 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();  // the new key and value and q are written (the block's writes are visible to it)
 
   // The scores: the reference's dot fold over the head's channels, then its finish (the scale).
-  for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = scale(chains::dot(q, keys + static_cast<long long>(t2) * C + head, hs));
+  for (int t2 = t; t2 < P; t2 += kThreads) {
+    const double* k = keys + static_cast<long long>(t2) * C + head;
+    double acc = 0.0;
+    int d = 0;
+    for (; d + kAhead <= hs; d += kAhead) {
+      double kv[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) kv[u] = k[d + u];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) acc = osprey::math::fma(q[d + u], kv[u], acc);
+    }
+    for (; d < hs; ++d) acc = osprey::math::fma(q[d], k[d], acc);
+    row[t2] = scale(acc);
+  }
   __syncthreads();
-  if (t == 0) stats[0] = chains::fold(row, 1, P, row[0], Larger{});  // the maximum, from the first score
+  if (t == 0) {  // the maximum, from the first score
+    double m = row[0];
+    int t2 = 1;
+    for (; t2 + kAhead <= P; t2 += kAhead) {
+      double v[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) v[u] = row[t2 + u];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) m = Larger{}(m, v[u]);
+    }
+    for (; t2 < P; ++t2) m = Larger{}(m, row[t2]);
+    stats[0] = m;
+  }
   __syncthreads();
   const double m = stats[0];
   for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = osprey::math::exp(row[t2] - m);
   __syncthreads();
-  if (t == 0) stats[1] = chains::fold(row, 0, P, 0.0, Plus{});  // the sum of exp(pre - max), from 0.0
+  if (t == 0) {  // the sum of exp(pre - max), from 0.0
+    double s = 0.0;
+    int t2 = 0;
+    for (; t2 + kAhead <= P; t2 += kAhead) {
+      double v[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) v[u] = row[t2 + u];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) s = Plus{}(s, v[u]);
+    }
+    for (; t2 < P; ++t2) s = Plus{}(s, row[t2]);
+    stats[1] = s;
+  }
   __syncthreads();
   const double s = stats[1];
   for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = row[t2] / s;
@@ -128,11 +162,10 @@ __global__ void __launch_bounds__(kThreads)
 // The new position's attention for the recorded step on handler H (a GpuCuda): row *position of
 // keyRoom and valueRoom (maxT, C) written from qkvRow (3C), then out (C) over positions 0 ..
 // *position, in one launch. The caller has checked fits(maxT, C / NH); the lengths are checked here.
-// With `overlap` the launch may begin while the kernel before it ends (it waits for it first).
 template <class H>
 osprey::Result<Buf<H>> attendAppendingOneRow(H& h, const Buf<H>& qkvRow, const Buf<H>& keyRoom, const Buf<H>& valueRoom,
                                              const int* position, osprey::Index maxT, osprey::Index C,
-                                             osprey::Index NH, bool overlap = false) {
+                                             osprey::Index NH) {
   const char* L = "attention, one row";
   const osprey::Index hs = OSPREY_TRY(detail::headSize(L, C, NH));
   if (!fits(maxT, hs))
@@ -146,11 +179,10 @@ osprey::Result<Buf<H>> attendAppendingOneRow(H& h, const Buf<H>& qkvRow, const B
   Buf<H> out = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, C));
   const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
   OSPREY_CHECK(device->launchOwn(L, [&](cudaStream_t stream) {
-    return osprey::cuda_detail::launchOverlapped(overlap, static_cast<unsigned>(NH), kThreads,
-                                                 static_cast<std::size_t>(sharedBytes(maxT)), stream,
-                                                 attendRow<osprey::math::DivideBy>, out.data(), keyRoom.data(),
-                                                 valueRoom.data(), qkvRow.data(), position, static_cast<int>(maxT),
-                                                 static_cast<int>(C), static_cast<int>(hs), bySqrtHs);
+    attendRow<<<static_cast<unsigned>(NH), kThreads, static_cast<std::size_t>(sharedBytes(maxT)), stream>>>(
+        out.data(), keyRoom.data(), valueRoom.data(), qkvRow.data(), position, static_cast<int>(maxT),
+        static_cast<int>(C), static_cast<int>(hs), bySqrtHs);
+    return cudaGetLastError();
   }));
   return out;
 }

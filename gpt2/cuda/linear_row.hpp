@@ -36,11 +36,9 @@ struct StoreResidual {
 
 // x + linear(in, wT, bias) for one row in (IC) of handler H (a GpuCuda), in one launch; the lengths
 // are checked here as the layers check them.
-// With `overlap` (a recording) the launch may begin while the kernel before it ends (it waits).
 template <class H>
 osprey::Result<Buf<H>> linearResidualOneRow(H& h, const Buf<H>& x, const Buf<H>& in, const Buf<H>& wT,
-                                            const Buf<H>& bias, osprey::Index IC, osprey::Index OC,
-                                            bool overlap = false) {
+                                            const Buf<H>& bias, osprey::Index IC, osprey::Index OC) {
   const char* L = "linear";
   OSPREY_CHECK(checkLength(h, in, IC, L, "input"));
   OSPREY_CHECK(checkLength(h, wT, OSPREY_TRY(checkedProduct(L, {OC, IC})), L, "weight"));
@@ -51,7 +49,7 @@ osprey::Result<Buf<H>> linearResidualOneRow(H& h, const Buf<H>& x, const Buf<H>&
   if (OC == 0) return out;
   OSPREY_CHECK(device->launchOwn("linear and residual, one row", [&](cudaStream_t stream) {
     return osprey::cuda_detail::launchNarrow<1, osprey::cuda_detail::NarrowLayout::Plain>(
-        StoreResidual{out.data(), x.data(), bias.data()}, wT.data(), in.data(), OC, IC, stream, overlap);
+        StoreResidual{out.data(), x.data(), bias.data()}, wT.data(), in.data(), OC, IC, stream);
   }));
   return out;
 }

@@ -22,13 +22,11 @@
 
 #include <memory>
 
-#include "gpt2/cuda/chains.hpp"
 #include "gpt2/layers/gelu.hpp"
 #include "gpt2/layers/layernorm.hpp"
 #include "gpt2/layers/linear.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
-#include "osprey/gpu/cuda/kernels/programmatic_launch.hpp"
 #include "osprey/math.hpp"
 
 namespace gpt2::norm_linear_row {
@@ -38,6 +36,7 @@ constexpr int kThreads = 128;  // warp 0 normalises and then folds; warps 1-3 co
 constexpr int kCopiers = kThreads - 32;
 constexpr int kRows = 4;       // rows of wT a block: a 3072-row weight is 768 blocks, one wave
 constexpr int kBatch = 8;      // loads a thread issues before it stores them
+constexpr int kAhead = 8;      // a chain's operands read from shared memory together
 // Shared memory without opting in to more: ln and kRows rows, each padded to an even length.
 constexpr long long kSharedBytes = 46 * 1024;
 
@@ -67,8 +66,7 @@ __global__ void __launch_bounds__(kThreads)
   const int t = static_cast<int>(threadIdx.x), lane = t % 32;
   const long long row0 = static_cast<long long>(blockIdx.x) * kRows;
   const int count = static_cast<int>(OC - row0 < kRows ? OC - row0 : kRows);
-  osprey::cuda_detail::startDependents();
-  if (t >= 32) {  // the weights: never written while a recording replays, so read before the wait
+  if (t >= 32) {
     const int total = count * C;
     const double* from = wT + row0 * C;
     for (int e0 = t - 32; e0 < total; e0 += kBatch * kCopiers) {
@@ -83,16 +81,36 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   } else {
-    osprey::cuda_detail::awaitEarlierKernels();  // x is the kernel before's
     for (int c = lane; c < C; c += 32) ln[c] = x[c];
     __syncwarp();
     if (lane == 0) {
       const auto Cs = static_cast<double>(C);
-      const double m = chains::fold(ln, 0, C, 0.0, Plus{}) / Cs;
-      const double acc = chains::fold(ln, 0, C, 0.0, [m](double a, double v) {
-        const double d = v - m;
-        return __fma_rn(d, d, a);
-      });
+      double sum = 0.0;
+      int c = 0;
+      for (; c + kAhead <= C; c += kAhead) {
+        double v[kAhead];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) v[u] = ln[c + u];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) sum = sum + v[u];
+      }
+      for (; c < C; ++c) sum = sum + ln[c];
+      const double m = sum / Cs;
+      double acc = 0.0;
+      for (c = 0; c + kAhead <= C; c += kAhead) {
+        double v[kAhead];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) v[u] = ln[c + u];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) {
+          const double d = v[u] - m;
+          acc = __fma_rn(d, d, acc);
+        }
+      }
+      for (; c < C; ++c) {
+        const double d = ln[c] - m;
+        acc = __fma_rn(d, d, acc);
+      }
       stats[0] = m;
       stats[1] = 1.0 / osprey::math::sqrt(acc / Cs + kLayerNormEps);
     }
@@ -105,7 +123,20 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   if (t < count) {
-    const double acc = chains::dot(rows + t * ld, ln, C);
+    const double* a = rows + t * ld;
+    double acc = 0.0;
+    int k = 0;
+    for (; k + kAhead <= C; k += kAhead) {
+      double av[kAhead], bv[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        av[u] = a[k + u];
+        bv[u] = ln[k + u];
+      }
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) acc = __fma_rn(av[u], bv[u], acc);
+    }
+    for (; k < C; ++k) acc = __fma_rn(a[k], ln[k], acc);
     out[row0 + t] = then(acc + bias[row0 + t]);
   }
 }
@@ -114,12 +145,10 @@ __global__ void __launch_bounds__(kThreads)
 
 // then(linear(layernorm(x), wT, bias)) for one row x (C) of handler H (a GpuCuda), in one launch:
 // the caller has checked that the row fits (fits(C)); the lengths are checked here as the layers do.
-// With `overlap` (a recording: its weights are never written while it replays) the kernel may start
-// while the one before it ends (osprey/gpu/cuda/kernels/programmatic_launch.hpp), copying its weights.
 template <class H, class Then>
 osprey::Result<Buf<H>> normLinearOneRow(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
                                         const Buf<H>& wT, const Buf<H>& bias, osprey::Index C, osprey::Index OC,
-                                        Then then, bool overlap) {
+                                        Then then) {
   OSPREY_CHECK(detail::checkLayernormForward(h, x, lnWeight, lnBias, 1, C));
   const char* L = "linear";
   OSPREY_CHECK(checkLength(h, wT, OSPREY_TRY(checkedProduct(L, {OC, C})), L, "weight"));
@@ -129,10 +158,9 @@ osprey::Result<Buf<H>> normLinearOneRow(H& h, const Buf<H>& x, const Buf<H>& lnW
   if (OC == 0) return out;
   const osprey::Index blocks = (OC + kRows - 1) / kRows;
   OSPREY_CHECK(device->launchOwn("layernorm and linear, one row", [&](cudaStream_t stream) {
-    return osprey::cuda_detail::launchOverlapped(overlap, static_cast<unsigned>(blocks), kThreads,
-                                                 static_cast<std::size_t>(sharedBytes(C)), stream, normLinearRow<Then>,
-                                                 out.data(), x.data(), lnWeight.data(), lnBias.data(), wT.data(),
-                                                 bias.data(), static_cast<int>(C), OC, then);
+    normLinearRow<<<static_cast<unsigned>(blocks), kThreads, static_cast<std::size_t>(sharedBytes(C)), stream>>>(
+        out.data(), x.data(), lnWeight.data(), lnBias.data(), wT.data(), bias.data(), static_cast<int>(C), OC, then);
+    return cudaGetLastError();
   }));
   return out;
 }

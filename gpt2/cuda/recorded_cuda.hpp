@@ -69,8 +69,7 @@ class RecordedCuda : public osprey::GpuCuda {
   osprey::Result<Buffer> normLinear(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias, const Buffer& wT,
                                     const Buffer& bias, osprey::Index N, osprey::Index IC, osprey::Index OC) {
     if (N == 1 && norm_linear_row::fits(IC))
-      return norm_linear_row::normLinearOneRow(*this, x, lnWeight, lnBias, wT, bias, IC, OC, norm_linear_row::AsBiased{},
-                                               overlaps());
+      return norm_linear_row::normLinearOneRow(*this, x, lnWeight, lnBias, wT, bias, IC, OC, norm_linear_row::AsBiased{});
     auto ln = OSPREY_TRY(gpt2::layernormForward(*this, x, lnWeight, lnBias, N, IC));
     return gpt2::linear(*this, ln.out, wT, bias, N, IC, OC);
   }
@@ -78,8 +77,7 @@ class RecordedCuda : public osprey::GpuCuda {
                                         const Buffer& wT, const Buffer& bias, osprey::Index N, osprey::Index IC,
                                         osprey::Index OC) {
     if (N == 1 && norm_linear_row::fits(IC))
-      return norm_linear_row::normLinearOneRow(*this, x, lnWeight, lnBias, wT, bias, IC, OC, norm_linear_row::Gelu{},
-                                               overlaps());
+      return norm_linear_row::normLinearOneRow(*this, x, lnWeight, lnBias, wT, bias, IC, OC, norm_linear_row::Gelu{});
     auto ln = OSPREY_TRY(gpt2::layernormForward(*this, x, lnWeight, lnBias, N, IC));
     return gpt2::linearGelu(*this, ln.out, wT, bias, N, IC, OC);
   }
@@ -88,7 +86,7 @@ class RecordedCuda : public osprey::GpuCuda {
   // product and build.
   osprey::Result<Buffer> linearResidual(const Buffer& x, const Buffer& in, const Buffer& wT, const Buffer& bias,
                                         osprey::Index N, osprey::Index IC, osprey::Index OC) {
-    if (N == 1) return linear_row::linearResidualOneRow(*this, x, in, wT, bias, IC, OC, overlaps());
+    if (N == 1) return linear_row::linearResidualOneRow(*this, x, in, wT, bias, IC, OC);
     OSPREY_CHECK(checkLength(*this, x, OSPREY_TRY(checkedProduct("residual", {N, OC})), "residual", "a"));
     return gpt2::linearThen(*this, in, wT, bias, N, IC, OC, ResidualOf{x.view()});
   }
@@ -100,11 +98,6 @@ class RecordedCuda : public osprey::GpuCuda {
   void setRecordedDecoding(bool on) { m_recordedDecoding = on; }
 
  private:
-  // While a step is recorded, its own kernels (the one-row kernels above) may begin while the kernel
-  // before them ends (programmatic dependent launch): each waits for it before reading what it
-  // wrote, and reads before that only weights, which nothing writes while the recording replays.
-  bool overlaps() const { return m_recording != nullptr; }
-
   class Recording;
   Recording* m_recording = nullptr;  // while a step is being recorded
   bool m_recordedDecoding = true;
@@ -248,8 +241,7 @@ inline osprey::Result<AttendAppendingOut<RecordedCuda>> RecordedCuda::attendAppe
   const Buffer& keyRoom = r.keys[*block];
   const Buffer& valueRoom = r.values[*block];
   if (attend_row::fits(r.maxT, hs)) {  // the append and the four folds in one launch
-    auto out = OSPREY_TRY(
-        attend_row::attendAppendingOneRow(*this, qkvRow, keyRoom, valueRoom, r.position(), r.maxT, C, NH, overlaps()));
+    auto out = OSPREY_TRY(attend_row::attendAppendingOneRow(*this, qkvRow, keyRoom, valueRoom, r.position(), r.maxT, C, NH));
     return AttendAppendingOut<RecordedCuda>{std::move(out), keyRoom.prefix((Tc + 1) * C), valueRoom.prefix((Tc + 1) * C)};
   }
   recorded_kernels::appendAtPosition<<<static_cast<unsigned>((C + 255) / 256), 256, 0, r.stream()>>>(

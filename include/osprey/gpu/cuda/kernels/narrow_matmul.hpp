@@ -14,7 +14,6 @@
 
 #include "osprey/config.hpp"
 #include "osprey/gpu/cuda/kernels/async_copy.hpp"
-#include "osprey/gpu/cuda/kernels/programmatic_launch.hpp"
 
 namespace osprey::cuda_detail {
 namespace {  // internal linkage: osprey/gpu/cuda/launch_faults.hpp says why
@@ -76,10 +75,6 @@ __global__ void __launch_bounds__(kNarrowThreads)
   extern __shared__ __align__(16) double narrowShared[];
   double* tileA = narrowShared;                        // [stage][r][k]: a[row0 + r][k0 + k]
   double* tileB = narrowShared + Stages * N::kStageA;  // [stage][k][j]: b[k0 + k][j]
-  // Launched to overlap the kernel before it (launchNarrow's `overlap`), it waits for it before
-  // reading either operand; launched the ordinary way, both are no-ops.
-  startDependents();
-  awaitEarlierKernels();
   const int tid = static_cast<int>(threadIdx.x);
   const bool computes = tid < 32;
   const int ctid = tid - 32;  // copier index, for warps 1-3
@@ -205,31 +200,29 @@ struct StoreProduct {
 
 template <int Cols, int Rows, NarrowLayout Layout, int Stages = kNarrowStages, class Store>
 cudaError_t launchNarrowRows(Store store, const double* a, const double* b, Index rows, Index inner,
-                             cudaStream_t stream, bool overlap) {
+                             cudaStream_t stream) {
   using N = Narrow<Cols, Rows, Stages>;
   static SharedMemoryOptIn once;
   if (const cudaError_t status = once.ensure(narrowMatMulKernel<Cols, Rows, Stages, Layout, Store>, N::kSharedBytes);
       status != cudaSuccess)
     return status;
-  return launchOverlapped(overlap, static_cast<unsigned>((rows + Rows - 1) / Rows), kNarrowThreads, N::kSharedBytes,
-                          stream, narrowMatMulKernel<Cols, Rows, Stages, Layout, Store>, store, a, b, rows, inner);
+  narrowMatMulKernel<Cols, Rows, Stages, Layout, Store>
+      <<<static_cast<unsigned>((rows + Rows - 1) / Rows), kNarrowThreads, N::kSharedBytes, stream>>>(store, a, b, rows,
+                                                                                                      inner);
+  return cudaGetLastError();
 }
 
 // The product's chains, output (row, j) given to store(row, j, acc) (StoreProduct, or a derived
-// operation's epilogue on a product's outputs: gpt2/cuda/linear_row.hpp). With `overlap` the launch
-// may begin while the kernel before it ends (osprey/gpu/cuda/kernels/programmatic_launch.hpp).
+// operation's epilogue on a product's outputs: gpt2/cuda/linear_row.hpp).
 template <int Cols, NarrowLayout Layout, class Store>
-cudaError_t launchNarrow(Store store, const double* a, const double* b, Index rows, Index inner, cudaStream_t stream,
-                         bool overlap = false) {
-  if (rows >= kNarrowTallRows) return launchNarrowRows<Cols, 16, Layout>(store, a, b, rows, inner, stream, overlap);
+cudaError_t launchNarrow(Store store, const double* a, const double* b, Index rows, Index inner, cudaStream_t stream) {
+  if (rows >= kNarrowTallRows) return launchNarrowRows<Cols, 16, Layout>(store, a, b, rows, inner, stream);
   // Mirrored, a block's copies read 8 columns (64 bytes) a k rather than 4 (32).
-  if constexpr (Layout == NarrowLayout::Mirror)
-    return launchNarrowRows<Cols, 8, Layout>(store, a, b, rows, inner, stream, overlap);
+  if constexpr (Layout == NarrowLayout::Mirror) return launchNarrowRows<Cols, 8, Layout>(store, a, b, rows, inner, stream);
   // Three stages hold a 768-deep product whole (3 x 256): 31 KB of shared memory a block instead
   // of 41, so a 3072-row weight's 768 blocks are resident at once (7 a multiprocessor, not 5).
-  if (inner <= 3 * Narrow<Cols, 4, 3>::kDepth)
-    return launchNarrowRows<Cols, 4, Layout, 3>(store, a, b, rows, inner, stream, overlap);
-  return launchNarrowRows<Cols, 4, Layout>(store, a, b, rows, inner, stream, overlap);
+  if (inner <= 3 * Narrow<Cols, 4, 3>::kDepth) return launchNarrowRows<Cols, 4, Layout, 3>(store, a, b, rows, inner, stream);
+  return launchNarrowRows<Cols, 4, Layout>(store, a, b, rows, inner, stream);
 }
 
 }  // namespace
