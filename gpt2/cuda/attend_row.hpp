@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "gpt2/cuda/chains.hpp"
 #include "gpt2/layers/attention.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
@@ -39,7 +40,6 @@ namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 constexpr int kThreads = 256;
 constexpr int kMostHeadSize = 128;          // lanes of the output chains (GPT-2's heads are 64)
 constexpr long long kMostPositions = 4096;  // the score row in shared memory: 32 KiB, no opt-in
-constexpr int kAhead = 8;                   // terms a chain reads together
 constexpr int kValuesAhead = 16;            // positions of V a lane holds in registers, per group
 
 __host__ __device__ inline long long sharedBytes(long long maxT) {
@@ -81,51 +81,14 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();  // the new key and value and q are written (the block's writes are visible to it)
 
   // The scores: the reference's dot fold over the head's channels, then its finish (the scale).
-  for (int t2 = t; t2 < P; t2 += kThreads) {
-    const double* k = keys + static_cast<long long>(t2) * C + head;
-    double acc = 0.0;
-    int d = 0;
-    for (; d + kAhead <= hs; d += kAhead) {
-      double kv[kAhead];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) kv[u] = k[d + u];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) acc = osprey::math::fma(q[d + u], kv[u], acc);
-    }
-    for (; d < hs; ++d) acc = osprey::math::fma(q[d], k[d], acc);
-    row[t2] = scale(acc);
-  }
+  for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = scale(chains::dot(q, keys + static_cast<long long>(t2) * C + head, hs));
   __syncthreads();
-  if (t == 0) {  // the maximum, from the first score
-    double m = row[0];
-    int t2 = 1;
-    for (; t2 + kAhead <= P; t2 += kAhead) {
-      double v[kAhead];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) v[u] = row[t2 + u];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) m = Larger{}(m, v[u]);
-    }
-    for (; t2 < P; ++t2) m = Larger{}(m, row[t2]);
-    stats[0] = m;
-  }
+  if (t == 0) stats[0] = chains::fold(row, 1, P, row[0], Larger{});  // the maximum, from the first score
   __syncthreads();
   const double m = stats[0];
   for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = osprey::math::exp(row[t2] - m);
   __syncthreads();
-  if (t == 0) {  // the sum of exp(pre - max), from 0.0
-    double s = 0.0;
-    int t2 = 0;
-    for (; t2 + kAhead <= P; t2 += kAhead) {
-      double v[kAhead];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) v[u] = row[t2 + u];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) s = Plus{}(s, v[u]);
-    }
-    for (; t2 < P; ++t2) s = Plus{}(s, row[t2]);
-    stats[1] = s;
-  }
+  if (t == 0) stats[1] = chains::fold(row, 0, P, 0.0, Plus{});  // the sum of exp(pre - max), from 0.0
   __syncthreads();
   const double s = stats[1];
   for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = row[t2] / s;

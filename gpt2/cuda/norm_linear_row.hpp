@@ -22,6 +22,7 @@
 
 #include <memory>
 
+#include "gpt2/cuda/chains.hpp"
 #include "gpt2/layers/gelu.hpp"
 #include "gpt2/layers/layernorm.hpp"
 #include "gpt2/layers/linear.hpp"
@@ -36,7 +37,6 @@ constexpr int kThreads = 128;  // warp 0 normalises and then folds; warps 1-3 co
 constexpr int kCopiers = kThreads - 32;
 constexpr int kRows = 4;       // rows of wT a block: a 3072-row weight is 768 blocks, one wave
 constexpr int kBatch = 8;      // loads a thread issues before it stores them
-constexpr int kAhead = 8;      // a chain's operands read from shared memory together
 // Shared memory without opting in to more: ln and kRows rows, each padded to an even length.
 constexpr long long kSharedBytes = 46 * 1024;
 
@@ -85,32 +85,11 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
     if (lane == 0) {
       const auto Cs = static_cast<double>(C);
-      double sum = 0.0;
-      int c = 0;
-      for (; c + kAhead <= C; c += kAhead) {
-        double v[kAhead];
-#pragma unroll
-        for (int u = 0; u < kAhead; ++u) v[u] = ln[c + u];
-#pragma unroll
-        for (int u = 0; u < kAhead; ++u) sum = sum + v[u];
-      }
-      for (; c < C; ++c) sum = sum + ln[c];
-      const double m = sum / Cs;
-      double acc = 0.0;
-      for (c = 0; c + kAhead <= C; c += kAhead) {
-        double v[kAhead];
-#pragma unroll
-        for (int u = 0; u < kAhead; ++u) v[u] = ln[c + u];
-#pragma unroll
-        for (int u = 0; u < kAhead; ++u) {
-          const double d = v[u] - m;
-          acc = __fma_rn(d, d, acc);
-        }
-      }
-      for (; c < C; ++c) {
-        const double d = ln[c] - m;
-        acc = __fma_rn(d, d, acc);
-      }
+      const double m = chains::fold(ln, 0, C, 0.0, Plus{}) / Cs;
+      const double acc = chains::fold(ln, 0, C, 0.0, [m](double a, double v) {
+        const double d = v - m;
+        return __fma_rn(d, d, a);
+      });
       stats[0] = m;
       stats[1] = 1.0 / osprey::math::sqrt(acc / Cs + kLayerNormEps);
     }
@@ -123,20 +102,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   if (t < count) {
-    const double* a = rows + t * ld;
-    double acc = 0.0;
-    int k = 0;
-    for (; k + kAhead <= C; k += kAhead) {
-      double av[kAhead], bv[kAhead];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) {
-        av[u] = a[k + u];
-        bv[u] = ln[k + u];
-      }
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) acc = __fma_rn(av[u], bv[u], acc);
-    }
-    for (; k < C; ++k) acc = __fma_rn(a[k], ln[k], acc);
+    const double acc = chains::dot(rows + t * ld, ln, C);
     out[row0 + t] = then(acc + bias[row0 + t]);
   }
 }
