@@ -65,30 +65,26 @@ class RecordedCuda : public osprey::GpuCuda {
   }
   // A decoded row's LayerNorm and the linear layer after it (and its GELU) in one launch
   // (gpt2/cuda/norm_linear_row.hpp: the same operations in the same order); several rows, and rows
-  // too wide for its shared memory, take the layers one by one as gpt2::normLinear does.
+  // too wide for its shared memory, take the reference's layers one by one.
   osprey::Result<Buffer> normLinear(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias, const Buffer& wT,
                                     const Buffer& bias, osprey::Index N, osprey::Index IC, osprey::Index OC) {
     if (N == 1 && norm_linear_row::fits(IC))
       return norm_linear_row::normLinearOneRow(*this, x, lnWeight, lnBias, wT, bias, IC, OC, norm_linear_row::AsBiased{});
-    auto ln = OSPREY_TRY(gpt2::layernormForward(*this, x, lnWeight, lnBias, N, IC));
-    return gpt2::linear(*this, ln.out, wT, bias, N, IC, OC);
+    return reference::normLinear(*this, x, lnWeight, lnBias, wT, bias, N, IC, OC);
   }
   osprey::Result<Buffer> normLinearGelu(const Buffer& x, const Buffer& lnWeight, const Buffer& lnBias,
                                         const Buffer& wT, const Buffer& bias, osprey::Index N, osprey::Index IC,
                                         osprey::Index OC) {
     if (N == 1 && norm_linear_row::fits(IC))
       return norm_linear_row::normLinearOneRow(*this, x, lnWeight, lnBias, wT, bias, IC, OC, norm_linear_row::Gelu{});
-    auto ln = OSPREY_TRY(gpt2::layernormForward(*this, x, lnWeight, lnBias, N, IC));
-    return gpt2::linearGelu(*this, ln.out, wT, bias, N, IC, OC);
+    return reference::normLinearGelu(*this, x, lnWeight, lnBias, wT, bias, N, IC, OC);
   }
   // A decoded row's linear layer and the residual after it in the product's kernel (gpt2/cuda/
-  // linear_row.hpp: the same operations in the same order); several rows take gpt2::linearResidual's
-  // product and build.
+  // linear_row.hpp: the same operations in the same order); several rows take the reference's.
   osprey::Result<Buffer> linearResidual(const Buffer& x, const Buffer& in, const Buffer& wT, const Buffer& bias,
                                         osprey::Index N, osprey::Index IC, osprey::Index OC) {
     if (N == 1) return linear_row::linearResidualOneRow(*this, x, in, wT, bias, IC, OC);
-    OSPREY_CHECK(checkLength(*this, x, OSPREY_TRY(checkedProduct("residual", {N, OC})), "residual", "a"));
-    return gpt2::linearThen(*this, in, wT, bias, N, IC, OC, ResidualOf{x.view()});
+    return reference::linearResidual(*this, x, in, wT, bias, N, IC, OC);
   }
   // The greedy continuation from a recorded step (or step by step: setRecordedDecoding(false), when
   // the device times or checks each launch, or for fewer than two tokens).

@@ -15,6 +15,7 @@
 #include "gpt2/layers/gelu.hpp"
 #include "gpt2/layers/layernorm.hpp"
 #include "gpt2/layers/matmul.hpp"
+#include "gpt2/layers/residual.hpp"
 
 namespace gpt2 {
 
@@ -105,17 +106,26 @@ ResidualOf(V) -> ResidualOf<V>;
 
 // x + linear(in): the residual connection after a linear layer. Unless the handler answers the
 // product or the residual itself, the bias, the transpose and the residual sum are one kernel:
-// x[i] + (prod + bias), the same two additions as residualForward(x, linear(...)).
+// x[i] + (prod + bias), the same two additions as residualForward(x, linear(...)). reference::
+// is the definition (its calls are the dispatching gpt2:: layers, not reference::'s namesakes); a
+// handler answering one shape itself (one decoded row) falls back to it for the others.
+namespace reference {
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> linearResidual(H& h, const Buf<H>& x, const Buf<H>& in, const Buf<H>& wT,
+                                      const Buf<H>& bias, osprey::Index N, osprey::Index IC, osprey::Index OC) {
+  if constexpr (AnswersLinear<H> || requires { h.residualForward(x, x); }) {
+    return gpt2::residualForward(h, x, OSPREY_TRY(gpt2::linear(h, in, wT, bias, N, IC, OC)));
+  } else {
+    OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("residual", {N, OC})), "residual", "a"));
+    return gpt2::linearThen(h, in, wT, bias, N, IC, OC, ResidualOf{x.view()});
+  }
+}
+}  // namespace reference
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> linearResidual(H& h, const Buf<H>& x, const Buf<H>& in, const Buf<H>& wT,
                                       const Buf<H>& bias, osprey::Index N, osprey::Index IC, osprey::Index OC) {
   OSPREY_GPT2_DERIVED(linearResidual, x, in, wT, bias, N, IC, OC)
-  if constexpr (AnswersLinear<H> || requires { h.residualForward(x, x); }) {
-    return residualForward(h, x, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
-  } else {
-    OSPREY_CHECK(checkLength(h, x, OSPREY_TRY(checkedProduct("residual", {N, OC})), "residual", "a"));
-    return linearThen(h, in, wT, bias, N, IC, OC, ResidualOf{x.view()});
-  }
+  return reference::linearResidual(h, x, in, wT, bias, N, IC, OC);
 }
 
 // gelu(linear(in)), with the GELU in the linear layer's output kernel unless the handler answers
@@ -136,22 +146,36 @@ osprey::Result<Buf<H>> linearGelu(H& h, const Buf<H>& in, const Buf<H>& wT, cons
 // does not keep. x (N, IC) -> (N, OC). normLinearGelu is the same in front of the MLP. Derived
 // operations: a handler may answer each whole (the fast handler's one-row decoding normalises the
 // row inside the product's own kernel).
+namespace reference {
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> normLinear(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
+                                  const Buf<H>& wT, const Buf<H>& bias, osprey::Index N, osprey::Index IC,
+                                  osprey::Index OC) {
+  auto ln = OSPREY_TRY(gpt2::layernormForward(h, x, lnWeight, lnBias, N, IC));                // (N, IC)
+  return gpt2::linear(h, ln.out, wT, bias, N, IC, OC);
+}
+template <osprey::Tensor H>
+osprey::Result<Buf<H>> normLinearGelu(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
+                                      const Buf<H>& wT, const Buf<H>& bias, osprey::Index N, osprey::Index IC,
+                                      osprey::Index OC) {
+  auto ln = OSPREY_TRY(gpt2::layernormForward(h, x, lnWeight, lnBias, N, IC));                // (N, IC)
+  return gpt2::linearGelu(h, ln.out, wT, bias, N, IC, OC);
+}
+}  // namespace reference
+
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> normLinear(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
                                   const Buf<H>& wT, const Buf<H>& bias, osprey::Index N, osprey::Index IC,
                                   osprey::Index OC) {
   OSPREY_GPT2_DERIVED(normLinear, x, lnWeight, lnBias, wT, bias, N, IC, OC)
-  auto ln = OSPREY_TRY(layernormForward(h, x, lnWeight, lnBias, N, IC));                // (N, IC)
-  return linear(h, ln.out, wT, bias, N, IC, OC);
+  return reference::normLinear(h, x, lnWeight, lnBias, wT, bias, N, IC, OC);
 }
-
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> normLinearGelu(H& h, const Buf<H>& x, const Buf<H>& lnWeight, const Buf<H>& lnBias,
                                       const Buf<H>& wT, const Buf<H>& bias, osprey::Index N, osprey::Index IC,
                                       osprey::Index OC) {
   OSPREY_GPT2_DERIVED(normLinearGelu, x, lnWeight, lnBias, wT, bias, N, IC, OC)
-  auto ln = OSPREY_TRY(layernormForward(h, x, lnWeight, lnBias, N, IC));                // (N, IC)
-  return linearGelu(h, ln.out, wT, bias, N, IC, OC);
+  return reference::normLinearGelu(h, x, lnWeight, lnBias, wT, bias, N, IC, OC);
 }
 
 // out (C) = row `row` of x (rows, C).

@@ -44,13 +44,13 @@
 namespace osprey {
 namespace {
 
+// The asynchronous copies and the narrow kernel: osprey/gpu/cuda/kernels/.
 using cuda_detail::commitCopies;
 using cuda_detail::copyAsync;
-using cuda_detail::SharedMemoryOptIn;
-using cuda_detail::waitCopies;
 using cuda_detail::kNarrowCols;
 using cuda_detail::NarrowLayout;
-
+using cuda_detail::SharedMemoryOptIn;
+using cuda_detail::waitCopies;
 
 // Where product z of a batch starts, relative to product 0: out, a and b advance by these many
 // elements per product (all zero for a single product).
@@ -421,11 +421,10 @@ cudaError_t launchTensor(double* out, const double* a, const double* b, Index ba
 
 // out (rows x cols) through the narrow kernel: few columns as they are, few rows mirrored (the
 // kernel's rows are cols, its columns rows).
-template <cuda_detail::NarrowLayout Layout>
+template <NarrowLayout Layout>
 cudaError_t launchNarrowOf(double* out, const double* a, const double* b, Index rows, Index inner, Index cols,
                            cudaStream_t stream) {
   using cuda_detail::launchNarrow;
-  using cuda_detail::NarrowLayout;
   using cuda_detail::StoreProduct;
   constexpr bool kMirror = Layout == NarrowLayout::Mirror;
   const Index kernelRows = kMirror ? cols : rows, few = kMirror ? rows : cols;
