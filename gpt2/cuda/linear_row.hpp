@@ -2,10 +2,10 @@
 // the product's own kernel (gpt2/cuda/recorded_cuda.hpp answers linearResidual with it for one
 // row). Decoding otherwise runs two launches there, each a wait: the few-columns product and the
 // build that adds the bias and the residual (gpt2::linearResidual's linearThen). Here the device's
-// few-columns kernel (osprey/gpu/cuda/kernels/narrow_matmul.hpp, the very kernel of the product)
-// runs each output's chain as the product does and stores x[o] + (acc + bias[o]): the build's two
-// additions in its order, so the same doubles; tests/cuda/recorded_decoding_test.cu compares them
-// bit for bit.
+// one-row tensor-core kernel (osprey/gpu/cuda/kernels/row_dmma.hpp; its few-columns kernel,
+// narrow_matmul.hpp, for rows it does not take or a device without the FP64 mma shapes) runs each
+// output's chain as the product does and stores x[o] + (acc + bias[o]): the build's two additions
+// in its order, so the same doubles; tests/cuda/recorded_decoding_test.cu compares them bit for bit.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -20,6 +20,7 @@
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
 #include "osprey/gpu/cuda/kernels/narrow_matmul.hpp"
+#include "osprey/gpu/cuda/kernels/row_dmma.hpp"
 
 namespace gpt2::linear_row {
 namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
@@ -29,7 +30,16 @@ struct StoreResidual {
   double* out;
   const double* x;
   const double* bias;
-  __device__ void operator()(osprey::Index o, int, double acc) const { out[o] = x[o] + (acc + bias[o]); }
+  __device__ void operator()(osprey::Index o, double acc) const { out[o] = x[o] + (acc + bias[o]); }
+  __device__ void operator()(osprey::Index o, int, double acc) const { (*this)(o, acc); }
+};
+
+// The tensor-core kernel's prologue: the row as it is.
+struct CopyRow {
+  const double* in;
+  __device__ void operator()(double* row, int IC) const {
+    for (int c = static_cast<int>(threadIdx.x % 32); c < IC; c += 32) row[c] = in[c];
+  }
 };
 
 }  // namespace
@@ -47,9 +57,13 @@ osprey::Result<Buf<H>> linearResidualOneRow(H& h, const Buf<H>& x, const Buf<H>&
   const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
   Buf<H> out = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, OC));
   if (OC == 0) return out;
+  const StoreResidual store{out.data(), x.data(), bias.data()};
+  const bool tensorCores = osprey::cuda_detail::rowDmmaFits(IC) && osprey::cuda_detail::rowDmmaRuns();
   OSPREY_CHECK(device->launchOwn("linear and residual, one row", [&](cudaStream_t stream) {
-    return osprey::cuda_detail::launchNarrow<1, osprey::cuda_detail::NarrowLayout::Plain>(
-        StoreResidual{out.data(), x.data(), bias.data()}, wT.data(), in.data(), OC, IC, stream);
+    if (tensorCores)
+      return osprey::cuda_detail::launchRowDmma(CopyRow{in.data()}, store, wT.data(), OC, static_cast<int>(IC), stream);
+    return osprey::cuda_detail::launchNarrow<1, osprey::cuda_detail::NarrowLayout::Plain>(store, wT.data(), in.data(),
+                                                                                          OC, IC, stream);
   }));
   return out;
 }

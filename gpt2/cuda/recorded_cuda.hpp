@@ -57,10 +57,12 @@ class RecordedCuda : public osprey::GpuCuda {
   osprey::Result<AttendAppendingOut<RecordedCuda>> attendAppending(const Buffer& qkvRow, const Buffer& keys,
                                                                    const Buffer& values, osprey::Index Tc,
                                                                    osprey::Index C, osprey::Index NH);
-  // The reference LayerNorm's folds and build as one launch (gpt2/cuda/layernorm_rows.hpp: the
-  // same operations in the same order); rows too long for its shared memory take the reference.
+  // The reference LayerNorm's folds and build as one launch (gpt2/cuda/layernorm_rows.hpp, or for
+  // one row norm_linear_row.hpp's, its chains on the tensor cores: the same operations in the same
+  // order); rows too long for its shared memory take the reference.
   osprey::Result<LayerNormOut<RecordedCuda>> layernormForward(const Buffer& x, const Buffer& w, const Buffer& b,
                                                               osprey::Index N, osprey::Index C) {
+    if (N == 1 && norm_linear_row::fits(C)) return norm_linear_row::layernormOneRow(*this, x, w, b, C);
     return layernorm_rows::layernormOneLaunch(*this, x, w, b, N, C);
   }
   // A decoded row's LayerNorm and the linear layer after it (and its GELU) in one launch
@@ -267,8 +269,6 @@ osprey::Result<std::vector<int>> RecordedCuda::continueGreedy(const Weights& w, 
     return osprey::Error{fmt::format("gpt2 decode: the cache has {} blocks, the model {}", step.cache.layers.size(),
                                      w.blocks.size())};
   OSPREY_CHECK(checkLength(*this, step.logits, c.V, "gpt2 decode", "logits"));
-  if ((c.V + kMaxRun - 1) / kMaxRun > recorded_kernels::kMostRuns)
-    return reference::continueGreedy(*this, w, step, count, onToken);  // more runs than the choice's shared memory
 
   Recording r(device);
   OSPREY_CHECK(r.begin(c.maxT));

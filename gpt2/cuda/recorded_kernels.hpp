@@ -30,58 +30,53 @@ __global__ void appendAtPosition(double* keys, double* values, const double* qkv
 }
 
 constexpr int kChooseThreads = 1024;
-constexpr long long kMostRuns = 4096;  // runs of kMaxRun logits in shared memory (32 KiB): V up to 262,144
+
+// Two candidates for the first occurrence of the largest logit: the other one wins if it is larger,
+// or equal (-0.0 and +0.0 included) and earlier.
+struct Candidate {
+  double value;
+  long long index;
+};
+__device__ __forceinline__ Candidate earlierMaximum(Candidate mine, Candidate other) {
+  return other.value > mine.value || (other.value == mine.value && other.index < mine.index) ? other : mine;
+}
 
 // The greedy choice of gpt2::greedyToken, then the chosen token's embedding at the next position:
-//   * the largest logit as `largest` finds it: the fold of each run of kMaxRun logits (in parallel,
-//     each run in order), then one thread's fold of the run results in run order;
+//   * the largest logit as `largest` finds it, and the smallest index holding it (indexOf: the first
+//     i with logits[i] == best): the element-order fold of maxCombine returns the first occurrence
+//     of the maximum (generate.hpp says why), so each thread folds its elements (t, t + 1024, ...)
+//     in order into its own first maximum and its index, and the threads' candidates combine by
+//     earlierMaximum, which keeps the earliest of the largest: the same element, so the same double
+//     and the same index. NaN never wins (a comparison with it is false); with no element above
+//     -inf the value is -inf, not finite;
 //   * a largest logit that is not finite chooses no token (-1, and the value kept for the error);
-//   * otherwise the smallest index holding that value (indexOf: the first i with logits[i] == best);
 //   * the position moves on by one, the token is written to tokens[position] (pinned host memory)
 //     and its embedding wte[token] + wpe[position] (the reference encoder's one addition) to
 //     `embedding`, the next step's encoder output.
 __global__ void __launch_bounds__(kChooseThreads)
     chooseThenEmbed(const double* logits, long long V, int* position, int* tokens, double* bests, double* embedding,
                     const double* wte, const double* wpe, long long C, long long maxT) {
-  __shared__ double runs[kMostRuns];
-  __shared__ double best;
-  __shared__ long long firstOfWarp[kChooseThreads / 32];
+  __shared__ Candidate ofWarp[kChooseThreads / 32];
   __shared__ long long chosen;
   __shared__ int next;
   const int t = static_cast<int>(threadIdx.x);
-  const long long R = (V + kMaxRun - 1) / kMaxRun;
-  for (long long r = t; r < R; r += kChooseThreads) {
-    const long long from = r * kMaxRun, end = V - from < kMaxRun ? V : from + kMaxRun;
-    double m = -HUGE_VAL;
-    for (long long i = from; i < end; ++i) m = maxCombine(m, logits[i]);
-    runs[r] = m;
+  Candidate mine{-HUGE_VAL, LLONG_MAX};
+  for (long long i = t; i < V; i += kChooseThreads) {
+    const double v = logits[i];
+    if (v > mine.value) mine = Candidate{v, i};
   }
-  __syncthreads();
-  if (t == 0) {
-    double b = -HUGE_VAL;
-    for (long long r = 0; r < R; ++r) b = maxCombine(b, runs[r]);
-    best = b;
-  }
-  __syncthreads();
-  const double b = best;
-  const bool finite = isfinite(b);
-  long long mine = LLONG_MAX;
-  if (finite)
-    for (long long i = t; i < V; i += kChooseThreads)
-      if (logits[i] == b) {
-        mine = i;
-        break;
-      }
   for (int offset = 16; offset > 0; offset /= 2) {
-    const long long other = __shfl_xor_sync(0xffffffffu, mine, offset);
-    mine = other < mine ? other : mine;
+    const Candidate other{__shfl_xor_sync(0xffffffffu, mine.value, offset),
+                          __shfl_xor_sync(0xffffffffu, mine.index, offset)};
+    mine = earlierMaximum(mine, other);
   }
-  if (t % 32 == 0) firstOfWarp[t / 32] = mine;
+  if (t % 32 == 0) ofWarp[t / 32] = mine;
   __syncthreads();
   if (t == 0) {
-    long long first = LLONG_MAX;
-    for (int w = 0; w < kChooseThreads / 32; ++w) first = firstOfWarp[w] < first ? firstOfWarp[w] : first;
-    chosen = finite && first < V ? first : -1;
+    Candidate best = ofWarp[0];
+    for (int w = 1; w < kChooseThreads / 32; ++w) best = earlierMaximum(best, ofWarp[w]);
+    const double b = best.value;
+    chosen = isfinite(b) && best.index < V ? best.index : -1;
     next = *position + 1;
     *position = next;
     if (next < maxT) {  // a replay past the context's end is never queued; nothing is written if one were

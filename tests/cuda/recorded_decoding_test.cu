@@ -51,7 +51,7 @@ std::vector<Scalar> kindsOfValues(std::mt19937_64& rng, Index n, int kind) {
 }
 
 // One decoded row's LayerNorm and linear layer (and GELU) in one launch == the layers one by one
-// (the one-launch LayerNorm, the few-columns product, the bias's build), bit for bit: GPT-2's
+// (the reference LayerNorm, the few-columns product, the bias's build), bit for bit: GPT-2's
 // widths (768 to 3072 and 2304 outputs, 1024 wide), ragged and tiny shapes, rows of every kind.
 TEST(RecordedDecoding, OneRowNormLinearIsTheLayers) {
   auto h = makeRecorded();
@@ -67,13 +67,32 @@ TEST(RecordedDecoding, OneRowNormLinearIsTheLayers) {
       const auto lnW = ok(h.fromList(kindsOfValues(rng, s.C, 4))), lnB = ok(h.fromList(kindsOfValues(rng, s.C, 4)));
       const auto wT = ok(h.fromList(kindsOfValues(rng, s.OC * s.C, 4)));
       const auto bias = ok(h.fromList(kindsOfValues(rng, s.OC, 4)));
-      const auto ln = ok(gpt2::layernormForward(h, x, lnW, lnB, 1, s.C));
+      const auto ln = ok(gpt2::reference::layernormForward(h, x, lnW, lnB, 1, s.C));
       const auto fused = ok(h.normLinear(x, lnW, lnB, wT, bias, 1, s.C, s.OC));
       const auto layers = ok(gpt2::linear(h, ln.out, wT, bias, 1, s.C, s.OC));
       EXPECT_SAME_BITS(osprey::testing::readAll(h, fused), osprey::testing::readAll(h, layers));
       const auto fusedGelu = ok(h.normLinearGelu(x, lnW, lnB, wT, bias, 1, s.C, s.OC));
       const auto layersGelu = ok(gpt2::linearGelu(h, ln.out, wT, bias, 1, s.C, s.OC));
       EXPECT_SAME_BITS(osprey::testing::readAll(h, fusedGelu), osprey::testing::readAll(h, layersGelu));
+    }
+  }
+}
+
+// One decoded row's LayerNorm (the last one, before the lm head; its chains on the tensor cores) ==
+// the reference layer's out, mean and rstd, bit for bit, at every GPT-2 width and ragged ones.
+TEST(RecordedDecoding, OneRowLayerNormIsTheLayer) {
+  auto h = makeRecorded();
+  std::mt19937_64 rng(4646);
+  for (const Index C : {768, 1024, 1280, 1600, 13, 1, 17, 771}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      SCOPED_TRACE(::testing::Message() << "C " << C << ", a row of kind " << kind);
+      const auto x = ok(h.fromList(kindsOfValues(rng, C, kind)));
+      const auto w = ok(h.fromList(kindsOfValues(rng, C, 4))), b = ok(h.fromList(kindsOfValues(rng, C, 4)));
+      const auto one = ok(h.layernormForward(x, w, b, 1, C));
+      const auto layer = ok(gpt2::reference::layernormForward(h, x, w, b, 1, C));
+      EXPECT_SAME_BITS(osprey::testing::readAll(h, one.out), osprey::testing::readAll(h, layer.out));
+      EXPECT_SAME_BITS(osprey::testing::readAll(h, one.mean), osprey::testing::readAll(h, layer.mean));
+      EXPECT_SAME_BITS(osprey::testing::readAll(h, one.rstd), osprey::testing::readAll(h, layer.rstd));
     }
   }
 }

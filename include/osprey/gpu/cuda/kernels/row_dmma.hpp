@@ -1,0 +1,272 @@
+// One row times a weight held transposed, on the FP64 tensor cores: the exact chains of one-token
+// decoding in fewer cycles than the fma chain.
+//
+// A one-row product's outputs are each one chain of IC dependent steps (DESIGN.md §4), so its time
+// is IC times one dependent step. tools/profile/dmma_shapes_probe.cu measured on the H200 that
+// `mma.m16n8k16` with f64 operands, chained over k through its accumulator, is the ascending fma
+// chain bit for bit (every regime, every K tried) and takes 82 cycles a step of 16 terms: 5.1 a
+// term, against 8.4 for a dependent fma. So:
+//   * warpChain runs one chain acc = fma(u[k], v[k], acc) on one warp: u in every row of A, v in
+//     every column of B (every output is then that chain);
+//   * rowDmmaKernel gives each block 16 rows of wT (OC x IC): warp 0 runs a prologue that leaves
+//     the row's operand in shared memory (a LayerNorm, or a copy), then walks k in steps of 16,
+//     one mma a step with the 16 rows as A and the operand as every column of B; warps 1-3 copy the
+//     rows into shared memory, every stage in flight from the start, so the copies overlap the
+//     prologue.
+// Terms past the end are (-0.0) · (+0.0) or (+0.0) · (-0.0) = -0.0, which leaves every accumulator
+// as it was (x + -0.0 == x for every x, -0.0 and NaN included), so no length needs to be a multiple
+// of 16.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "osprey/gpu/cuda/kernels/row_dmma.hpp is compiled by nvcc only (a .cu file)"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "osprey/config.hpp"
+#include "osprey/gpu/cuda/kernels/async_copy.hpp"
+
+namespace osprey::cuda_detail {
+namespace {  // internal linkage: osprey/gpu/cuda/launch_faults.hpp says why
+
+// d += A (16 x 16) · B (16 x 8), each output a chain over k ascending. Fragments (PTX ISA, mma
+// m16n8k16 .f64), with g = lane / 4 and t = lane % 4: a[i] is A (g + 8 (i % 2), t + 4 (i / 2)),
+// b[i] is B (t + 4 i, g), d[i] is D (g + 8 (i / 2), 2 t + i % 2).
+__device__ __forceinline__ void dmma16816(double (&d)[4], const double (&a)[8], const double (&b)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7,%8,%9,%10,%11}, "
+      "{%12,%13,%14,%15}, {%0,%1,%2,%3};\n"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]), "d"(b[0]), "d"(b[1]),
+        "d"(b[2]), "d"(b[3]));
+#else
+  __trap();  // launchers check the device's compute capability first (rowDmmaRuns)
+#endif
+}
+
+constexpr int kDmmaK = 16;     // terms of each output a step
+constexpr int kDmmaAhead = 2;  // steps whose operands are in registers, loaded before their step
+
+// Steps' operands load into the registers their step has just read (no operand waits for a load
+// issued right before its step; with the loads inside the step's conditionals, a step took 390
+// cycles instead of 97: tools/profile/row_dmma_probe.cu). Every row of A and every column of B hold
+// the same values, so every output is the same chain and no lane needs a condition.
+template <bool Ones>
+__device__ __forceinline__ void loadChainStep(const double* u, const double* v, int k0, int t, double (&a)[8],
+                                              double (&b)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    a[2 * j] = a[2 * j + 1] = u[k0 + t + 4 * j];
+    b[j] = Ones ? 1.0 : v[k0 + t + 4 * j];
+  }
+}
+
+// One chain on the calling warp (every lane calls it, every lane gets the result):
+// acc = fma(u[k], v[k], acc) for k = 0 .. n - 1 from acc0; Ones reads ones for v, which makes the
+// chain acc + u[k] (fma(u, 1, acc) rounds u + acc once, as the addition does).
+template <bool Ones>
+__device__ __forceinline__ double warpChain(const double* u, const double* v, int n, double acc0) {
+  const int t = static_cast<int>(threadIdx.x % 32) % 4;
+  double d[4] = {acc0, acc0, acc0, acc0};
+  const int full = n / kDmmaK;
+  double a[kDmmaAhead][8], b[kDmmaAhead][4];
+#pragma unroll
+  for (int r = 0; r < kDmmaAhead; ++r)
+    if (r < full) loadChainStep<Ones>(u, v, r * kDmmaK, t, a[r], b[r]);
+  for (int s0 = 0; s0 < full; s0 += kDmmaAhead) {
+#pragma unroll
+    for (int r = 0; r < kDmmaAhead; ++r) {
+      if (s0 + r < full) {
+        dmma16816(d, a[r], b[r]);
+        if (s0 + r + kDmmaAhead < full) loadChainStep<Ones>(u, v, (s0 + r + kDmmaAhead) * kDmmaK, t, a[r], b[r]);
+      }
+    }
+  }
+  if (full * kDmmaK < n) {  // the last, partial step
+    double at[8], bt[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int k = full * kDmmaK + t + 4 * j;
+      at[2 * j] = at[2 * j + 1] = k < n ? u[k] : -0.0;
+      bt[j] = k < n ? (Ones ? 1.0 : v[k]) : 0.0;
+    }
+    dmma16816(d, at, bt);
+  }
+  return __shfl_sync(0xffffffffu, d[0], 0);
+}
+__device__ __forceinline__ double warpSum(const double* u, int n, double acc0) {
+  return warpChain<true>(u, nullptr, n, acc0);
+}
+__device__ __forceinline__ double warpDot(const double* u, const double* v, int n, double acc0) {
+  return warpChain<false>(u, v, n, acc0);
+}
+
+constexpr int kRowDmmaThreads = 128;  // warp 0 computes; warps 1-3 copy
+constexpr int kRowDmmaCopiers = kRowDmmaThreads - 32;
+constexpr int kRowDmmaDepth = 256;    // k a stage
+// A stage's rows sit 260 doubles apart: 8 banks apart, so a step's fragment loads (8 rows x 4
+// neighbouring k) take the two wavefronts of 256 bytes and no more.
+constexpr int kRowDmmaLd = kRowDmmaDepth + 4;
+constexpr long long kRowDmmaMostIC = 4096;  // the longest row the kernel takes (the operand's room)
+
+// Rows of wT a block (16: A's rows; 4 or 8: the rest of A's 16 rows repeat them and their outputs
+// are not stored, so a weight of few rows still spreads over every multiprocessor) and stages of
+// kRowDmmaDepth k in flight.
+template <int Rows, int Stages>
+struct RowDmmaShape {
+  static_assert(Rows == 4 || Rows == 8 || Rows == 16, "A's 16 rows hold whole copies of the block's rows");
+  static constexpr int kRows = Rows, kStages = Stages;
+  static constexpr std::size_t kStageDoubles = static_cast<std::size_t>(Rows) * kRowDmmaLd;
+};
+
+__host__ __device__ inline long long rowDmmaOperandLength(long long IC) { return (IC + kDmmaK - 1) / kDmmaK * kDmmaK; }
+template <class Shape>
+std::size_t rowDmmaSharedBytes(long long IC) {
+  return sizeof(double) * (Shape::kStages * Shape::kStageDoubles + static_cast<std::size_t>(rowDmmaOperandLength(IC)));
+}
+
+// Block b: outputs Rows b .. Rows b + Rows - 1 of wT (OC x IC) times the row that prologue(operand,
+// IC) leaves in shared memory (run by warp 0 alone, its lanes together), each given to store(o, acc).
+template <class Shape, bool Wide, class Prologue, class Store>
+__global__ void __launch_bounds__(kRowDmmaThreads)
+    rowDmmaKernel(Prologue prologue, Store store, const double* __restrict__ wT, Index OC, int IC) {
+  constexpr int Rows = Shape::kRows, Stages = Shape::kStages;
+  extern __shared__ __align__(16) double rowDmmaShared[];
+  double* stages = rowDmmaShared;                                 // [stage][r][k]
+  double* operand = rowDmmaShared + Stages * Shape::kStageDoubles;  // the row, IC
+  const int tid = static_cast<int>(threadIdx.x);
+  const Index row0 = static_cast<Index>(blockIdx.x) * Rows;
+  const int slices = (IC + kRowDmmaDepth - 1) / kRowDmmaDepth;
+
+  // Copiers: slice s of the block's rows into stage s % Stages, one commit group a slice
+  // (empty past the end, so the waits count groups); past the rows or the depth, zeros.
+  const int ctid = tid - 32;
+  auto copySlice = [&](int s) {
+    if (s < slices) {
+      double* stage = stages + (s % Stages) * Shape::kStageDoubles;
+      const int k0 = s * kRowDmmaDepth;
+      if constexpr (Wide) {  // 16 bytes a copy: IC even and wT 16-byte aligned (the launcher checked)
+        for (int e = 2 * ctid; e < Rows * kRowDmmaDepth; e += 2 * kRowDmmaCopiers) {
+          const int r = e / kRowDmmaDepth, k = e % kRowDmmaDepth;
+          const Index row = row0 + r;
+          const bool valid = row < OC && k0 + k < IC;
+          copyAsync<16>(stage + r * kRowDmmaLd + k, valid ? wT + row * IC + k0 + k : wT, valid);
+        }
+      } else {
+        for (int e = ctid; e < Rows * kRowDmmaDepth; e += kRowDmmaCopiers) {
+          const int r = e / kRowDmmaDepth, k = e % kRowDmmaDepth;
+          const Index row = row0 + r;
+          const bool valid = row < OC && k0 + k < IC;
+          copyAsync<8>(stage + r * kRowDmmaLd + k, valid ? wT + row * IC + k0 + k : wT, valid);
+        }
+      }
+    }
+    commitCopies();
+  };
+
+  const int lane = tid % 32, g = lane / 4, t = lane % 4;
+  double d[4] = {0.0, 0.0, 0.0, 0.0};
+  if (tid >= 32) {
+    for (int s = 0; s < Stages; ++s) copySlice(s);
+    waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
+  } else {
+    prologue(operand, IC);
+    __syncwarp();
+    for (int k = IC + lane; k < rowDmmaOperandLength(IC); k += 32) operand[k] = -0.0;  // against A's +0.0 there
+  }
+  __syncthreads();  // slice 0 has landed and the operand is ready
+  // A step's operands: A's rows g and g + 8 at k0 + t + 4j; B's columns all the operand at
+  // k0 + t + 4i (so every column of D is the same outputs).
+  auto load = [&](const double* stage, int kk, int k0, double (&a)[8], double (&b)[4]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      a[2 * j] = stage[(g % Rows) * kRowDmmaLd + kk + t + 4 * j];
+      a[2 * j + 1] = stage[((g + 8) % Rows) * kRowDmmaLd + kk + t + 4 * j];
+      b[j] = operand[k0 + kk + t + 4 * j];
+    }
+  };
+  for (int s = 0; s < slices; ++s) {
+    if (tid < 32) {
+      const double* stage = stages + (s % Stages) * Shape::kStageDoubles;
+      const int k0 = s * kRowDmmaDepth;
+      const int depth = IC - k0 < kRowDmmaDepth ? IC - k0 : kRowDmmaDepth;
+      const int steps = (depth + kDmmaK - 1) / kDmmaK;  // past IC: A's zeros against the operand's -0.0
+      double a[kDmmaAhead][8], b[kDmmaAhead][4];
+#pragma unroll
+      for (int r = 0; r < kDmmaAhead; ++r)
+        if (r < steps) load(stage, r * kDmmaK, k0, a[r], b[r]);
+      for (int s0 = 0; s0 < steps; s0 += kDmmaAhead) {
+#pragma unroll
+        for (int r = 0; r < kDmmaAhead; ++r) {
+          if (s0 + r < steps) {
+            dmma16816(d, a[r], b[r]);
+            if (s0 + r + kDmmaAhead < steps) load(stage, (s0 + r + kDmmaAhead) * kDmmaK, k0, a[r], b[r]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // stage s % Stages is free
+    if (tid >= 32) {
+      copySlice(s + Stages);
+      waitCopies<Stages - 1>();  // this copier's part of slice s + 1 has landed
+    }
+    __syncthreads();  // slice s + 1 has landed
+  }
+  // Column 0 of D: lanes with t == 0 hold rows g (d[0]) and g + 8 (d[2]), the block's rows r < Rows.
+  if (tid < 32 && t == 0 && g < Rows) {
+    if (row0 + g < OC) store(row0 + g, d[0]);
+    if (g + 8 < Rows && row0 + g + 8 < OC) store(row0 + g + 8, d[2]);
+  }
+}
+
+// Whether the calling thread's device has the FP64 mma shapes (compute capability 9.0 and later).
+inline bool rowDmmaRuns() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  return major >= 9;
+}
+
+inline bool rowDmmaFits(long long IC) { return IC > 0 && IC <= kRowDmmaMostIC; }
+
+template <class Shape, bool Wide, class Prologue, class Store>
+cudaError_t launchRowDmmaShape(Prologue prologue, Store store, const double* wT, Index OC, int IC,
+                               cudaStream_t stream) {
+  static SharedMemoryOptIn once;
+  if (const cudaError_t status =
+          once.ensure(rowDmmaKernel<Shape, Wide, Prologue, Store>, rowDmmaSharedBytes<Shape>(kRowDmmaMostIC));
+      status != cudaSuccess)
+    return status;
+  rowDmmaKernel<Shape, Wide, Prologue, Store>
+      <<<static_cast<unsigned>((OC + Shape::kRows - 1) / Shape::kRows), kRowDmmaThreads,
+         rowDmmaSharedBytes<Shape>(IC), stream>>>(prologue, store, wT, OC, IC);
+  return cudaGetLastError();
+}
+
+// 16-byte copies where IC is even and wT 16-byte aligned, else 8-byte ones.
+template <class Shape, class Prologue, class Store>
+cudaError_t launchRowDmmaCopies(Prologue prologue, Store store, const double* wT, Index OC, int IC,
+                                cudaStream_t stream) {
+  if (IC % 2 == 0 && reinterpret_cast<std::uintptr_t>(wT) % 16 == 0)
+    return launchRowDmmaShape<Shape, true>(prologue, store, wT, OC, IC, stream);
+  return launchRowDmmaShape<Shape, false>(prologue, store, wT, OC, IC, stream);
+}
+
+// store(o, acc) for every output o of wT (OC x IC) times the row prologue leaves; the caller has
+// checked rowDmmaFits(IC) and rowDmmaRuns(). The shapes by the product's (the probe's timings):
+// many rows 16 a block, a 768-deep product whole in flight (three stages, two blocks a
+// multiprocessor); fewer rows 4 a block, so that they spread over every multiprocessor.
+template <class Prologue, class Store>
+cudaError_t launchRowDmma(Prologue prologue, Store store, const double* wT, Index OC, int IC, cudaStream_t stream) {
+  if (OC >= 2048 && IC <= 3 * kRowDmmaDepth)
+    return launchRowDmmaCopies<RowDmmaShape<16, 3>>(prologue, store, wT, OC, IC, stream);
+  return launchRowDmmaCopies<RowDmmaShape<4, 8>>(prologue, store, wT, OC, IC, stream);
+}
+
+}  // namespace
+}  // namespace osprey::cuda_detail

@@ -1,0 +1,170 @@
+// Where the tensor-core decoding chains (osprey/gpu/cuda/kernels/row_dmma.hpp) spend their time:
+// one warp's chain of 768 terms from shared memory as mma steps (warpChain) and as fma steps, and
+// the one-row product kernel alone on GPT-2's shapes, each timed with the clock or with events.
+//
+//   nvcc -O3 -arch=sm_90a -std=c++20 -fmad=false -I include -o row_dmma_probe tools/profile/row_dmma_probe.cu
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "osprey/gpu/cuda/kernels/row_dmma.hpp"
+
+using namespace osprey::cuda_detail;
+
+__global__ void chainTimes(long long* cycles, double* sink, const double* u, int n) {
+  __shared__ double su[4096], sv[4096];
+  for (int i = threadIdx.x; i < n; i += 32) {
+    su[i] = u[i];
+    sv[i] = u[n - 1 - i];
+  }
+  __syncwarp();
+  long long c0 = clock64();
+  const double a = warpDot(su, sv, n, 0.0);
+  long long c1 = clock64();
+  double acc = 0.0;
+  if (threadIdx.x == 0) {
+    for (int k = 0; k < n; ++k) acc = __fma_rn(su[k], sv[k], acc);
+  }
+  long long c2 = clock64();
+  if (threadIdx.x == 0) {
+    cycles[0] = c1 - c0;
+    cycles[1] = c2 - c1;
+    sink[0] = a;
+    sink[1] = acc;
+  }
+}
+
+// A chain of 8 mma steps on one accumulator whose operands differ from step to step: all in
+// registers before the clock starts (Loaded == 0), or loaded from shared memory Ahead steps before
+// their step (Loaded == Ahead).
+template <int Ahead>
+__global__ void stepTimes(long long* cycles, double* sink, const double* u) {
+  __shared__ double s[64 * 12 * 32];
+  for (int i = threadIdx.x; i < 64 * 12 * 32; i += 32) s[i] = u[i % 4096];
+  __syncwarp();
+  const int lane = threadIdx.x;
+  double d[4] = {0, 0, 0, 0};
+  long long c0 = 0, c1 = 0;
+  if constexpr (Ahead == 0) {
+    double a[8][8], b[8][4];
+#pragma unroll
+    for (int st = 0; st < 8; ++st) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) a[st][i] = s[(st * 12 + i) * 32 + lane];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) b[st][i] = s[(st * 12 + 8 + i) * 32 + lane];
+    }
+    __syncwarp();
+    c0 = clock64();
+#pragma unroll
+    for (int st = 0; st < 8; ++st) dmma16816(d, a[st], b[st]);
+    d[0] += d[1] + d[2] + d[3];  // waits for the last step
+    c1 = clock64();
+  } else {
+    double a[Ahead][8], b[Ahead][4];
+#pragma unroll
+    for (int st = 0; st < Ahead; ++st) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) a[st][i] = s[(st * 12 + i) * 32 + lane];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) b[st][i] = s[(st * 12 + 8 + i) * 32 + lane];
+    }
+    c0 = clock64();
+#pragma unroll
+    for (int st = 0; st < 64; ++st) {
+      dmma16816(d, a[st % Ahead], b[st % Ahead]);
+      const int nx = (st + Ahead) % 64;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) a[st % Ahead][i] = s[(nx * 12 + i) * 32 + lane];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) b[st % Ahead][i] = s[(nx * 12 + 8 + i) * 32 + lane];
+    }
+    d[0] += d[1] + d[2] + d[3];
+    c1 = clock64();
+  }
+  if (lane == 0) {
+    cycles[0] = c1 - c0;
+    sink[0] = d[0];
+  }
+}
+
+struct CopyIn {
+  const double* in;
+  __device__ void operator()(double* row, int IC) const {
+    for (int c = static_cast<int>(threadIdx.x % 32); c < IC; c += 32) row[c] = in[c];
+  }
+};
+struct Plain {
+  double* out;
+  __device__ void operator()(osprey::Index o, double acc) const { out[o] = acc; }
+};
+
+int main() {
+  std::vector<double> h(4096 * 4096);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = ((i * 2654435761u) % 1000) / 1000.0 - 0.5;
+  double *u, *sink, *w, *x, *out;
+  long long* cycles;
+  cudaMalloc(&u, 4096 * 8);
+  cudaMalloc(&sink, 16);
+  cudaMalloc(&cycles, 16);
+  cudaMalloc(&w, h.size() * 8);
+  cudaMalloc(&x, 4096 * 8);
+  cudaMalloc(&out, 65536 * 8);
+  cudaMemcpy(u, h.data(), 4096 * 8, cudaMemcpyHostToDevice);
+  cudaMemcpy(x, h.data(), 4096 * 8, cudaMemcpyHostToDevice);
+  cudaMemcpy(w, h.data(), h.size() * 8, cudaMemcpyHostToDevice);
+  for (int len : {768, 3072}) {
+    chainTimes<<<1, 32>>>(cycles, sink, u, len);
+    chainTimes<<<1, 32>>>(cycles, sink, u, len);
+    long long c[2];
+    cudaMemcpy(c, cycles, 16, cudaMemcpyDeviceToHost);
+    double s[2];
+    cudaMemcpy(s, sink, 16, cudaMemcpyDeviceToHost);
+    std::printf("chain of %d from shared memory: mma %lld cycles (%.2f a term), fma %lld (%.2f a term), %s\n", len,
+                c[0], double(c[0]) / len, c[1], double(c[1]) / len, s[0] == s[1] ? "same bits" : "DIFFERENT");
+  }
+  {
+    long long c;
+    stepTimes<0><<<1, 32>>>(cycles, sink, u);
+    stepTimes<0><<<1, 32>>>(cycles, sink, u);
+    cudaMemcpy(&c, cycles, 8, cudaMemcpyDeviceToHost);
+    std::printf("8 mma steps, operands in registers, different each step: %.1f cycles a step\n", c / 8.0);
+    stepTimes<1><<<1, 32>>>(cycles, sink, u);
+    stepTimes<1><<<1, 32>>>(cycles, sink, u);
+    cudaMemcpy(&c, cycles, 8, cudaMemcpyDeviceToHost);
+    std::printf("64 mma steps, operands loaded 1 step ahead: %.1f cycles a step\n", c / 64.0);
+    stepTimes<2><<<1, 32>>>(cycles, sink, u);
+    stepTimes<2><<<1, 32>>>(cycles, sink, u);
+    cudaMemcpy(&c, cycles, 8, cudaMemcpyDeviceToHost);
+    std::printf("64 mma steps, operands loaded 2 steps ahead: %.1f cycles a step\n", c / 64.0);
+    stepTimes<4><<<1, 32>>>(cycles, sink, u);
+    stepTimes<4><<<1, 32>>>(cycles, sink, u);
+    cudaMemcpy(&c, cycles, 8, cudaMemcpyDeviceToHost);
+    std::printf("64 mma steps, operands loaded 4 steps ahead: %.1f cycles a step\n", c / 64.0);
+  }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  struct Shape { int OC, IC; };
+  auto time = [&](const char* name, auto launch) {
+    for (int rep = 0; rep < 3; ++rep) launch();
+    cudaEventRecord(e0);
+    const int reps = 50;
+    for (int rep = 0; rep < reps; ++rep) launch();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    std::printf("  %-34s %.2f us a launch (%s)\n", name, ms * 1000 / reps, cudaGetErrorString(cudaGetLastError()));
+  };
+  for (Shape sh : {Shape{2304, 768}, Shape{3072, 768}, Shape{768, 768}, Shape{768, 3072}}) {
+    std::printf("rowDmma %d x %d:\n", sh.OC, sh.IC);
+    time("chosen", [&] { launchRowDmma(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC, 0); });
+    time("16 rows a block, 3 stages", [&] { launchRowDmmaCopies<RowDmmaShape<16, 3>>(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC, 0); });
+    time("8 rows a block, 5 stages", [&] { launchRowDmmaCopies<RowDmmaShape<8, 5>>(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC, 0); });
+    time("4 rows a block, 8 stages", [&] { launchRowDmmaCopies<RowDmmaShape<4, 8>>(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC, 0); });
+    time("4 rows a block, 3 stages", [&] { launchRowDmmaCopies<RowDmmaShape<4, 3>>(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC, 0); });
+  }
+  return 0;
+}
