@@ -174,7 +174,10 @@ run_build() {
     grep -A12 '^FAILED:' "$logs/build.log" | head -60
     record "build (${BUILD_TARGETS:-all targets})" "FAIL" "$( ((status == 124)) && echo 'timed out' || echo "$failed failed steps")"
   fi
-  for target in tests/osprey_cuda_tests bench/cuda/osprey_cuda_bench tests/osprey_tests; do
+  # The host tests' binary only where this call runs them (--no-host-tests: not needed).
+  local needed=(tests/osprey_cuda_tests bench/cuda/osprey_cuda_bench)
+  ((host_tests)) && needed+=(tests/osprey_tests)
+  for target in "${needed[@]}"; do
     [[ -x $build/$target ]] || record "built: $(basename "$target")" "FAIL" "missing"
   done
 }
