@@ -1,5 +1,6 @@
 // One thread's in-order chains over values it reads from memory, for the recorded decoding step's
-// kernels (norm_linear_row.hpp, attend_row.hpp): kAhead terms are loaded together before their
+// attention kernel (attend_row.hpp; the products and LayerNorms use the tensor cores' chains of
+// osprey/gpu/cuda/kernels/row_dmma.hpp): kAhead terms are loaded together before their
 // combines run, so the loads overlap while the combines keep their order, and their bits.
 #pragma once
 
