@@ -34,14 +34,6 @@ struct StoreResidual {
   __device__ void operator()(osprey::Index o, int, double acc) const { (*this)(o, acc); }
 };
 
-// The tensor-core kernel's prologue: the row as it is.
-struct CopyRow {
-  const double* in;
-  __device__ void operator()(double* row, int IC) const {
-    for (int c = static_cast<int>(threadIdx.x % 32); c < IC; c += 32) row[c] = in[c];
-  }
-};
-
 }  // namespace
 
 // x + linear(in, wT, bias) for one row in (IC) of handler H (a GpuCuda), in one launch; the lengths
@@ -58,10 +50,10 @@ osprey::Result<Buf<H>> linearResidualOneRow(H& h, const Buf<H>& x, const Buf<H>&
   Buf<H> out = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, OC));
   if (OC == 0) return out;
   const StoreResidual store{out.data(), x.data(), bias.data()};
-  const bool tensorCores = osprey::cuda_detail::rowDmmaFits(IC) && osprey::cuda_detail::rowDmmaRuns();
+  const bool tensorCores = osprey::cuda_detail::rowDmmaTakes(IC);
   OSPREY_CHECK(device->launchOwn("linear and residual, one row", [&](cudaStream_t stream) {
     if (tensorCores)
-      return osprey::cuda_detail::launchRowDmma(CopyRow{in.data()}, store, wT.data(), OC, static_cast<int>(IC), stream);
+      return osprey::cuda_detail::launchRowDmma(osprey::cuda_detail::CopyRow{in.data()}, store, wT.data(), OC, static_cast<int>(IC), stream);
     return osprey::cuda_detail::launchNarrow<1, osprey::cuda_detail::NarrowLayout::Plain>(store, wT.data(), in.data(),
                                                                                           OC, IC, stream);
   }));

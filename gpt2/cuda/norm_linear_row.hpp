@@ -35,7 +35,7 @@ namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
 // Whether a row of C fits the kernel (GPT-2's widths do; wider rows take the three launches), and
 // the device runs it.
-inline bool fits(long long C) { return osprey::cuda_detail::rowDmmaFits(C) && osprey::cuda_detail::rowDmmaRuns(); }
+inline bool fits(long long C) { return osprey::cuda_detail::rowDmmaTakes(C); }
 
 // The element a linear layer writes (gpt2/layers/linear.hpp's Biased), and GELU's (linearGelu's).
 struct AsBiased {
@@ -55,7 +55,7 @@ struct Normalise {
   double* rstd = nullptr;
   __device__ void operator()(double* ln, int C) const {
     const int lane = static_cast<int>(threadIdx.x % 32);
-    for (int c = lane; c < C; c += 32) ln[c] = x[c];
+    osprey::cuda_detail::CopyRow{x}(ln, C);
     __syncwarp();
     const auto Cs = static_cast<double>(C);
     const double m = osprey::cuda_detail::warpSum(ln, C, 0.0) / Cs;
@@ -104,13 +104,9 @@ osprey::Result<LayerNormOut<H>> layernormOneRow(H& h, const Buf<H>& x, const Buf
   Buf<H> out = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, C));
   Buf<H> mean = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, 1));
   Buf<H> rstd = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, 1));
-  static osprey::cuda_detail::SharedMemoryOptIn once;
+  // At most kRowDmmaMostIC doubles (32 KiB): within the shared memory a launch has without opting in.
   OSPREY_CHECK(device->launchOwn("layernorm, one row", [&](cudaStream_t stream) {
-    const std::size_t bytes = sizeof(double) * static_cast<std::size_t>(C);
-    if (const cudaError_t status = once.ensure(normaliseRow, sizeof(double) * osprey::cuda_detail::kRowDmmaMostIC);
-        status != cudaSuccess)
-      return status;
-    normaliseRow<<<1, 32, bytes, stream>>>(
+    normaliseRow<<<1, 32, sizeof(double) * static_cast<std::size_t>(C), stream>>>(
         out.data(), Normalise{x.data(), w.data(), b.data(), mean.data(), rstd.data()}, static_cast<int>(C));
     return cudaGetLastError();
   }));

@@ -146,6 +146,7 @@ int main() {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
+  std::printf("rowDmmaTakes(768): %s\n", rowDmmaTakes(768) ? "yes" : "no");
   struct Shape { int OC, IC; };
   auto time = [&](const char* name, auto launch) {
     for (int rep = 0; rep < 3; ++rep) launch();

@@ -8,11 +8,11 @@
 // term, against 8.4 for a dependent fma. So:
 //   * warpChain runs one chain acc = fma(u[k], v[k], acc) on one warp: u in every row of A, v in
 //     every column of B (every output is then that chain);
-//   * rowDmmaKernel gives each block 16 rows of wT (OC x IC): warp 0 runs a prologue that leaves
-//     the row's operand in shared memory (a LayerNorm, or a copy), then walks k in steps of 16,
-//     one mma a step with the 16 rows as A and the operand as every column of B; warps 1-3 copy the
-//     rows into shared memory, every stage in flight from the start, so the copies overlap the
-//     prologue.
+//   * rowDmmaKernel gives each block 16 rows of wT (OC x IC), or 4 repeated in A's 16: warp 0
+//     runs a prologue that leaves the row's operand in shared memory (a LayerNorm, or a copy),
+//     then walks k in steps of 16, one mma a step with the rows as A and the operand as every
+//     column of B; warps 1-3 copy the rows into shared memory, the first stages in flight from the
+//     start, so the copies overlap the prologue.
 // Terms past the end are (-0.0) · (+0.0) or (+0.0) · (-0.0) = -0.0, which leaves every accumulator
 // as it was (x + -0.0 == x for every x, -0.0 and NaN included), so no length needs to be a multiple
 // of 16.
@@ -45,24 +45,31 @@ __device__ __forceinline__ void dmma16816(double (&d)[4], const double (&a)[8], 
       : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]), "d"(b[0]), "d"(b[1]),
         "d"(b[2]), "d"(b[3]));
 #else
-  __trap();  // launchers check the device's compute capability first (rowDmmaRuns)
+  __trap();  // never launched: rowDmmaTakes is false for code compiled for these architectures
 #endif
 }
 
 constexpr int kDmmaK = 16;     // terms of each output a step
 constexpr int kDmmaAhead = 2;  // steps whose operands are in registers, loaded before their step
 
-// Steps' operands load into the registers their step has just read (no operand waits for a load
-// issued right before its step; with the loads inside the step's conditionals, a step took 390
-// cycles instead of 97: tools/profile/row_dmma_probe.cu). Every row of A and every column of B hold
-// the same values, so every output is the same chain and no lane needs a condition.
-template <bool Ones>
-__device__ __forceinline__ void loadChainStep(const double* u, const double* v, int k0, int t, double (&a)[8],
-                                              double (&b)[4]) {
+// `steps` dependent mma steps on d, step i's operands from load(i, a, b). The operands load into
+// the registers their step has just read (no operand waits for a load issued right before its
+// step; with the loads inside lane conditions, a step took 390 cycles instead of 97:
+// tools/profile/row_dmma_probe.cu), so load must read without conditions on the lane.
+template <class Load>
+__device__ __forceinline__ void dmmaSteps(double (&d)[4], int steps, Load load) {
+  double a[kDmmaAhead][8], b[kDmmaAhead][4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    a[2 * j] = a[2 * j + 1] = u[k0 + t + 4 * j];
-    b[j] = Ones ? 1.0 : v[k0 + t + 4 * j];
+  for (int r = 0; r < kDmmaAhead; ++r)
+    if (r < steps) load(r, a[r], b[r]);
+  for (int s0 = 0; s0 < steps; s0 += kDmmaAhead) {
+#pragma unroll
+    for (int r = 0; r < kDmmaAhead; ++r) {
+      if (s0 + r < steps) {
+        dmma16816(d, a[r], b[r]);
+        if (s0 + r + kDmmaAhead < steps) load(s0 + r + kDmmaAhead, a[r], b[r]);
+      }
+    }
   }
 }
 
@@ -74,19 +81,15 @@ __device__ __forceinline__ double warpChain(const double* u, const double* v, in
   const int t = static_cast<int>(threadIdx.x % 32) % 4;
   double d[4] = {acc0, acc0, acc0, acc0};
   const int full = n / kDmmaK;
-  double a[kDmmaAhead][8], b[kDmmaAhead][4];
+  // Every row of A and every column of B hold the same values: every output is the chain.
+  dmmaSteps(d, full, [&](int step, double (&a)[8], double (&b)[4]) {
 #pragma unroll
-  for (int r = 0; r < kDmmaAhead; ++r)
-    if (r < full) loadChainStep<Ones>(u, v, r * kDmmaK, t, a[r], b[r]);
-  for (int s0 = 0; s0 < full; s0 += kDmmaAhead) {
-#pragma unroll
-    for (int r = 0; r < kDmmaAhead; ++r) {
-      if (s0 + r < full) {
-        dmma16816(d, a[r], b[r]);
-        if (s0 + r + kDmmaAhead < full) loadChainStep<Ones>(u, v, (s0 + r + kDmmaAhead) * kDmmaK, t, a[r], b[r]);
-      }
+    for (int j = 0; j < 4; ++j) {
+      const int k = step * kDmmaK + t + 4 * j;
+      a[2 * j] = a[2 * j + 1] = u[k];
+      b[j] = Ones ? 1.0 : v[k];
     }
-  }
+  });
   if (full * kDmmaK < n) {  // the last, partial step
     double at[8], bt[4];
 #pragma unroll
@@ -150,20 +153,13 @@ __global__ void __launch_bounds__(kRowDmmaThreads)
     if (s < slices) {
       double* stage = stages + (s % Stages) * Shape::kStageDoubles;
       const int k0 = s * kRowDmmaDepth;
-      if constexpr (Wide) {  // 16 bytes a copy: IC even and wT 16-byte aligned (the launcher checked)
-        for (int e = 2 * ctid; e < Rows * kRowDmmaDepth; e += 2 * kRowDmmaCopiers) {
-          const int r = e / kRowDmmaDepth, k = e % kRowDmmaDepth;
-          const Index row = row0 + r;
-          const bool valid = row < OC && k0 + k < IC;
-          copyAsync<16>(stage + r * kRowDmmaLd + k, valid ? wT + row * IC + k0 + k : wT, valid);
-        }
-      } else {
-        for (int e = ctid; e < Rows * kRowDmmaDepth; e += kRowDmmaCopiers) {
-          const int r = e / kRowDmmaDepth, k = e % kRowDmmaDepth;
-          const Index row = row0 + r;
-          const bool valid = row < OC && k0 + k < IC;
-          copyAsync<8>(stage + r * kRowDmmaLd + k, valid ? wT + row * IC + k0 + k : wT, valid);
-        }
+      // Wide: 16 bytes a copy (IC even and wT 16-byte aligned: the launcher checked), else 8.
+      constexpr int kPer = Wide ? 2 : 1;
+      for (int e = kPer * ctid; e < Rows * kRowDmmaDepth; e += kPer * kRowDmmaCopiers) {
+        const int r = e / kRowDmmaDepth, k = e % kRowDmmaDepth;
+        const Index row = row0 + r;
+        const bool valid = row < OC && k0 + k < IC;
+        copyAsync<8 * kPer>(stage + r * kRowDmmaLd + k, valid ? wT + row * IC + k0 + k : wT, valid);
       }
     }
     commitCopies();
@@ -180,35 +176,23 @@ __global__ void __launch_bounds__(kRowDmmaThreads)
     for (int k = IC + lane; k < rowDmmaOperandLength(IC); k += 32) operand[k] = -0.0;  // against A's +0.0 there
   }
   __syncthreads();  // slice 0 has landed and the operand is ready
-  // A step's operands: A's rows g and g + 8 at k0 + t + 4j; B's columns all the operand at
-  // k0 + t + 4i (so every column of D is the same outputs).
-  auto load = [&](const double* stage, int kk, int k0, double (&a)[8], double (&b)[4]) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      a[2 * j] = stage[(g % Rows) * kRowDmmaLd + kk + t + 4 * j];
-      a[2 * j + 1] = stage[((g + 8) % Rows) * kRowDmmaLd + kk + t + 4 * j];
-      b[j] = operand[k0 + kk + t + 4 * j];
-    }
-  };
   for (int s = 0; s < slices; ++s) {
     if (tid < 32) {
       const double* stage = stages + (s % Stages) * Shape::kStageDoubles;
       const int k0 = s * kRowDmmaDepth;
       const int depth = IC - k0 < kRowDmmaDepth ? IC - k0 : kRowDmmaDepth;
-      const int steps = (depth + kDmmaK - 1) / kDmmaK;  // past IC: A's zeros against the operand's -0.0
-      double a[kDmmaAhead][8], b[kDmmaAhead][4];
+      // A step's operands: A's rows g and g + 8 at k0 + t + 4j; B's columns all the operand at
+      // k0 + t + 4i (so every column of D is the same outputs). Past IC: A's zeros against the
+      // operand's -0.0.
+      dmmaSteps(d, (depth + kDmmaK - 1) / kDmmaK, [&](int step, double (&a)[8], double (&b)[4]) {
+        const int kk = step * kDmmaK;
 #pragma unroll
-      for (int r = 0; r < kDmmaAhead; ++r)
-        if (r < steps) load(stage, r * kDmmaK, k0, a[r], b[r]);
-      for (int s0 = 0; s0 < steps; s0 += kDmmaAhead) {
-#pragma unroll
-        for (int r = 0; r < kDmmaAhead; ++r) {
-          if (s0 + r < steps) {
-            dmma16816(d, a[r], b[r]);
-            if (s0 + r + kDmmaAhead < steps) load(stage, (s0 + r + kDmmaAhead) * kDmmaK, k0, a[r], b[r]);
-          }
+        for (int j = 0; j < 4; ++j) {
+          a[2 * j] = stage[(g % Rows) * kRowDmmaLd + kk + t + 4 * j];
+          a[2 * j + 1] = stage[((g + 8) % Rows) * kRowDmmaLd + kk + t + 4 * j];
+          b[j] = operand[k0 + kk + t + 4 * j];
         }
-      }
+      });
     }
     __syncthreads();  // stage s % Stages is free
     if (tid >= 32) {
@@ -224,15 +208,25 @@ __global__ void __launch_bounds__(kRowDmmaThreads)
   }
 }
 
-// Whether the calling thread's device has the FP64 mma shapes (compute capability 9.0 and later).
-inline bool rowDmmaRuns() {
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-  return major >= 9;
+// Marks what this translation unit's device code was compiled for (its PTX architecture).
+__global__ void rowDmmaCompiledFor() {}
+
+// Whether the kernel takes a row of IC on the calling thread's device: the row fits its shared
+// memory, and the device code was compiled for an architecture with the FP64 mma shapes (9.0 and
+// later; code compiled for an earlier one, even running on a Hopper, would reach the trap).
+inline bool rowDmmaTakes(long long IC) {
+  if (IC <= 0 || IC > kRowDmmaMostIC) return false;
+  cudaFuncAttributes compiled{};
+  return cudaFuncGetAttributes(&compiled, rowDmmaCompiledFor) == cudaSuccess && compiled.ptxVersion >= 90;
 }
 
-inline bool rowDmmaFits(long long IC) { return IC > 0 && IC <= kRowDmmaMostIC; }
+// The kernel's plain prologue (warp 0's lanes): the row as it is.
+struct CopyRow {
+  const double* in;
+  __device__ void operator()(double* row, int IC) const {
+    for (int c = static_cast<int>(threadIdx.x % 32); c < IC; c += 32) row[c] = in[c];
+  }
+};
 
 template <class Shape, bool Wide, class Prologue, class Store>
 cudaError_t launchRowDmmaShape(Prologue prologue, Store store, const double* wT, Index OC, int IC,
@@ -258,7 +252,7 @@ cudaError_t launchRowDmmaCopies(Prologue prologue, Store store, const double* wT
 }
 
 // store(o, acc) for every output o of wT (OC x IC) times the row prologue leaves; the caller has
-// checked rowDmmaFits(IC) and rowDmmaRuns(). The shapes by the product's (the probe's timings):
+// checked rowDmmaTakes(IC). The shapes by the product's (the probe's timings):
 // many rows 16 a block, a 768-deep product whole in flight (three stages, two blocks a
 // multiprocessor); fewer rows 4 a block, so that they spread over every multiprocessor.
 template <class Prologue, class Store>
