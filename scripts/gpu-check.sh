@@ -7,7 +7,7 @@
 #     all    (default) build, then run
 #     build  configure build-gpu/ with -DOSPREY_CUDA_ARCH=90a and build every target
 #     run    with an existing build: host tests (unless --no-host-tests), compile-fail tests,
-#            osprey_cuda_tests, osprey_cuda_bench, then every hook in scripts/gpu-check.d/
+#            the cuda test programs, osprey_cuda_bench, then every hook in scripts/gpu-check.d/
 #     hooks  the hooks alone (HOOKS: which, e.g. "30 35"; default all), after a `run` in an earlier
 #            call on the same machine: they take that run's cuda test results
 #
@@ -37,6 +37,9 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# The cuda test programs (tests/CMakeLists.txt); CMake's target osprey_cuda_test_programs builds them all.
+cuda_test_programs=(osprey_cuda_tests osprey_cuda_tests_model osprey_cuda_tests_generation osprey_cuda_tests_decoding
+                    osprey_cuda_tests_fast)
 build=${BUILD_DIR:-$root/build-gpu}
 [[ $build = /* ]] || build=$root/$build
 jobs=${JOBS:-$(nproc)}
@@ -175,7 +178,7 @@ run_build() {
     record "build (${BUILD_TARGETS:-all targets})" "FAIL" "$( ((status == 124)) && echo 'timed out' || echo "$failed failed steps")"
   fi
   # The host tests' binary only where this call runs them (--no-host-tests: not needed).
-  local needed=(tests/osprey_cuda_tests bench/cuda/osprey_cuda_bench)
+  local needed=("${cuda_test_programs[@]/#/tests/}" bench/cuda/osprey_cuda_bench)
   ((host_tests)) && needed+=(tests/osprey_tests)
   for target in "${needed[@]}"; do
     [[ -x $build/$target ]] || record "built: $(basename "$target")" "FAIL" "missing"
@@ -219,33 +222,45 @@ run_checks() {
   say "compile-fail tests (ctest -L compile_fail; device purity included)"
   ctest_rows "compile-fail tests" compile_fail 240
 
-  say "cuda tests (osprey_cuda_tests)"
-  local tests=$build/tests/osprey_cuda_tests
-  # The hooks time a handler only when its tests passed in this run (they read these): the fast
-  # handler's are Fast.*, the exact cuda handler's all the others.
-  exact_tests=FAIL fast_tests=FAIL
-  if [[ -x $tests ]]; then
-    timeout 300 "$tests" --gtest_output="xml:$logs/cuda_tests.xml" > "$logs/cuda_tests.log" 2>&1
+  # The cuda tests are several programs (tests/CMakeLists.txt says why): osprey_cuda_tests and
+  # one per unit that instantiates the model's templates. The hooks time a handler only when its
+  # tests passed in this run (they read these): the fast handler's are Fast.*, the exact cuda
+  # handler's all the others.
+  say "cuda tests (${cuda_test_programs[*]})"
+  exact_tests=PASS fast_tests=PASS
+  local passed_all=0 failed_all=0 broken=() program
+  for program in "${cuda_test_programs[@]}"; do
+    local tests=$build/tests/$program log=$logs/$program.log
+    if [[ ! -x $tests ]]; then
+      broken+=("$program not built")
+      exact_tests=FAIL
+      [[ $program == osprey_cuda_tests_fast ]] && fast_tests=FAIL
+      continue
+    fi
+    timeout 300 "$tests" --gtest_output="xml:$logs/$program.xml" > "$log" 2>&1
     local status=$?
     local passed failed
-    passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$logs/cuda_tests.log" | grep -oE '[0-9]+$' | tail -1)
-    failed=$(grep -oE '\[  FAILED  \] [0-9]+ tests?,' "$logs/cuda_tests.log" | grep -oE '[0-9]+' | tail -1)
-    head -1 "$logs/cuda_tests.log"
-    tail -4 "$logs/cuda_tests.log"
-    if ((status == 0)); then
-      record "cuda tests (typed effect + cuda device)" "PASS" "${passed:-?} tests"
-      exact_tests=PASS fast_tests=PASS
-    elif [[ -n $passed ]]; then  # the run finished (a summary line) with failures: whose?
-      grep -E '^\[  FAILED  \] [A-Za-z]' "$logs/cuda_tests.log" | grep -qv '\] Fast\.' || exact_tests=PASS
-      grep -qE '^\[  FAILED  \] Fast\.' "$logs/cuda_tests.log" || fast_tests=PASS
+    passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
+    failed=$(grep -oE '\[  FAILED  \] [0-9]+ tests?,' "$log" | grep -oE '[0-9]+' | tail -1)
+    grep -m1 ' multiprocessors)' "$log"
+    tail -2 "$log"
+    passed_all=$((passed_all + ${passed:-0})) failed_all=$((failed_all + ${failed:-0}))
+    ((status == 0)) && continue
+    grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | head -20
+    if [[ -z $passed ]]; then  # no summary line: the program stopped (crash or timeout)
+      broken+=("$program $( ((status == 124)) && echo 'timed out' || echo "stopped with status $status")")
+      exact_tests=FAIL fast_tests=FAIL
+    else  # the run finished with failures: whose?
+      grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | grep -qv '\] Fast\.' && exact_tests=FAIL
+      grep -qE '^\[  FAILED  \] Fast\.' "$log" && fast_tests=FAIL
+      broken+=("$program: ${failed:-?} failed")
     fi
-    if ((status != 0)); then
-      grep -E '^\[  FAILED  \] [A-Za-z]' "$logs/cuda_tests.log" | sort -u | head -20
-      record "cuda tests (typed effect + cuda device)" "FAIL" \
-        "$( ((status == 124)) && echo 'timed out' || echo "${failed:-?} failed, ${passed:-0} passed")"
-    fi
+  done
+  if ((${#broken[@]} == 0)); then
+    record "cuda tests (typed effect + cuda device, ${#cuda_test_programs[@]} programs)" "PASS" "$passed_all tests"
   else
-    record "cuda tests (typed effect + cuda device)" "FAIL" "osprey_cuda_tests was not built"
+    record "cuda tests (typed effect + cuda device, ${#cuda_test_programs[@]} programs)" "FAIL" \
+      "$(IFS=';'; echo "${broken[*]}"); $passed_all passed"
   fi
 
   echo "$exact_tests $fast_tests" > "$state/cuda-tests.status"

@@ -5,7 +5,7 @@
 #   * decoding: batch-1 greedy tokens/s with the KV cache against transformers' generate in fp32 and
 #     bf16, and the fraction of the memory-bandwidth limit;
 #   * greedy continuations of fast against exact on a set of prompts (agreement reported).
-# Its tolerance tests are in osprey_cuda_tests (Fast.*), which gpu-check runs before the hooks.
+# Its tolerance tests are osprey_cuda_tests_fast (Fast.*), which gpu-check runs before the hooks.
 #
 # Environment (besides gpu-check's): OSPREY_GPT2 (the binary; default the build's),
 # OSPREY_TRAIN_DATA, FAST_STEPS (timed training steps after two warm-up steps; default 6), SKIP_TORCH=1.

@@ -13,6 +13,10 @@
 //     then walks k in steps of 16, one mma a step with the rows as A and the operand as every
 //     column of B; warps 1-3 copy the rows into shared memory, the first stages in flight from the
 //     start, so the copies overlap the prologue.
+//   * it is launched as a programmatic dependent of the kernel before it (Hopper's griddepcontrol):
+//     its blocks may start while that kernel finishes, the copiers staging weights (which no
+//     kernel writes) at once, while warp 0 waits for the earlier kernel's results before it reads
+//     the row or writes anything. Each block lets the next such kernel start as soon as it runs.
 // Terms past the end are (-0.0) · (+0.0) or (+0.0) · (-0.0) = -0.0, which leaves every accumulator
 // as it was (x + -0.0 == x for every x, -0.0 and NaN included), so no length needs to be a multiple
 // of 16.
@@ -46,6 +50,20 @@ __device__ __forceinline__ void dmma16816(double (&d)[4], const double (&a)[8], 
         "d"(b[2]), "d"(b[3]));
 #else
   __trap();  // never launched: rowDmmaTakes is false for code compiled for these architectures
+#endif
+}
+
+// Programmatic dependent launch (PTX griddepcontrol, sm_90): wait until the grids this one was
+// allowed to overlap have finished and their writes are visible (at once where it was launched
+// without the attribute); and let the grid launched after this one start its blocks.
+__device__ __forceinline__ void waitForEarlierGrids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void letLaterGridsStart() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 
@@ -167,10 +185,12 @@ __global__ void __launch_bounds__(kRowDmmaThreads)
 
   const int lane = tid % 32, g = lane / 4, t = lane % 4;
   double d[4] = {0.0, 0.0, 0.0, 0.0};
+  letLaterGridsStart();
   if (tid >= 32) {
     for (int s = 0; s < Stages; ++s) copySlice(s);
     waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
   } else {
+    waitForEarlierGrids();  // the row, and whatever store reads, come from the kernels before
     prologue(operand, IC);
     __syncwarp();
     for (int k = IC + lane; k < rowDmmaOperandLength(IC); k += 32) operand[k] = -0.0;  // against A's +0.0 there
@@ -236,10 +256,17 @@ cudaError_t launchRowDmmaShape(Prologue prologue, Store store, const double* wT,
           once.ensure(rowDmmaKernel<Shape, Wide, Prologue, Store>, rowDmmaSharedBytes<Shape>(kRowDmmaMostIC));
       status != cudaSuccess)
     return status;
-  rowDmmaKernel<Shape, Wide, Prologue, Store>
-      <<<static_cast<unsigned>((OC + Shape::kRows - 1) / Shape::kRows), kRowDmmaThreads,
-         rowDmmaSharedBytes<Shape>(IC), stream>>>(prologue, store, wT, OC, IC);
-  return cudaGetLastError();
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>((OC + Shape::kRows - 1) / Shape::kRows));
+  config.blockDim = dim3(kRowDmmaThreads);
+  config.dynamicSmemBytes = rowDmmaSharedBytes<Shape>(IC);
+  config.stream = stream;
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &overlap;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, rowDmmaKernel<Shape, Wide, Prologue, Store>, prologue, store, wT, OC, IC);
 }
 
 // 16-byte copies where IC is even and wT 16-byte aligned, else 8-byte ones.
