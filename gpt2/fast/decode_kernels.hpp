@@ -23,6 +23,7 @@
 #include "gpt2/fast/causal_softmax.hpp"  // groupSum, warpSum, warpMax
 #include "gpt2/fast/row_kernels.hpp"     // geluOf, rowStatistics
 #include "osprey/config.hpp"
+#include "osprey/gpu/cuda/kernels/dependent_launch.hpp"
 
 namespace gpt2::fast_kernels {
 
@@ -70,21 +71,9 @@ inline int rowSplit(long long rowBytes, int OC) {
   return split;
 }
 
-// Programmatic dependent launch (sm_90): a kernel launched by launchOverlapped may start while the
-// kernel before it on the stream is still running. It lets its own successor start at once
-// (startDependents), does what needs nothing from earlier kernels (loading weights), and waits for
-// every earlier kernel to finish and its writes to be visible (awaitEarlierKernels) before it reads
-// an activation or writes anything. Launched the ordinary way, both are no-ops.
-__device__ __forceinline__ void startDependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void awaitEarlierKernels() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+// Programmatic dependent launch: osprey/gpu/cuda/kernels/dependent_launch.hpp.
+using osprey::cuda_detail::awaitEarlierKernels;
+using osprey::cuda_detail::startDependents;
 
 // The one-row products read their weights as floats or as bf16 (the copies a continuation makes,
 // FastHandler::HalfWeights), 16 bytes at a time: 4 floats or 8 bf16 against the matching floats
@@ -546,22 +535,5 @@ __global__ void embedOne(float* out, const float* token, const float* wte, const
 
 }  // namespace
 
-// kernel<<<grid, block, shared, stream>>>(args...), allowed to overlap the end of the kernel before
-// it (programmatic dependent launch; the kernel awaits it: awaitEarlierKernels) on a stream of the
-// handler's own. The legacy default stream launches the ordinary way.
-template <class... Params, class... Args>
-cudaError_t launchOverlapped(dim3 grid, dim3 block, std::size_t shared, cudaStream_t stream, void (*kernel)(Params...),
-                             Args&&... args) {
-  cudaLaunchAttribute overlap{};
-  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shared;
-  config.stream = stream;
-  config.attrs = stream ? &overlap : nullptr;
-  config.numAttrs = stream ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-}
+using osprey::cuda_detail::launchOverlapped;
 }  // namespace gpt2::fast_kernels

@@ -13,7 +13,7 @@
 //     then walks k in steps of 16, one mma a step with the rows as A and the operand as every
 //     column of B; warps 1-3 copy the rows into shared memory, the first stages in flight from the
 //     start, so the copies overlap the prologue.
-//   * it is launched as a programmatic dependent of the kernel before it (Hopper's griddepcontrol):
+//   * it is launched as a programmatic dependent of the kernel before it (dependent_launch.hpp):
 //     its blocks may start while that kernel finishes, the copiers staging weights (which no
 //     kernel writes) at once, while warp 0 waits for the earlier kernel's results before it reads
 //     the row or writes anything. Each block lets the next such kernel start as soon as it runs.
@@ -33,6 +33,7 @@
 
 #include "osprey/config.hpp"
 #include "osprey/gpu/cuda/kernels/async_copy.hpp"
+#include "osprey/gpu/cuda/kernels/dependent_launch.hpp"
 
 namespace osprey::cuda_detail {
 namespace {  // internal linkage: osprey/gpu/cuda/launch_faults.hpp says why
@@ -50,20 +51,6 @@ __device__ __forceinline__ void dmma16816(double (&d)[4], const double (&a)[8], 
         "d"(b[2]), "d"(b[3]));
 #else
   __trap();  // never launched: rowDmmaTakes is false for code compiled for these architectures
-#endif
-}
-
-// Programmatic dependent launch (PTX griddepcontrol, sm_90): wait until the grids this one was
-// allowed to overlap have finished and their writes are visible (at once where it was launched
-// without the attribute); and let the grid launched after this one start its blocks.
-__device__ __forceinline__ void waitForEarlierGrids() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void letLaterGridsStart() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 
@@ -185,12 +172,12 @@ __global__ void __launch_bounds__(kRowDmmaThreads)
 
   const int lane = tid % 32, g = lane / 4, t = lane % 4;
   double d[4] = {0.0, 0.0, 0.0, 0.0};
-  letLaterGridsStart();
+  startDependents();
   if (tid >= 32) {
     for (int s = 0; s < Stages; ++s) copySlice(s);
     waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
   } else {
-    waitForEarlierGrids();  // the row, and whatever store reads, come from the kernels before
+    awaitEarlierKernels();  // the row, and whatever store reads, come from the kernels before
     prologue(operand, IC);
     __syncwarp();
     for (int k = IC + lane; k < rowDmmaOperandLength(IC); k += 32) operand[k] = -0.0;  // against A's +0.0 there
@@ -256,17 +243,9 @@ cudaError_t launchRowDmmaShape(Prologue prologue, Store store, const double* wT,
           once.ensure(rowDmmaKernel<Shape, Wide, Prologue, Store>, rowDmmaSharedBytes<Shape>(kRowDmmaMostIC));
       status != cudaSuccess)
     return status;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>((OC + Shape::kRows - 1) / Shape::kRows));
-  config.blockDim = dim3(kRowDmmaThreads);
-  config.dynamicSmemBytes = rowDmmaSharedBytes<Shape>(IC);
-  config.stream = stream;
-  cudaLaunchAttribute overlap{};
-  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &overlap;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, rowDmmaKernel<Shape, Wide, Prologue, Store>, prologue, store, wT, OC, IC);
+  return launchOverlapped(dim3(static_cast<unsigned>((OC + Shape::kRows - 1) / Shape::kRows)), dim3(kRowDmmaThreads),
+                          rowDmmaSharedBytes<Shape>(IC), stream, rowDmmaKernel<Shape, Wide, Prologue, Store>, prologue,
+                          store, wT, OC, IC);
 }
 
 // 16-byte copies where IC is even and wT 16-byte aligned, else 8-byte ones.
