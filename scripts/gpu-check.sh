@@ -37,9 +37,12 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-# The cuda test programs (tests/CMakeLists.txt); CMake's target osprey_cuda_test_programs builds them all.
-cuda_test_programs=(osprey_cuda_tests osprey_cuda_tests_model osprey_cuda_tests_generation osprey_cuda_tests_decoding
-                    osprey_cuda_tests_fast)
+# The cuda test programs, as the configured build names them (tests/CMakeLists.txt writes the list;
+# CMake's target osprey_cuda_test_programs builds them all). The fast handler's tests are the
+# program whose name ends in _fast.
+cuda_test_programs() {
+  cat "$build/tests/cuda_test_programs.txt" 2>/dev/null
+}
 build=${BUILD_DIR:-$root/build-gpu}
 [[ $build = /* ]] || build=$root/$build
 jobs=${JOBS:-$(nproc)}
@@ -178,7 +181,8 @@ run_build() {
     record "build (${BUILD_TARGETS:-all targets})" "FAIL" "$( ((status == 124)) && echo 'timed out' || echo "$failed failed steps")"
   fi
   # The host tests' binary only where this call runs them (--no-host-tests: not needed).
-  local needed=("${cuda_test_programs[@]/#/tests/}" bench/cuda/osprey_cuda_bench)
+  local needed=(bench/cuda/osprey_cuda_bench) program
+  while read -r program; do needed+=("tests/$program"); done < <(cuda_test_programs)
   ((host_tests)) && needed+=(tests/osprey_tests)
   for target in "${needed[@]}"; do
     [[ -x $build/$target ]] || record "built: $(basename "$target")" "FAIL" "missing"
@@ -224,43 +228,41 @@ run_checks() {
 
   # The cuda tests are several programs (tests/CMakeLists.txt says why): osprey_cuda_tests and
   # one per unit that instantiates the model's templates. The hooks time a handler only when its
-  # tests passed in this run (they read these): the fast handler's are Fast.*, the exact cuda
-  # handler's all the others.
-  say "cuda tests (${cuda_test_programs[*]})"
+  # tests passed in this run (they read these): the fast handler's are osprey_cuda_tests_fast's
+  # (Fast.*), the exact cuda handler's all the other programs'.
+  local programs=()
+  mapfile -t programs < <(cuda_test_programs)
+  say "cuda tests (${programs[*]:-none configured})"
   exact_tests=PASS fast_tests=PASS
-  local passed_all=0 failed_all=0 broken=() program
-  for program in "${cuda_test_programs[@]}"; do
-    local tests=$build/tests/$program log=$logs/$program.log
-    if [[ ! -x $tests ]]; then
-      broken+=("$program not built")
-      exact_tests=FAIL
-      [[ $program == osprey_cuda_tests_fast ]] && fast_tests=FAIL
-      continue
-    fi
+  ((${#programs[@]})) || exact_tests=FAIL fast_tests=FAIL
+  local passed_all=0 broken=() program
+  for program in "${programs[@]}"; do
+    local tests=$build/tests/$program log=$logs/$program.log status passed failed
     timeout 300 "$tests" --gtest_output="xml:$logs/$program.xml" > "$log" 2>&1
-    local status=$?
-    local passed failed
+    status=$?
     passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
     failed=$(grep -oE '\[  FAILED  \] [0-9]+ tests?,' "$log" | grep -oE '[0-9]+' | tail -1)
     grep -m1 ' multiprocessors)' "$log"
     tail -2 "$log"
-    passed_all=$((passed_all + ${passed:-0})) failed_all=$((failed_all + ${failed:-0}))
+    passed_all=$((passed_all + ${passed:-0}))
     ((status == 0)) && continue
+    [[ $program == *_fast ]] && fast_tests=FAIL || exact_tests=FAIL
     grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | head -20
-    if [[ -z $passed ]]; then  # no summary line: the program stopped (crash or timeout)
-      broken+=("$program $( ((status == 124)) && echo 'timed out' || echo "stopped with status $status")")
-      exact_tests=FAIL fast_tests=FAIL
-    else  # the run finished with failures: whose?
-      grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | grep -qv '\] Fast\.' && exact_tests=FAIL
-      grep -qE '^\[  FAILED  \] Fast\.' "$log" && fast_tests=FAIL
+    if [[ -n $passed ]]; then
       broken+=("$program: ${failed:-?} failed")
+    elif [[ ! -x $tests ]]; then
+      broken+=("$program not built")
+    else  # no summary line: the program stopped (crash or timeout)
+      broken+=("$program $( ((status == 124)) && echo 'timed out' || echo "stopped with status $status")")
     fi
   done
-  if ((${#broken[@]} == 0)); then
-    record "cuda tests (typed effect + cuda device, ${#cuda_test_programs[@]} programs)" "PASS" "$passed_all tests"
+  local row="cuda tests (typed effect + cuda device, ${#programs[@]} programs)"
+  if ((${#programs[@]} == 0)); then
+    record "$row" "FAIL" "no programs configured (tests/cuda_test_programs.txt)"
+  elif ((${#broken[@]} == 0)); then
+    record "$row" "PASS" "$passed_all tests"
   else
-    record "cuda tests (typed effect + cuda device, ${#cuda_test_programs[@]} programs)" "FAIL" \
-      "$(IFS=';'; echo "${broken[*]}"); $passed_all passed"
+    record "$row" "FAIL" "$(IFS=';'; echo "${broken[*]}"); $passed_all passed"
   fi
 
   echo "$exact_tests $fast_tests" > "$state/cuda-tests.status"

@@ -12,7 +12,7 @@
 //     and overflow), with K = one step, 64 and 256; against two other orders as controls;
 //   * how many cycles one dependent instruction takes (one warp, a chain of 4096 of them).
 //
-//   nvcc -O3 -arch=sm_90a -Xcompiler -ffp-contract=off -o dmma_shapes tools/profile/dmma_shapes_probe.cu
+//   nvcc -O3 -arch=sm_90a -std=c++20 -Xcompiler -ffp-contract=off -I include -o dmma_shapes tools/profile/dmma_shapes_probe.cu
 //   ./dmma_shapes [tiles per regime, default 2048]
 #include <cuda_runtime.h>
 
@@ -22,6 +22,8 @@
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include "osprey/gpu/cuda/kernels/row_dmma.hpp"
 
 // ---- the shapes -----------------------------------------------------------------------------------
 // Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k*" with .f64): g = lane / 4, t = lane % 4.
@@ -63,14 +65,9 @@ __device__ __forceinline__ void mma<16, 8>(double (&d)[4], const double (&a)[4],
                : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
                : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
 }
-template <>
+template <>  // the library's own instruction, the one its decoding chains run
 __device__ __forceinline__ void mma<16, 16>(double (&d)[4], const double (&a)[8], const double (&b)[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7,%8,%9,%10,%11}, {%12,%13,%14,%15}, "
-      "{%0,%1,%2,%3};\n"
-      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]), "d"(b[0]), "d"(b[1]),
-        "d"(b[2]), "d"(b[3]));
+  osprey::cuda_detail::dmma16816(d, a, b);
 }
 
 // One warp a tile: out (M x 8) = A (M x Kt, row-major) · B (Kt x 8, row-major), chained over Kt in

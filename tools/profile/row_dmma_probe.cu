@@ -124,25 +124,19 @@ int main() {
     std::printf("chain of %d from shared memory: mma %lld cycles (%.2f a term), fma %lld (%.2f a term), %s\n", len,
                 c[0], double(c[0]) / len, c[1], double(c[1]) / len, s[0] == s[1] ? "same bits" : "DIFFERENT");
   }
-  {
+  // Each run twice, the second timed (the first loads the code).
+  auto cyclesAStep = [&](auto kernel, int steps) {
     long long c;
-    stepTimes<0><<<1, 32>>>(cycles, sink, u);
-    stepTimes<0><<<1, 32>>>(cycles, sink, u);
+    kernel<<<1, 32>>>(cycles, sink, u);
+    kernel<<<1, 32>>>(cycles, sink, u);
     cudaMemcpy(&c, cycles, 8, cudaMemcpyDeviceToHost);
-    std::printf("8 mma steps, operands in registers, different each step: %.1f cycles a step\n", c / 8.0);
-    stepTimes<1><<<1, 32>>>(cycles, sink, u);
-    stepTimes<1><<<1, 32>>>(cycles, sink, u);
-    cudaMemcpy(&c, cycles, 8, cudaMemcpyDeviceToHost);
-    std::printf("64 mma steps, operands loaded 1 step ahead: %.1f cycles a step\n", c / 64.0);
-    stepTimes<2><<<1, 32>>>(cycles, sink, u);
-    stepTimes<2><<<1, 32>>>(cycles, sink, u);
-    cudaMemcpy(&c, cycles, 8, cudaMemcpyDeviceToHost);
-    std::printf("64 mma steps, operands loaded 2 steps ahead: %.1f cycles a step\n", c / 64.0);
-    stepTimes<4><<<1, 32>>>(cycles, sink, u);
-    stepTimes<4><<<1, 32>>>(cycles, sink, u);
-    cudaMemcpy(&c, cycles, 8, cudaMemcpyDeviceToHost);
-    std::printf("64 mma steps, operands loaded 4 steps ahead: %.1f cycles a step\n", c / 64.0);
-  }
+    return c / double(steps);
+  };
+  std::printf("8 mma steps, operands in registers, different each step: %.1f cycles a step\n",
+              cyclesAStep(stepTimes<0>, 8));
+  std::printf("64 mma steps, operands loaded 1 step ahead: %.1f cycles a step\n", cyclesAStep(stepTimes<1>, 64));
+  std::printf("64 mma steps, operands loaded 2 steps ahead: %.1f cycles a step\n", cyclesAStep(stepTimes<2>, 64));
+  std::printf("64 mma steps, operands loaded 4 steps ahead: %.1f cycles a step\n", cyclesAStep(stepTimes<4>, 64));
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
