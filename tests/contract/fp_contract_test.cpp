@@ -38,7 +38,7 @@ __attribute__((noinline)) double mulAddDefaultTarget(double a, double b, double 
 bool cpuHasFma() { return __builtin_cpu_supports("fma"); }
 bool cpuHasAvx512() { return __builtin_cpu_supports("avx512f"); }
 
-bool sameBits(double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; }
+bool sameDoubleBits(double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; }
 
 TEST(ExactContract, TheProbeDistinguishesFusedFromUnfused) {
   EXPECT_EQ(std::fma(kA, kB, kC), kFused) << "std::fma should round once";
@@ -46,13 +46,13 @@ TEST(ExactContract, TheProbeDistinguishesFusedFromUnfused) {
 }
 
 TEST(ExactContract, MultiplyAddIsNotFusedOnTheDefaultTarget) {
-  EXPECT_TRUE(sameBits(mulAddDefaultTarget(gA, gB, gC), 0.0));
+  EXPECT_TRUE(sameDoubleBits(mulAddDefaultTarget(gA, gB, gC), 0.0));
 }
 
 TEST(ExactContract, MultiplyAddIsNotFusedOnAnFmaTarget) {
   if (!cpuHasFma()) GTEST_SKIP() << "this CPU has no FMA instructions";
   const double r = mulAddOnFmaTarget(gA, gB, gC);
-  EXPECT_TRUE(sameBits(r, 0.0)) << "a*b + c gave " << r
+  EXPECT_TRUE(sameDoubleBits(r, 0.0)) << "a*b + c gave " << r
                                 << ": fused; is the build using -ffp-contract=fast or -ffast-math?";
 }
 
@@ -61,7 +61,7 @@ TEST(ExactContract, VectorisedMultiplyAddIsNotFusedOnAvx512) {
   constexpr int n = 64;
   std::vector<double> a(n, double{gA}), b(n, double{gB}), c(n, double{gC}), out(n, 1.0);
   mulAddLoopOnAvx512(a.data(), b.data(), c.data(), out.data(), n);
-  for (int i = 0; i < n; ++i) ASSERT_TRUE(sameBits(out[i], 0.0)) << "element " << i << " = " << out[i];
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(sameDoubleBits(out[i], 0.0)) << "element " << i << " = " << out[i];
 }
 
 // Products are chains of fused multiply-adds (DESIGN.md §4): out = fma(a, b, fma(-1, 1, +0.0)) is
@@ -92,7 +92,7 @@ TEST(ExactContract, EveryProductTermIsOneFusedMultiplyAdd) {
     for (const auto& result : results) {
       ASSERT_EQ(result.size(), static_cast<std::size_t>(rows * cols));
       for (std::size_t o = 0; o < result.size(); ++o)
-        ASSERT_TRUE(sameBits(result[o], kFused)) << cols << " columns, output " << o << " = " << result[o]
+        ASSERT_TRUE(sameDoubleBits(result[o], kFused)) << cols << " columns, output " << o << " = " << result[o]
                                                  << " (want fma(a, b, -1) = -2^-60)";
     }
   }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "files.hpp"
 #include "gpt2/checkpoint/config.hpp"
 #include "gpt2/checkpoint/find.hpp"
 #include "gpt2/checkpoint/load.hpp"
@@ -41,9 +42,7 @@ bool sameBits(const HostWeights& a, const HostWeights& b) {
   return true;
 }
 
-void writeText(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+using osprey::testing::writeText;
 
 // A model directory with tiny's config and the given tensors (names as given), F64.
 void writeModelDir(const fs::path& dir, const std::vector<osprey::io::TensorToSave>& tensors) {

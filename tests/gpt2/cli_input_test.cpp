@@ -16,13 +16,13 @@ namespace gpt2 {
 namespace {
 
 using osprey::testing::train::CliRun;
-CliRun run(const std::vector<std::string>& args) { return osprey::testing::train::runOsprey(args); }
+CliRun cliRun(const std::vector<std::string>& args) { return osprey::testing::train::runOsprey(args); }
 
 // A refused command: status 1 (an error of ours) or 105..109 (CLI11's parse errors), nothing on
 // stdout, and `words` in the message.
 void expectRefused(const std::vector<std::string>& args, const std::string& words) {
   SCOPED_TRACE(::testing::PrintToString(args));
-  const CliRun r = run(args);
+  const CliRun r = cliRun(args);
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
@@ -43,12 +43,12 @@ TEST(Gpt2CliInput, IntegersAreDecimalOnly) {
 
 // A leading zero does not make a number octal: 010 is ten, as it reads.
 TEST(Gpt2CliInput, LeadingZerosAreDecimal) {
-  const CliRun ten = run({"detokenize", "010"});
-  const CliRun plain = run({"detokenize", "10"});
+  const CliRun ten = cliRun({"detokenize", "010"});
+  const CliRun plain = cliRun({"detokenize", "10"});
   ASSERT_EQ(plain.status, 0) << plain.err;
   EXPECT_EQ(ten.status, 0) << ten.err;
   EXPECT_EQ(ten.out, plain.out);
-  EXPECT_NE(run({"detokenize", "8"}).out, ten.out);
+  EXPECT_NE(cliRun({"detokenize", "8"}).out, ten.out);
 }
 
 TEST(Gpt2CliInput, RealsAreFiniteDecimals) {
@@ -59,11 +59,11 @@ TEST(Gpt2CliInput, RealsAreFiniteDecimals) {
 
 // Counts and sizes say their real range, not double's 309-digit maximum.
 TEST(Gpt2CliInput, RangesReadAsTheyMean) {
-  const CliRun r = run({"train-step", "--preset", "tiny", "--data", "/nonexistent", "--batch", "0"});
+  const CliRun r = cliRun({"train-step", "--preset", "tiny", "--data", "/nonexistent", "--batch", "0"});
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("0 is out of range: more than 0"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("179769"), std::string::npos) << r.err;
-  const CliRun steps = run({"train", "--preset", "tiny", "--data", "/nonexistent", "--steps", "-3"});
+  const CliRun steps = cliRun({"train", "--preset", "tiny", "--data", "/nonexistent", "--steps", "-3"});
   EXPECT_NE(steps.status, 0);
   EXPECT_EQ(steps.err.find("179769"), std::string::npos) << steps.err;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpt2/model/init.hpp"
+#include "gpt2/cli_lines.hpp"
 #include "gpt2/temp_dir.hpp"
 #include "sampling/sampled_generation_cases.hpp"
 #include "train/cli_run.hpp"
@@ -26,10 +27,7 @@ CliRun tiny(const std::vector<std::string>& options) {
   return runOsprey(args);
 }
 
-std::string afterFirstLine(const std::string& s) {
-  const auto nl = s.find('\n');
-  return nl == std::string::npos ? "" : s.substr(nl + 1);
-}
+using testing::afterFirstLine;
 
 TEST(Gpt2CliSampling, ListsAndGpuHostPrintTheSameSampledText) {
   const std::vector<std::string> sample{"--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--seed", "7"};

@@ -13,6 +13,7 @@
 #include "gpt2/cli/cli.hpp"
 #include "gpt2/model/generate.hpp"
 #include "gpt2/model/init.hpp"
+#include "gpt2/cli_lines.hpp"
 #include "gpt2/temp_dir.hpp"
 #include "osprey/lists/lists.hpp"
 
@@ -35,10 +36,7 @@ Run run(std::vector<std::string> args) {
   return Run{status, out.str(), err.str()};
 }
 
-std::string afterFirstLine(const std::string& s) {
-  const auto nl = s.find('\n');
-  return nl == std::string::npos ? "" : s.substr(nl + 1);
-}
+using testing::afterFirstLine;
 
 std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 

@@ -18,6 +18,7 @@
 
 #include "gpt2/checkpoint/save.hpp"
 #include "gpt2/model/init.hpp"
+#include "files.hpp"
 #include "gpt2/temp_dir.hpp"
 #include "osprey/io/llmc_checkpoint.hpp"
 #include "train/cli_run.hpp"
@@ -54,7 +55,7 @@ std::string expectedMessage(const fs::path& file, const Poison& p) {
                      p.shown);
 }
 
-void writeText(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+using osprey::testing::writeText;
 
 // Every command that loads a model, on every backend: refused, naming `expected`.
 void expectEveryCommandRefuses(const std::vector<std::string>& model, const std::string& expected,

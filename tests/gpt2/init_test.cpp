@@ -11,7 +11,7 @@
 namespace gpt2 {
 namespace {
 
-bool sameBits(const HostWeights& a, const HostWeights& b) {
+bool sameTensorBits(const HostWeights& a, const HostWeights& b) {
   if (a.tensors.size() != b.tensors.size()) return false;
   for (std::size_t i = 0; i < a.tensors.size(); ++i) {
     const auto& x = a.tensors[i].values;
@@ -39,8 +39,8 @@ TEST(Gpt2Init, SameSeedSameBitsDifferentSeedDifferentBits) {
   const HostWeights a = initialWeights(kGpt2Tiny, 1337);
   const HostWeights b = initialWeights(kGpt2Tiny, 1337);
   const HostWeights c = initialWeights(kGpt2Tiny, 1338);
-  EXPECT_TRUE(sameBits(a, b));
-  EXPECT_FALSE(sameBits(a, c));
+  EXPECT_TRUE(sameTensorBits(a, b));
+  EXPECT_FALSE(sameTensorBits(a, c));
   EXPECT_TRUE(checkShapes(a, "init").ok());
   // Every drawn tensor differs under another seed (not just one of them).
   for (std::size_t i = 0; i < a.tensors.size(); ++i) {

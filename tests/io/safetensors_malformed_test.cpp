@@ -25,7 +25,7 @@ std::string openError(const ScratchDir& dir, const std::string& bytes) {
 // A header object around the given entries, e.g. header(R"("w": {...})").
 std::string header(const std::string& entries) { return "{" + entries + "}"; }
 
-struct Case {
+struct Malformed {
   const char* what;
   std::string bytes;
   const char* expected;  // a phrase the error must contain
@@ -33,7 +33,7 @@ struct Case {
 
 class SafetensorsMalformed : public ::testing::Test {
  protected:
-  void expectError(const Case& c) {
+  void expectError(const Malformed& c) {
     const std::string message = openError(m_dir, c.bytes);
     ASSERT_FALSE(message.empty()) << c.what << ": opened without complaint";
     EXPECT_EQ(message.rfind(m_dir.file("model.safetensors") + ": ", 0), 0u) << c.what << ": " << message;

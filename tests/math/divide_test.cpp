@@ -28,7 +28,7 @@ std::vector<double> hostileDividends() {
   return xs;
 }
 
-bool sameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool sameDoubleBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 TEST(DivideBy, EqualsTheDivisionBitForBit) {
   const std::vector<double> xs = hostileDividends();
@@ -41,7 +41,7 @@ TEST(DivideBy, EqualsTheDivisionBitForBit) {
         ASSERT_TRUE(std::isnan(got)) << x << " / " << d;
         continue;
       }
-      ASSERT_TRUE(sameBits(got, want)) << x << " / " << d << ": " << got << " against " << want;
+      ASSERT_TRUE(sameDoubleBits(got, want)) << x << " / " << d << ": " << got << " against " << want;
     }
   }
 }

@@ -3,6 +3,8 @@
 // transcription of OpenAI's, and an error naming the file and problem for every bad input.
 #include <gtest/gtest.h>
 
+#include "gpt2/temp_dir.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -43,25 +45,7 @@ void writeFile(const fs::path& path, std::string_view contents) {
   ASSERT_TRUE(out.good()) << "cannot write " << path;
 }
 
-// A fresh, empty directory, removed when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    m_path = fs::temp_directory_path() /
-             ("osprey-tokenizer-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(m_path);
-    fs::create_directories(m_path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(m_path, ec);
-  }
-  const fs::path& path() const { return m_path; }
-
- private:
-  fs::path m_path;
-};
+using gpt2::testing::TempDir;
 
 // The real GPT-2 tokenizer, loaded once for the whole binary.
 const Tokenizer& gpt2Tokenizer() {

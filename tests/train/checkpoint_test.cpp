@@ -3,6 +3,8 @@
 // whole and loadable.
 #include <gtest/gtest.h>
 
+#include "gpt2/temp_dir.hpp"
+
 #include <filesystem>
 #include <string>
 #include <unistd.h>
@@ -18,15 +20,6 @@ using namespace gpt2::train;
 using namespace osprey::testing::train;
 
 namespace {
-
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("osprey-ckpt-" + name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-};
 
 HostCheckpoint checkpointAt(Index step) {
   HostCheckpoint c;
@@ -84,62 +77,62 @@ TEST(TrainCheckpoint, ManifestRoundTripsExactly) {
 }
 
 TEST(TrainCheckpoint, SaveThenLoadIsBitForBit) {
-  ScratchDir dir("roundtrip");
+  gpt2::testing::TempDir dir;
   const HostCheckpoint c = checkpointAt(3);
-  auto saved = saveTrainingCheckpoint(dir.path, c, tokenizerDir());
+  auto saved = saveTrainingCheckpoint(dir.path(), c, tokenizerDir());
   ASSERT_TRUE(saved.ok()) << saved.error().message;
   for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json",
                         "vocab.json", "merges.txt"})
-    EXPECT_TRUE(fs::exists(checkpointDir(dir.path) / f)) << f;
-  auto fromSaveDir = loadTrainingCheckpoint(dir.path);
+    EXPECT_TRUE(fs::exists(checkpointDir(dir.path()) / f)) << f;
+  auto fromSaveDir = loadTrainingCheckpoint(dir.path());
   ASSERT_TRUE(fromSaveDir.ok()) << fromSaveDir.error().message;
   expectSame(c, *fromSaveDir);
-  auto fromCheckpointDir = loadTrainingCheckpoint(checkpointDir(dir.path));
+  auto fromCheckpointDir = loadTrainingCheckpoint(checkpointDir(dir.path()));
   ASSERT_TRUE(fromCheckpointDir.ok());
   expectSame(c, *fromCheckpointDir);
   // A second save replaces the first whole.
   const HostCheckpoint d = checkpointAt(4);
-  ASSERT_TRUE(saveTrainingCheckpoint(dir.path, d, tokenizerDir()).ok());
-  expectSame(d, *loadTrainingCheckpoint(dir.path));
+  ASSERT_TRUE(saveTrainingCheckpoint(dir.path(), d, tokenizerDir()).ok());
+  expectSame(d, *loadTrainingCheckpoint(dir.path()));
 }
 
 TEST(TrainCheckpoint, SaveInterruptedBeforeSwapKeepsThePreviousCheckpoint) {
-  ScratchDir dir("interrupted");
+  gpt2::testing::TempDir dir;
   const HostCheckpoint before = checkpointAt(2);
-  ASSERT_TRUE(saveTrainingCheckpoint(dir.path, before, tokenizerDir()).ok());
+  ASSERT_TRUE(saveTrainingCheckpoint(dir.path(), before, tokenizerDir()).ok());
 
   setFailBeforeCheckpointSwapForTesting(true);
-  auto failed = saveTrainingCheckpoint(dir.path, checkpointAt(9), tokenizerDir());
+  auto failed = saveTrainingCheckpoint(dir.path(), checkpointAt(9), tokenizerDir());
   setFailBeforeCheckpointSwapForTesting(false);
   ASSERT_FALSE(failed.ok());
-  auto loaded = loadTrainingCheckpoint(dir.path);
+  auto loaded = loadTrainingCheckpoint(dir.path());
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
   expectSame(before, *loaded);
 
   // Interrupted earlier still: the first file's own atomic rename (io's failure hook).
   osprey::io::setFailBeforeRenameForTesting(true);
-  auto failedEarly = saveTrainingCheckpoint(dir.path, checkpointAt(10), tokenizerDir());
+  auto failedEarly = saveTrainingCheckpoint(dir.path(), checkpointAt(10), tokenizerDir());
   osprey::io::setFailBeforeRenameForTesting(false);
   ASSERT_FALSE(failedEarly.ok());
-  expectSame(before, *loadTrainingCheckpoint(dir.path));
+  expectSame(before, *loadTrainingCheckpoint(dir.path()));
 
   // The next save succeeds and clears what the interrupted ones left.
   const HostCheckpoint after = checkpointAt(11);
-  ASSERT_TRUE(saveTrainingCheckpoint(dir.path, after, tokenizerDir()).ok());
-  expectSame(after, *loadTrainingCheckpoint(dir.path));
-  for (const auto& entry : fs::directory_iterator(dir.path))
+  ASSERT_TRUE(saveTrainingCheckpoint(dir.path(), after, tokenizerDir()).ok());
+  expectSame(after, *loadTrainingCheckpoint(dir.path()));
+  for (const auto& entry : fs::directory_iterator(dir.path()))
     EXPECT_EQ(entry.path().filename().string().find("checkpoint."), std::string::npos) << entry.path();
 }
 
 TEST(TrainCheckpoint, MissingOrDamagedCheckpointIsAClearError) {
-  ScratchDir dir("damaged");
-  auto none = loadTrainingCheckpoint(dir.path);
+  gpt2::testing::TempDir dir;
+  auto none = loadTrainingCheckpoint(dir.path());
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().message.find("no training checkpoint"), std::string::npos) << none.error().message;
-  ASSERT_TRUE(saveTrainingCheckpoint(dir.path, checkpointAt(1), tokenizerDir()).ok());
-  const fs::path optimizer = checkpointDir(dir.path) / "optimizer.safetensors";
+  ASSERT_TRUE(saveTrainingCheckpoint(dir.path(), checkpointAt(1), tokenizerDir()).ok());
+  const fs::path optimizer = checkpointDir(dir.path()) / "optimizer.safetensors";
   fs::resize_file(optimizer, fs::file_size(optimizer) / 2);
-  auto damaged = loadTrainingCheckpoint(dir.path);
+  auto damaged = loadTrainingCheckpoint(dir.path());
   ASSERT_FALSE(damaged.ok());
   EXPECT_NE(damaged.error().message.find("optimizer.safetensors"), std::string::npos) << damaged.error().message;
 }

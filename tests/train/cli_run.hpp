@@ -27,4 +27,16 @@ inline CliRun runOsprey(std::vector<std::string> args) {
   return r;
 }
 
+// A few kilobytes of text: enough tokens for 2 x 8 batches in both splits.
+inline std::string sampleTrainingText() {
+  std::string text;
+  for (int i = 0; i < 40; ++i)
+    text += "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. " +
+            std::to_string(i) + "\n";
+  return text;
+}
+
+// A run's output after its header line (all of it when it has one line).
+inline std::string afterHeaderLine(const std::string& s) { return s.substr(s.find('\n') + 1); }
+
 }  // namespace osprey::testing::train

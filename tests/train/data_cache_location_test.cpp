@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "files.hpp"
 #include "gpt2/temp_dir.hpp"
 #include "gpt2/train/data_cache.hpp"
 #include "gpt2/train/data_sha256.hpp"
@@ -22,10 +23,7 @@ using namespace gpt2::data;
 
 namespace {
 
-void writeText(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary);
-  out << text;
-}
+using osprey::testing::writeText;
 
 std::set<std::string> listing(const fs::path& dir) {
   std::set<std::string> names;

@@ -2,6 +2,9 @@
 // the 90/10 split, sequential batches with wrap-around, and clear errors for data too short.
 #include <gtest/gtest.h>
 
+#include "files.hpp"
+#include "gpt2/temp_dir.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,21 +19,7 @@ using namespace gpt2::data;
 
 namespace {
 
-// A fresh directory for one test, removed afterwards.
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("osprey-train-" + name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-};
-
-void writeText(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary);
-  out << text;
-}
+using osprey::testing::writeText;
 
 // A stand-in encoder: one token per byte, counting its calls.
 struct ByteEncoder {
@@ -55,9 +44,9 @@ TEST(Sha256, KnownDigests) {
 }
 
 TEST(TokenCache, TokenisesOnceThenReuses) {
-  ScratchDir dir("cache-reuse");
-  const fs::path data = dir.path / "input.txt";
-  const fs::path caches = dir.path / "cache";
+  gpt2::testing::TempDir dir;
+  const fs::path data = dir.path() / "input.txt";
+  const fs::path caches = dir.path() / "cache";
   writeText(data, "hello world");
   int calls = 0;
   auto first = loadOrTokenize(data.string(), "tok-A", ByteEncoder{&calls}, caches);
@@ -76,9 +65,9 @@ TEST(TokenCache, TokenisesOnceThenReuses) {
 }
 
 TEST(TokenCache, RebuiltWhenTextOrTokenizerChanges) {
-  ScratchDir dir("cache-stale");
-  const fs::path data = dir.path / "input.txt";
-  const fs::path caches = dir.path / "cache";
+  gpt2::testing::TempDir dir;
+  const fs::path data = dir.path() / "input.txt";
+  const fs::path caches = dir.path() / "cache";
   writeText(data, "abc");
   int calls = 0;
   ASSERT_TRUE(loadOrTokenize(data.string(), "tok-A", ByteEncoder{&calls}, caches).ok());
@@ -98,9 +87,9 @@ TEST(TokenCache, RebuiltWhenTextOrTokenizerChanges) {
 }
 
 TEST(TokenCache, DamagedCacheIsRebuiltNotTrusted) {
-  ScratchDir dir("cache-damaged");
-  const fs::path data = dir.path / "input.txt";
-  const fs::path caches = dir.path / "cache";
+  gpt2::testing::TempDir dir;
+  const fs::path data = dir.path() / "input.txt";
+  const fs::path caches = dir.path() / "cache";
   writeText(data, "some text to cache");
   int calls = 0;
   ASSERT_TRUE(loadOrTokenize(data.string(), "t", ByteEncoder{&calls}, caches).ok());
@@ -117,19 +106,19 @@ TEST(TokenCache, DamagedCacheIsRebuiltNotTrusted) {
 }
 
 TEST(TokenCache, EmptyAndMissingFilesAreClearErrors) {
-  ScratchDir dir("cache-empty");
-  const fs::path empty = dir.path / "empty.txt";
-  const fs::path caches = dir.path / "cache";
+  gpt2::testing::TempDir dir;
+  const fs::path empty = dir.path() / "empty.txt";
+  const fs::path caches = dir.path() / "cache";
   writeText(empty, "");
   int calls = 0;
   auto r = loadOrTokenize(empty.string(), "t", ByteEncoder{&calls}, caches);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("empty.txt"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("empty"), std::string::npos);
-  auto missing = loadOrTokenize((dir.path / "nope.txt").string(), "t", ByteEncoder{&calls}, caches);
+  auto missing = loadOrTokenize((dir.path() / "nope.txt").string(), "t", ByteEncoder{&calls}, caches);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("nope.txt"), std::string::npos) << missing.error().message;
-  auto directory = loadOrTokenize(dir.path.string(), "t", ByteEncoder{&calls}, caches);
+  auto directory = loadOrTokenize(dir.path().string(), "t", ByteEncoder{&calls}, caches);
   ASSERT_FALSE(directory.ok());
   EXPECT_EQ(calls, 0);
 }

@@ -11,30 +11,13 @@
 #include <vector>
 
 #include "cli_run.hpp"
+#include "files.hpp"
 #include "gpt2/train/checkpoint.hpp"
 
 namespace osprey::testing::train {
 
-// A few kilobytes of text: enough tokens for 2 x 8 batches in both splits.
-inline std::string hostileSampleText() {
-  std::string text;
-  for (int i = 0; i < 40; ++i)
-    text += "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. " +
-            std::to_string(i) + "\n";
-  return text;
-}
-
-inline std::filesystem::path writeText(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
-
-inline std::string readText(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using osprey::testing::readText;
+using osprey::testing::writeText;
 
 // `train` on the tiny preset, gpu/host, batch 2 x 8, with `extra` options.
 inline CliRun tinyTrain(const std::string& data, std::vector<std::string> extra) {

@@ -123,7 +123,7 @@ TEST(HostileJson, EveryFileOfAModelDirectoryRefusesAKeyGivenTwice) {
 // checkpoint is left as it was.
 TEST(HostileJson, ATrainerStateWithAKeyGivenTwiceCannotBeResumed) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   ASSERT_EQ(saveOneStep(data, run).status, 0);
   const fs::path manifest = trainerStateOf(run);
@@ -165,7 +165,7 @@ TEST(HostileJson, ATrainerStateWithAKeyGivenTwiceCannotBeResumed) {
 TEST(HostileJson, ATokenCacheWithAKeyGivenTwiceIsRebuiltAndSaidSo) {
   TempDir dir;
   ScopedEnv cacheHome("XDG_CACHE_HOME", (dir / "xdg-cache").string());
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   ASSERT_EQ(tinyTrain(data, {"--preset", "tiny", "--steps", "1"}).status, 0);
   const fs::path cache = gpt2::data::cachePathIn(dir / "xdg-cache" / "osprey", *gpt2::data::sha256File(data));
   ASSERT_TRUE(fs::exists(cache));

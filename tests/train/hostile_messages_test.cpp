@@ -159,7 +159,7 @@ TEST(HostileMessages, AnUncreatableFileNamesItsDirectoryAndWhy) {
 // that directory, before any training.
 TEST(HostileMessages, ASaveWhereNothingCanBeWrittenNamesTheDirectory) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   UnwritableDir ro(dir / "ro");
   if (!ro.ready()) GTEST_SKIP() << "cannot make a directory unwritable here (root on a file system without chattr)";
   const std::string named = "the directory " + ro.path().string() + " is not writable (";
@@ -289,8 +289,8 @@ TEST(HostileMessages, ATokenMissingFromTheVocabularyIsNamedByItsId) {
 // trained on (from its trainer_state.json) and the one given.
 TEST(HostileMessages, ResumingOnOtherDataNamesBothFiles) {
   TempDir dir;
-  const std::string trained = writeText(dir / "trained.txt", hostileSampleText()).string();
-  const std::string other = writeText(dir / "other.txt", hostileSampleText() + "more words\n").string();
+  const std::string trained = writeText(dir / "trained.txt", sampleTrainingText()).string();
+  const std::string other = writeText(dir / "other.txt", sampleTrainingText() + "more words\n").string();
   const fs::path run = dir / "run";
   ASSERT_EQ(saveOneStep(trained, run).status, 0);
   const fs::path manifest = trainerStateOf(run);
@@ -303,7 +303,7 @@ TEST(HostileMessages, ResumingOnOtherDataNamesBothFiles) {
   EXPECT_TRUE(contains(r.err, "give --data " + trained + " to continue this run")) << r.err;
   EXPECT_FALSE(contains(r.err, "has changed since")) << r.err;
 
-  writeText(trained, hostileSampleText() + "an edit\n");
+  writeText(trained, sampleTrainingText() + "an edit\n");
   const CliRun changed = tinyTrain(trained, {"--resume", run.string(), "--steps", "2", "--save", run.string()});
   EXPECT_EQ(changed.status, 1);
   EXPECT_TRUE(contains(changed.err, manifest.string() + " records " + trained)) << changed.err;

@@ -42,7 +42,7 @@ std::vector<std::string> csvSteps(const fs::path& csv) {
 // loss, computed before the update, is finite).
 TEST(HostileTrainNonFinite, AnUpdateThatOverflowsStopsTheRunAndKeepsTheCheckpoint) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   ASSERT_EQ(tinyTrain(data, {"--preset", "tiny", "--steps", "2", "--save", run.string()}).status, 0);
   const auto before = snapshot(gpt2::train::checkpointDir(run));
@@ -71,7 +71,7 @@ TEST(HostileTrainNonFinite, AnUpdateThatOverflowsStopsTheRunAndKeepsTheCheckpoin
 // checkpoint of step 2 is untouched.
 TEST(HostileTrainNonFinite, ALossThatIsNotFiniteStopsTheRunBeforeAnySave) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   ASSERT_EQ(tinyTrain(data, {"--preset", "tiny", "--steps", "2", "--save", run.string()}).status, 0);
   const auto before = snapshot(gpt2::train::checkpointDir(run));
@@ -123,7 +123,7 @@ TEST(HostileTrainNonFinite, ASaveOfNonFiniteNumbersIsRefusedAndChangesNothing) {
 // A checkpoint with an infinity in it (written by another program) cannot be resumed from.
 TEST(HostileTrainNonFinite, ACheckpointHoldingInfinityIsRefusedWhenLoaded) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   ASSERT_EQ(saveOneStep(data, run).status, 0);
   auto c = gpt2::train::loadTrainingCheckpoint(run);

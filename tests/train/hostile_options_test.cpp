@@ -35,7 +35,7 @@ void expectShort(const std::string& err) {
 
 TEST(HostileTrainOptions, NonFiniteNegativeOrOutOfRangeHyperParametersAreRefused) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const std::vector<BadOption> cases = {
       {"--lr", "nan", "nan"},           {"--lr", "-1", "> 0"},          {"--lr", "0", "> 0"},
       {"--lr", "inf", "inf"},           {"--lr", "1e999", "1e999"},
@@ -161,7 +161,7 @@ TEST(HostileTrainOptions, ManifestValuesAreCheckedNamingTheFileAndTheKey) {
 
 TEST(HostileTrainOptions, AResumedRunRefusesAnEditedManifestAndAStepCounterThatWouldOverflow) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   ASSERT_EQ(saveOneStep(data, run).status, 0);
   const fs::path manifest = trainerStateOf(run);

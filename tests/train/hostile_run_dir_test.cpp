@@ -28,7 +28,7 @@ using namespace osprey::testing::train;
 
 TEST(HostileTrainRunDir, SavingOverAnotherRunNeedsResumeOrOverwrite) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   ASSERT_EQ(tinyTrain(data, {"--preset", "tiny", "--steps", "2", "--save", run.string()}).status, 0);
   const auto before = snapshot(run);
@@ -62,7 +62,7 @@ TEST(HostileTrainRunDir, SavingOverAnotherRunNeedsResumeOrOverwrite) {
 
 TEST(HostileTrainRunDir, ALossHistoryWithoutACheckpointNeedsOverwrite) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   fs::create_directories(run);
   // What a run that failed before its first save leaves: steps in loss.csv, no checkpoint.
@@ -95,7 +95,7 @@ TEST(HostileTrainRunDir, InitRefusesToWriteOverAModel) {
   EXPECT_NE(snapshot(out), before);
 
   // A training checkpoint directory, or a run's directory, is a model too.
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   ASSERT_EQ(saveOneStep(data, run).status, 0);
   EXPECT_EQ(runOsprey({"init", "--preset", "tiny", "--out", gpt2::train::checkpointDir(run).string()}).status, 1);
@@ -104,7 +104,7 @@ TEST(HostileTrainRunDir, InitRefusesToWriteOverAModel) {
 
 TEST(HostileTrainRunDir, ASecondRunOnTheSameDirectoryFailsAtOnceNamingThePid) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   {
     // Another run holds the directory (a lock taken as a run takes it; flock excludes a second
@@ -129,7 +129,7 @@ TEST(HostileTrainRunDir, ASecondRunOnTheSameDirectoryFailsAtOnceNamingThePid) {
 
 TEST(HostileTrainRunDir, TwoConcurrentRunsOnOneDirectoryCannotBothSave) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   // A long run in a thread; once it has a step in loss.csv it holds the lock.
   std::atomic<bool> started{false};
@@ -174,7 +174,7 @@ CliRun runAndSignal(const std::string& data, const fs::path& save, int sig) {
 
 TEST(HostileTrainRunDir, SigtermAndSighupFinishTheStepAndSaveAsCtrlCDoes) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   for (auto [sig, name] : {std::pair{SIGTERM, "SIGTERM"}, std::pair{SIGHUP, "SIGHUP"}}) {
     const fs::path save = dir / name;
     CliRun r = runAndSignal(data, save, sig);

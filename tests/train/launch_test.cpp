@@ -3,6 +3,8 @@
 // start), and the command line's errors for runs that cannot be data-parallel.
 #include <gtest/gtest.h>
 
+#include "files.hpp"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -98,12 +100,7 @@ LaunchPlan shellPlan(const std::string& script, int ranks, const fs::path& dir) 
   return plan;
 }
 
-std::string readFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using osprey::testing::readText;
 
 TEST(Launcher, EveryRankGetsItsPlace) {
   Scratch dir;
@@ -115,7 +112,7 @@ TEST(Launcher, EveryRankGetsItsPlace) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   std::string rendezvous;
   for (int rank = 0; rank < 3; ++rank) {
-    std::istringstream line(readFile(dir.path / ("rank" + std::to_string(rank))));
+    std::istringstream line(readText(dir.path / ("rank" + std::to_string(rank))));
     int k = -1, n = 0, local = -1, device = -1;
     std::string nvls, file;
     line >> k >> n >> local >> device >> nvls >> file;

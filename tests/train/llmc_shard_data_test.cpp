@@ -23,9 +23,9 @@ using gpt2::testing::ScopedEnv;
 using gpt2::testing::TempDir;
 using osprey::testing::train::runOsprey;
 
-std::string afterFirstLine(const std::string& s) { return s.substr(s.find('\n') + 1); }
+using osprey::testing::train::afterHeaderLine;
 
-std::string sampleText() {
+std::string citizenText() {
   std::string text;
   for (int i = 0; i < 30; ++i) text += "First Citizen:\nBefore we proceed any further, hear me speak.\n";
   return text;
@@ -35,10 +35,10 @@ TEST(LlmcShardData, AShardOfATextsTokensTrainsAsTheTextDoes) {
   TempDir dir;
   ScopedEnv xdg("XDG_CACHE_HOME", (dir / "xdg").string());
   const fs::path text = dir / "input.txt", shard = dir / "input_train.bin";
-  { std::ofstream(text, std::ios::binary) << sampleText(); }
+  { std::ofstream(text, std::ios::binary) << citizenText(); }
   auto tokenizer = gpt2::Tokenizer::load(gpt2::testing::tokenizerDir());
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
-  auto ids = tokenizer->encode(sampleText());
+  auto ids = tokenizer->encode(citizenText());
   ASSERT_TRUE(ids.ok());
   ASSERT_TRUE(osprey::io::writeLlmcShard(shard.string(), *ids).ok());
 
@@ -58,7 +58,7 @@ TEST(LlmcShardData, AShardOfATextsTokensTrainsAsTheTextDoes) {
     for (std::size_t at; (at = s.find(file)) != std::string::npos;) s.erase(at, file.size());
     return s;
   };
-  EXPECT_EQ(withoutFile(afterFirstLine(a.out), text.string()), withoutFile(afterFirstLine(b.out), shard.string()));
+  EXPECT_EQ(withoutFile(afterHeaderLine(a.out), text.string()), withoutFile(afterHeaderLine(b.out), shard.string()));
   // Only the text was cached: a shard's tokens are read as they are.
   ASSERT_TRUE(fs::is_directory(dir / "xdg" / "osprey"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir / "xdg" / "osprey"), fs::directory_iterator{}), 1);

@@ -106,7 +106,7 @@ TEST(LossCurve, WithoutGnuplotOrWithAFailingOneANoteSaysHowToDrawIt) {
 
 TEST(LossCurve, TrainDrawsItBesideLossCsvUnlessToldNot) {
   TempDir dir;
-  const std::string data = writeText(dir / "text.txt", hostileSampleText()).string();
+  const std::string data = writeText(dir / "text.txt", sampleTrainingText()).string();
   const fs::path run = dir / "run";
   CliRun r = tinyTrain(data, {"--preset", "tiny", "--steps", "2", "--val-every", "1", "--save", run.string()});
   ASSERT_EQ(r.status, 0) << r.err;

@@ -3,6 +3,8 @@
 // ending in a saved checkpoint, and bad data ending in clear errors.
 #include <gtest/gtest.h>
 
+#include "gpt2/temp_dir.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -25,34 +27,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("osprey-traincli-" + name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-};
-
 using osprey::testing::train::CliRun;
 using osprey::testing::train::runOsprey;
 
-// A few kilobytes of text: enough tokens for 2 x 8 batches in both splits.
-std::string sampleText() {
-  std::string text;
-  for (int i = 0; i < 40; ++i)
-    text += "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. " +
-            std::to_string(i) + "\n";
-  return text;
-}
+using osprey::testing::train::sampleTrainingText;
 
 fs::path writeFile(const fs::path& dir, const std::string& name, const std::string& bytes) {
   std::ofstream(dir / name, std::ios::binary) << bytes;
   return dir / name;
 }
 
-std::string afterFirstLine(const std::string& s) { return s.substr(s.find('\n') + 1); }
+using osprey::testing::train::afterHeaderLine;
 
 std::vector<std::string> column(const fs::path& csv, int index) {
   std::ifstream in(csv);
@@ -81,8 +66,8 @@ void expectSameTensors(const fs::path& a, const fs::path& b) {
 }  // namespace
 
 TEST(TrainStepCli, SameBytesOnEveryHandlerAfterTheFirstLine) {
-  ScratchDir dir("step");
-  const auto data = writeFile(dir.path, "text.txt", sampleText()).string();
+  gpt2::testing::TempDir dir;
+  const auto data = writeFile(dir.path(), "text.txt", sampleTrainingText()).string();
   const std::vector<std::string> common = {"--preset", "tiny", "--data", data, "--batch", "2", "--seq", "8",
                                            "--weight-decay", "0.1"};
   auto args = [&](std::vector<std::string> backend) {
@@ -97,7 +82,7 @@ TEST(TrainStepCli, SameBytesOnEveryHandlerAfterTheFirstLine) {
   ASSERT_EQ(host.status, 0) << host.err;
   EXPECT_EQ(lists.out.substr(0, lists.out.find('\n')), "gpt2 (tiny) on lists");
   EXPECT_EQ(host.out.substr(0, host.out.find('\n')), "gpt2 (tiny) on host");
-  EXPECT_EQ(afterFirstLine(lists.out), afterFirstLine(host.out));
+  EXPECT_EQ(afterHeaderLine(lists.out), afterHeaderLine(host.out));
   // header, description, loss, 28 gradient sums (tiny has 2 blocks), loss after the step
   EXPECT_EQ(std::count(lists.out.begin(), lists.out.end(), '\n'), 2 + 1 + 28 + 1) << lists.out;
   EXPECT_NE(lists.out.find("\ngrad h.1.mlp.c_proj.weight "), std::string::npos);
@@ -105,9 +90,9 @@ TEST(TrainStepCli, SameBytesOnEveryHandlerAfterTheFirstLine) {
 }
 
 TEST(TrainCli, ResumeEqualsUninterruptedBitForBit) {
-  ScratchDir dir("resume");
-  const auto data = writeFile(dir.path, "text.txt", sampleText()).string();
-  const auto split = (dir.path / "split").string(), whole = (dir.path / "whole").string();
+  gpt2::testing::TempDir dir;
+  const auto data = writeFile(dir.path(), "text.txt", sampleTrainingText()).string();
+  const auto split = (dir.path() / "split").string(), whole = (dir.path() / "whole").string();
   const std::vector<std::string> shape = {"--data", data, "--batch", "2", "--seq", "8", "--val-every", "2",
                                           "--val-batches", "1", "--weight-decay", "0.1"};
   auto train = [&](std::vector<std::string> extra) {
@@ -140,16 +125,16 @@ TEST(TrainCli, ResumeEqualsUninterruptedBitForBit) {
   CliRun badShape = runOsprey({"train", "--resume", split, "--data", data, "--steps", "1", "--batch", "3"});
   EXPECT_EQ(badShape.status, 1);
   EXPECT_NE(badShape.err.find("--batch 2 --seq 8"), std::string::npos) << badShape.err;
-  const auto other = writeFile(dir.path, "other.txt", sampleText() + "more").string();
+  const auto other = writeFile(dir.path(), "other.txt", sampleTrainingText() + "more").string();
   CliRun badData = runOsprey({"train", "--resume", split, "--data", other, "--steps", "1"});
   EXPECT_EQ(badData.status, 1);
   EXPECT_NE(badData.err.find("not the text the checkpoint was trained on"), std::string::npos) << badData.err;
 }
 
 TEST(TrainCli, InterruptFinishesTheStepSavesAndExitsCleanly) {
-  ScratchDir dir("sigint");
-  const auto data = writeFile(dir.path, "text.txt", sampleText()).string();
-  const fs::path save = dir.path / "run";
+  gpt2::testing::TempDir dir;
+  const auto data = writeFile(dir.path(), "text.txt", sampleTrainingText()).string();
+  const fs::path save = dir.path() / "run";
   std::atomic<bool> done{false};
   std::thread interrupter([&] {
     // Once the first step is in the loss history, press Ctrl-C.
@@ -175,38 +160,38 @@ TEST(TrainCli, InterruptFinishesTheStepSavesAndExitsCleanly) {
 }
 
 TEST(TrainCli, BadDataIsAClearError) {
-  ScratchDir dir("baddata");
-  const auto empty = writeFile(dir.path, "empty.txt", "").string();
+  gpt2::testing::TempDir dir;
+  const auto empty = writeFile(dir.path(), "empty.txt", "").string();
   CliRun e = runOsprey({"train-step", "--preset", "tiny", "--data", empty, "--batch", "2", "--seq", "8"});
   EXPECT_EQ(e.status, 1);
   EXPECT_NE(e.err.find("empty.txt: the training data is empty"), std::string::npos) << e.err;
 
-  const auto shortText = writeFile(dir.path, "short.txt", "To be, or not to be").string();
+  const auto shortText = writeFile(dir.path(), "short.txt", "To be, or not to be").string();
   CliRun s = runOsprey({"train", "--preset", "tiny", "--data", shortText, "--batch", "2", "--seq", "8", "--steps", "1"});
   EXPECT_EQ(s.status, 1);
   EXPECT_NE(s.err.find("fewer than one batch needs"), std::string::npos) << s.err;
   EXPECT_NE(s.err.find("short.txt"), std::string::npos) << s.err;
 
-  CliRun missing = runOsprey({"train-step", "--preset", "tiny", "--data", (dir.path / "nope.txt").string()});
+  CliRun missing = runOsprey({"train-step", "--preset", "tiny", "--data", (dir.path() / "nope.txt").string()});
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.err.find("nope.txt"), std::string::npos) << missing.err;
 
-  CliRun tooLong = runOsprey({"train-step", "--preset", "tiny", "--data", writeFile(dir.path, "t.txt", sampleText()).string(),
+  CliRun tooLong = runOsprey({"train-step", "--preset", "tiny", "--data", writeFile(dir.path(), "t.txt", sampleTrainingText()).string(),
                         "--batch", "1", "--seq", "129"});
   EXPECT_EQ(tooLong.status, 1);
   EXPECT_NE(tooLong.err.find("context"), std::string::npos) << tooLong.err;
 }
 
 TEST(TrainCli, NonUtf8BytesTrainAsByteLevelTokens) {
-  ScratchDir dir("bytes");
+  gpt2::testing::TempDir dir;
   std::string bytes;
   for (int i = 0; i < 600; ++i) bytes.push_back(static_cast<char>((i * 73 + 128) % 256));  // invalid UTF-8, NULs
-  const auto data = writeFile(dir.path, "bytes.bin", bytes).string();
+  const auto data = writeFile(dir.path(), "bytes.bin", bytes).string();
   CliRun r = runOsprey({"train-step", "--backend", "gpu", "--preset", "tiny", "--data", data, "--batch", "2", "--seq", "8"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("\nloss "), std::string::npos) << r.out;
   // A validation split too short for a batch is skipped with a note, not an error.
-  const auto few = writeFile(dir.path, "few.txt", sampleText().substr(0, 400)).string();
+  const auto few = writeFile(dir.path(), "few.txt", sampleTrainingText().substr(0, 400)).string();
   CliRun v = runOsprey({"train", "--backend", "gpu", "--preset", "tiny", "--data", few, "--batch", "2", "--seq", "8",
                   "--steps", "1", "--val-every", "1"});
   ASSERT_EQ(v.status, 0) << v.err;
