@@ -61,6 +61,14 @@ if [[ -d /usr/include/pybind11 && -d /usr/lib/cmake/pybind11 ]]; then
 fi
 [[ -f /usr/include/dlpack/dlpack.h ]] && cp -a /usr/include/dlpack "$deps/include/"
 
+# The opencl device (src/gpu/opencl/): the OpenCL headers and the ICD loader libOpenCL, where this
+# machine has them. The device machine's own driver (NVIDIA's libnvidia-opencl.so.1) answers
+# through the loader once an ICD file names it (OCL_ICD_VENDORS; scripts/gpu-check.sh).
+if [[ -d /usr/include/CL && -e $sys/libOpenCL.so.1 ]]; then
+  cp -a /usr/include/CL "$deps/include/"
+  cp -a $sys/libOpenCL.so $sys/libOpenCL.so.1 $sys/libOpenCL.so.1.* "$deps/lib/$arch/"
+fi
+
 # The .pc file names /usr; make it relative to wherever .deps lands.
 sed 's|^prefix=.*|prefix=${pcfiledir}/../../..|' $sys/pkgconfig/libpcre2-8.pc > "$deps/lib/$arch/pkgconfig/libpcre2-8.pc"
 
@@ -81,7 +89,7 @@ chmod +x "$deps/bin/pkg-config"
 {
   echo "# carried from $(hostname) on $(date -u +%Y-%m-%dT%H:%MZ) by scripts/carry-deps.sh"
   dpkg-query -W -f='${Package} ${Version}\n' libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev \
-    libgmock-dev libbenchmark-dev libpcre2-dev pkgconf pybind11-dev libdlpack-dev 2>/dev/null || true
+    libgmock-dev libbenchmark-dev libpcre2-dev pkgconf pybind11-dev libdlpack-dev ocl-icd-opencl-dev opencl-c-headers 2>/dev/null || true
 } > "$deps/VERSIONS"
 
 echo "carry-deps: wrote $deps ($(du -sh "$deps" | cut -f1)):"

@@ -5,11 +5,14 @@
 # Exit status 0 when everything is (now) installed. Used by `make gpt2`, `make test`, ...
 set -euo pipefail
 
+# The opencl device (src/gpu/opencl/): the OpenCL headers and ICD loader, and PoCL, which runs
+# OpenCL kernels on this machine's CPU so make test can run the opencl tests without a GPU.
 # The Python module (python/): pybind11 and Python's headers to build it, DLPack's header for its
 # zero-copy exchange, NumPy and pytest for its tests (run by make test with Debian's python3).
 readonly PACKAGES=(cmake ninja-build pkg-config g++ libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libssl-dev
                    libgtest-dev libgmock-dev libbenchmark-dev
-                   python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest)
+                   python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest
+                   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -21,6 +21,10 @@
 #include "osprey/gpu/cuda/handler.hpp"
 #include "osprey/gpu/cuda/fast.hpp"
 #endif
+// The opencl test program (tests/opencl/) tests GpuOpenCl.
+#if defined(OSPREY_TEST_OPENCL)
+#include "osprey/gpu/opencl/handler.hpp"
+#endif
 
 namespace osprey::testing {
 
@@ -36,6 +40,15 @@ template <>
 inline GpuHost makeHandler<GpuHost>() {
   return GpuHost(*HostDevice::open());
 }
+
+#if defined(OSPREY_TEST_OPENCL)
+template <>
+inline GpuOpenCl makeHandler<GpuOpenCl>() {
+  auto device = OpenClDevice::open();
+  if (!device.ok()) throw std::runtime_error(device.error().message);
+  return GpuOpenCl(*device);
+}
+#endif
 
 #if defined(__CUDACC__)
 template <>
@@ -85,6 +98,12 @@ template <>
 inline DeviceNaming expectedDeviceNaming<GpuHost>() {
   return {"host", true};
 }
+#if defined(OSPREY_TEST_OPENCL)
+template <>
+inline DeviceNaming expectedDeviceNaming<GpuOpenCl>() {
+  return {"opencl: ", false};
+}
+#endif
 #if defined(__CUDACC__)
 template <>
 inline DeviceNaming expectedDeviceNaming<GpuCuda>() {
@@ -127,6 +146,12 @@ template <>
 inline const char* handlerName<GpuHost>() {
   return "GpuHost";
 }
+#if defined(OSPREY_TEST_OPENCL)
+template <>
+inline const char* handlerName<GpuOpenCl>() {
+  return "GpuOpenCl";
+}
+#endif
 #if defined(__CUDACC__)
 template <>
 inline const char* handlerName<GpuCuda>() {

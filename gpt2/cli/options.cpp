@@ -16,10 +16,10 @@ void addModelOptions(CLI::App& sub, ModelRequest& request) {
 
 void addBackendOptions(CLI::App& sub, BackendChoice& choice) {
   sub.add_option("--backend", choice.backend, "handler: lists, gpu or fast (float storage on the cuda device)")->capture_default_str();
-  sub.add_option("--device", choice.device, "gpu device: host or cuda (default: $OSPREY_GPU, else host)")
+  sub.add_option("--device", choice.device, "gpu device: host, cuda or opencl (default: $OSPREY_GPU, else host)")
       ->check(CLI::Validator(
-          [](std::string& name) { return name.empty() ? std::string("an empty device name: choose host or cuda") : ""; },
-          "host or cuda"));
+          [](std::string& name) { return name.empty() ? std::string("an empty device name: choose host, cuda or opencl") : ""; },
+          "host, cuda or opencl"));
   sub.add_option("--products", choice.products,
                  "fast backend: the linear layers' products, bf16 operands (default) or tf32 on the floats")
       ->check(CLI::IsMember({"bf16", "tf32"}));

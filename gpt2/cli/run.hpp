@@ -72,6 +72,7 @@ using FastRunner = osprey::Result<void> (*)(ModelJob& job, const Streams& stream
 osprey::Result<void> runJobOnLists(ModelJob& job, const Streams& streams);
 osprey::Result<void> runJobOnGpuHost(ModelJob& job, const Streams& streams);
 osprey::Result<void> runJobOnGpuCuda(ModelJob& job, const Streams& streams);  // nvcc builds only
+osprey::Result<void> runJobOnGpuOpenCl(ModelJob& job, const Streams& streams);  // builds with OpenCL only
 osprey::Result<void> runJobOnFast(ModelJob& job, const Streams& streams, FastProducts products);  // nvcc only
 
 // The entry points a program links. The cuda ones are null when the program was built without
@@ -81,13 +82,15 @@ struct HandlerEntries {
   HandlerRunner gpuHost = nullptr;
   HandlerRunner gpuCuda = nullptr;
   FastRunner fast = nullptr;
+  HandlerRunner gpuOpenCl = nullptr;
 };
 
-// lists and gpu/host; gpuCuda and fast left null (main.cpp adds them when gpt2_cuda is linked).
+// lists and gpu/host; gpuCuda, fast and gpuOpenCl left null (main.cpp adds them when gpt2_cuda and
+// gpt2_opencl are linked).
 HandlerEntries hostEntries();
 
 // --backend / --device (or $OSPREY_GPU) -> the entry point, or the error naming the bad choice:
-//   "unknown backend `x`: choose gpu, fast or lists", "unknown gpu device `x`: choose host or cuda".
+//   "unknown backend `x`: choose gpu, fast or lists", "unknown gpu device `x`: choose host, cuda or opencl".
 // The fast backend runs on the cuda device only; --products (bf16 or tf32) applies to it alone.
 struct BackendChoice {
   std::string backend = "lists";

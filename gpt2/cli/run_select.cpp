@@ -17,12 +17,13 @@ osprey::Result<JobRunner> selectRunner(const BackendChoice& choice, const Handle
                                      "exact", choice.products, choice.backend)};
   // Which handler: the library's boundary decides, and words every refusal.
   const bool cudaLinked = entries.gpuCuda != nullptr && entries.fast != nullptr;
-  const auto chosen = osprey::chooseBackend(choice.backend, choice.device, cudaLinked);
+  const auto chosen = osprey::chooseBackend(choice.backend, choice.device, cudaLinked, entries.gpuOpenCl != nullptr);
   if (!chosen.ok()) return choice.backend == "fast" ? fastRefusal(chosen.error()) : chosen.error();
   switch (*chosen) {
     case osprey::Backend::Lists: return JobRunner{entries.lists};
     case osprey::Backend::GpuHost: return JobRunner{entries.gpuHost};
     case osprey::Backend::GpuCuda: return JobRunner{entries.gpuCuda};
+    case osprey::Backend::GpuOpenCl: return JobRunner{entries.gpuOpenCl};
     case osprey::Backend::Fast: break;
   }
   if (!choice.products.empty() && choice.products != "bf16" && choice.products != "tf32")

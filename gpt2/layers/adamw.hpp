@@ -37,18 +37,22 @@ struct AdamWOut {
   Buf<H> v;      // second moment
 };
 
-// One element's new moments and parameter (shared by the three kernels below).
-OSPREY_INLINE osprey::Scalar adamwFirstMoment(osprey::Scalar m, osprey::Scalar g, osprey::Scalar beta1) {
+// One element's new moments and parameter (shared by the three kernels below), over the kernel's
+// scalar type S.
+template <class S>
+OSPREY_INLINE S adamwFirstMoment(S m, S g, osprey::Scalar beta1) {
   return m + (1.0 - beta1) * (g - m);
 }
-OSPREY_INLINE osprey::Scalar adamwSecondMoment(osprey::Scalar v, osprey::Scalar g, osprey::Scalar beta2) {
+template <class S>
+OSPREY_INLINE S adamwSecondMoment(S v, S g, osprey::Scalar beta2) {
   return v * beta2 + ((1.0 - beta2) * g) * g;
 }
 // The parameter after the step from its new moments m2 and v2; `decayed` is p * (1 - lr * wd)
 // where the tensor decays, else p.
-OSPREY_INLINE osprey::Scalar adamwParameter(osprey::Scalar decayed, osprey::Scalar m2, osprey::Scalar v2,
-                                            osprey::Scalar stepSize, osprey::Scalar bc2Sqrt, osprey::Scalar eps) {
-  const osprey::Scalar denom = osprey::math::sqrt(v2) / bc2Sqrt + eps;
+template <class S>
+OSPREY_INLINE S adamwParameter(S decayed, S m2, S v2, osprey::Scalar stepSize, osprey::Scalar bc2Sqrt,
+                               osprey::Scalar eps) {
+  const S denom = osprey::math::sqrt(v2) / bc2Sqrt + eps;
   return decayed + (stepSize * m2) / denom;
 }
 
@@ -88,23 +92,24 @@ osprey::Result<AdamWOut<H>> adamwUpdate(H& h, const Buf<H>& param, const Buf<H>&
   // One pass where the handler has buildEach (reading p, g, m and v once, where three builds read
   // seven streams and write three); the same three doubles per element either way.
   const auto together = [=] OSPREY_FN(osprey::Index i) -> osprey::Several<3> {
-    const osprey::Scalar m2 = adamwFirstMoment(mv[i], gv[i], beta1);
-    const osprey::Scalar v2 = adamwSecondMoment(vv[i], gv[i], beta2);
-    return osprey::Several<3>{{adamwParameter(decay ? pv[i] * keep : pv[i], m2, v2, stepSize, bc2Sqrt, eps), m2, v2}};
+    const osprey::Scalar m2 = adamwFirstMoment<osprey::Scalar>(mv[i], gv[i], beta1);
+    const osprey::Scalar v2 = adamwSecondMoment<osprey::Scalar>(vv[i], gv[i], beta2);
+    return osprey::Several<3>{
+        {adamwParameter<osprey::Scalar>(decay ? pv[i] * keep : pv[i], m2, v2, stepSize, bc2Sqrt, eps), m2, v2}};
   };
   if constexpr (requires { h.template buildEach<3>(n, together); }) {
     auto [p2, m2, v2] = OSPREY_TRY(h.template buildEach<3>(n, together));
     return AdamWOut<H>{std::move(p2), std::move(m2), std::move(v2)};
   } else {
-    auto m2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-      return adamwFirstMoment(mv[i], gv[i], beta1);
+    auto m2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+      return adamwFirstMoment<KernelScalar<H>>(mv[i], gv[i], beta1);
     }));
-    auto v2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-      return adamwSecondMoment(vv[i], gv[i], beta2);
+    auto v2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+      return adamwSecondMoment<KernelScalar<H>>(vv[i], gv[i], beta2);
     }));
     const auto m2v = m2.view(), v2v = v2.view();
-    auto p2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-      return adamwParameter(decay ? pv[i] * keep : pv[i], m2v[i], v2v[i], stepSize, bc2Sqrt, eps);
+    auto p2 = OSPREY_TRY(h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+      return adamwParameter<KernelScalar<H>>(decay ? pv[i] * keep : pv[i], m2v[i], v2v[i], stepSize, bc2Sqrt, eps);
     }));
     return AdamWOut<H>{std::move(p2), std::move(m2), std::move(v2)};
   }

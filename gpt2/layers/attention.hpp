@@ -45,7 +45,10 @@ inline osprey::Result<osprey::Index> headSize(const char* layer, osprey::Index C
 // The causal prefix of softmax row r of a (rows, T) table: its first r % T + 1 entries.
 struct CausalPrefix {
   osprey::Int T;
-  OSPREY_FN osprey::Index operator()(osprey::Index r) const { return (osprey::Int(r) % T + 1).raw(); }
+  template <class I>
+  OSPREY_FN I operator()(I r) const {
+    return (osprey::asInt(r) % T + 1).raw();
+  }
 };
 
 // Per row r of the scaled scores, pre(r, t2), over its first length(r) entries: the max (from the
@@ -62,10 +65,10 @@ struct SoftmaxStats {
 template <osprey::Tensor H, class Length, class Pre>
 osprey::Result<SoftmaxStats<H>> softmaxStats(H& h, osprey::Index rows, Length length, Pre pre) {
   auto maxes = OSPREY_TRY(foldRaggedRowsFromFirst(h, rows, length,
-      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar { return pre(r, t2); }, Larger{}, AsIs{}));
+      [=] OSPREY_FN(KernelIndex<H> r, KernelIndex<H> t2) -> KernelScalar<H> { return pre(r, t2); }, Larger{}, AsIs{}));
   const auto mv = maxes.view();
   auto sums = OSPREY_TRY(sumRaggedRows(h, rows, length,
-      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar { return osprey::math::exp(pre(r, t2) - mv[r]); },
+      [=] OSPREY_FN(KernelIndex<H> r, KernelIndex<H> t2) -> KernelScalar<H> { return osprey::math::exp(pre(r, t2) - mv[r]); },
       AsIs{}));
   return SoftmaxStats<H>{std::move(maxes), std::move(sums)};
 }
@@ -74,7 +77,10 @@ template <class V>
 struct TableEntry {
   V table;
   osprey::Int T;
-  OSPREY_FN osprey::Scalar operator()(osprey::Index r, osprey::Index t2) const { return table[osprey::Int(r) * T + t2]; }
+  template <class R, class C>
+  OSPREY_FN auto operator()(R r, C t2) const {
+    return table[osprey::asInt(r) * T + t2];
+  }
 };
 
 // out (C): the attention of one new position whose query is in qkvRow (3C) against the positions
@@ -95,11 +101,11 @@ osprey::Result<Buf<H>> attendCached(H& h, const Buf<H>& qkvRow, const Buf<H>& kC
   // pre (NH, stride): the scaled score of every cached position, q · k over the head's channels (a
   // dot fold: the same fused multiply-adds, in the same order, as the forward's product).
   auto pre = OSPREY_TRY(dotRaggedRows(h, scoreRowCount, scoreRows,
-      [=] OSPREY_FN(osprey::Index i, osprey::Index d) -> Product {
-        const auto [hh, t2] = divMod(osprey::Int(i), Ti);
-        return Product{qv[hh * HS + d], kv[t2 * Ci + hh * HS + d]};
+      [=] OSPREY_FN(KernelIndex<H> i, KernelIndex<H> d) -> ProductOf<KernelScalar<H>> {
+        const auto [hh, t2] = divMod(osprey::asInt(i), Ti);
+        return {qv[hh * HS + d], kv[t2 * Ci + hh * HS + d]};
       },
-      [=] OSPREY_FN(osprey::Index, osprey::Scalar score) -> osprey::Scalar { return bySqrtHs(score); }));
+      [=] OSPREY_FN(KernelIndex<H>, KernelScalar<H> score) -> KernelScalar<H> { return bySqrtHs(score); }));
   const auto pv = pre.view();
   // Per head, over every cached position: the max and the sum of exp(pre - max), (NH) each.
   const TableEntry<std::remove_cvref_t<decltype(pv)>> preEntry{pv, Ti};
@@ -108,10 +114,10 @@ osprey::Result<Buf<H>> attendCached(H& h, const Buf<H>& qkvRow, const Buf<H>& kC
   // out[c] = sum over the cached positions t2 of att[hh][t2] * v[t2][c], att being computed in the
   // term exactly as the forward's att kernel computes it (the same double, not stored).
   return dotRaggedRows(h, C, positions,
-      [=] OSPREY_FN(osprey::Index c, osprey::Index t2) -> Product {
-        const osprey::Int hh = osprey::Int(c) / HS;
-        const osprey::Scalar att = osprey::math::exp(pv[hh * Ti + t2] - mv[hh]) / sv[hh];
-        return Product{att, vv[osprey::Int(t2) * Ci + c]};
+      [=] OSPREY_FN(KernelIndex<H> c, KernelIndex<H> t2) -> ProductOf<KernelScalar<H>> {
+        const auto hh = osprey::asInt(c) / HS;
+        const auto att = osprey::math::exp(pv[hh * Ti + t2] - mv[hh]) / sv[hh];
+        return {att, vv[osprey::asInt(t2) * Ci + c]};
       },
       AsIs{});
 }
@@ -129,15 +135,16 @@ osprey::Result<Buf<H>> causalSoftmax(H& h, const Buf<H>& scores, osprey::Index R
   const osprey::Index RT = OSPREY_TRY(checkedProduct("causal softmax", {R, T}));
   const auto cv = scores.view();
   const osprey::Int Ti = T;
-  const auto pre = [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> osprey::Scalar {
-    return scale(cv[osprey::Int(r) * Ti + t2]);
+  const auto pre = [=] OSPREY_FN(KernelIndex<H> r, KernelIndex<H> t2) -> KernelScalar<H> {
+    return scale(cv[osprey::asInt(r) * Ti + t2]);
   };
   const auto stats = OSPREY_TRY(detail::softmaxStats(h, R, detail::CausalPrefix{Ti}, pre));
   const auto mv = stats.maxes.view(), sv = stats.sums.view();
-  return h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [r, t2] = divMod(osprey::Int(i), Ti);
-    if (t2 > r % Ti) return 0.0;
-    return osprey::math::exp(scale(cv[i]) - mv[r]) / sv[r];
+  return h.build(RT, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    using S = KernelScalar<H>;
+    const auto [r, t2] = divMod(osprey::asInt(i), Ti);
+    return osprey::when(
+        t2 > r % Ti, [&] { return S(0.0); }, [&] { return S(osprey::math::exp(scale(cv[i]) - mv[r]) / sv[r]); });
   });
 }
 
@@ -151,16 +158,16 @@ osprey::Result<Buf<H>> causalSoftmaxBackward(H& h, const Buf<H>& att, const Buf<
   const auto av = att.view(), gv = datt.view();
   const osprey::Int Ti = T;
   auto rowDot = OSPREY_TRY(dotRaggedRows(h, R, detail::CausalPrefix{Ti},
-      [=] OSPREY_FN(osprey::Index r, osprey::Index t2) -> Product {
-        const osprey::Int at = osprey::Int(r) * Ti + t2;
-        return Product{av[at], gv[at]};
+      [=] OSPREY_FN(KernelIndex<H> r, KernelIndex<H> t2) -> ProductOf<KernelScalar<H>> {
+        const auto at = osprey::asInt(r) * Ti + t2;
+        return {av[at], gv[at]};
       },
       AsIs{}));
   const auto rv = rowDot.view();
-  return h.build(RT, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [r, t2] = divMod(osprey::Int(i), Ti);
-    if (t2 > r % Ti) return 0.0;
-    return scale(av[i] * (gv[i] - rv[r]));
+  return h.build(RT, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    using S = KernelScalar<H>;
+    const auto [r, t2] = divMod(osprey::asInt(i), Ti);
+    return osprey::when(t2 > r % Ti, [&] { return S(0.0); }, [&] { return S(scale(av[i] * (gv[i] - rv[r]))); });
   });
 }
 }  // namespace reference
@@ -218,8 +225,8 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
                                              qkvHeads.rows(2 * Ci)));
   const auto ov = outHeads.view();
   auto out = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {B, T, C})),
-                                [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [bt, c] = divMod(osprey::Int(i), Ci);
+                                [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto [bt, c] = divMod(osprey::asInt(i), Ci);
     const auto [b, t] = divMod(bt, Ti);
     const auto [hh, d] = divMod(c, HS);
     return ov[((b * NHi + hh) * Ti + t) * HS + d];
@@ -284,15 +291,19 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   auto dvT = OSPREY_TRY(heads::products(h, BH, hs, T, T, dout, doutHeads.transposed(0), att, squareRows));
   const auto qg = dq.view(), kg = dkT.view(), vg = dvT.view();
   return h.build(OSPREY_TRY(checkedProduct(L, {B, T, 3, C})),
-                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [bt, col] = divMod(osprey::Int(i), C3);
+                 [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto [bt, col] = divMod(osprey::asInt(i), C3);
     const auto [b, t] = divMod(bt, Ti);
     const auto [section, c] = divMod(col, Ci);
     const auto [hh, d] = divMod(c, HS);
-    const osprey::Int head = b * NHi + hh;
-    if (section == 0) return qg[(head * Ti + t) * HS + d];
-    const osprey::Int at = (head * HS + d) * Ti + t;
-    return section == 1 ? kg[at] : vg[at];
+    using S = KernelScalar<H>;
+    const auto head = b * NHi + hh;
+    return osprey::when(
+        section == 0, [&] { return S(qg[(head * Ti + t) * HS + d]); },
+        [&] {
+          const auto at = (head * HS + d) * Ti + t;
+          return S(osprey::select(section == 1, kg[at], vg[at]));
+        });
   });
 }
 
@@ -308,8 +319,9 @@ osprey::Result<Buf<H>> appendRow(H& h, const Buf<H>& cache, const Buf<H>& row, o
   OSPREY_CHECK(checkLength(h, row, C, L, "row"));
   const auto cv = cache.view(), rv = row.view();
   return h.build(OSPREY_TRY(checkedProduct(L, {Tc + 1, C})),
-                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    return i < n ? cv[i] : rv[osprey::Int(i) - n];
+                 [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    using S = KernelScalar<H>;
+    return osprey::when(i < n, [&] { return S(cv[i]); }, [&] { return S(rv[osprey::asInt(i) - n]); });
   });
 }
 
@@ -326,10 +338,11 @@ osprey::Result<Buf<H>> appendRowSlice(H& h, const Buf<H>& cache, const Buf<H>& r
   if (start < 0 || C < 0 || start > width || C > width - start)
     return osprey::Error{fmt::format("{}: columns [{}, {}+{}) outside width {}", L, start, start, C, width)};
   const auto cv = cache.view(), rv = row.view();
-  const osprey::Int tail = osprey::Int(start) - osprey::Int(n);  // row index of output element n
+  const osprey::Int tail = osprey::asInt(start) - osprey::asInt(n);  // row index of output element n
   return h.build(OSPREY_TRY(checkedProduct(L, {Tc + 1, C})),
-                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    return i < n ? cv[i] : rv[osprey::Int(i) + tail];
+                 [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    using S = KernelScalar<H>;
+    return osprey::when(i < n, [&] { return S(cv[i]); }, [&] { return S(rv[osprey::asInt(i) + tail]); });
   });
 }
 

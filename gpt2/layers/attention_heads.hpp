@@ -32,7 +32,9 @@ namespace gpt2::heads {
 struct Blocks {
   osprey::Int NH, batchStride, headStride, offset, rowStride, colStride;
   // Where element (r, c) of head bh's block lies in the source.
-  OSPREY_FN osprey::Int at(osprey::Int bh, osprey::Int r, osprey::Int c) const {
+  // (osprey::Int indices, or traced ones in a traced kernel.)
+  template <class B, class R, class C>
+  OSPREY_FN auto at(B bh, R r, C c) const {
     return (bh / NH) * batchStride + (bh % NH) * headStride + offset + r * rowStride + c * colStride;
   }
   // The same blocks as the effect's strided copy takes them (osprey/block_layout.hpp).
@@ -67,8 +69,8 @@ osprey::Result<Buf<H>> gather(H& h, const Buf<H>& src, Blocks blocks, osprey::In
   const auto sv = src.view();
   const osprey::Int C = cols, head = bh;
   return h.build(OSPREY_TRY(checkedProduct("attention head", {rows, cols})),
-                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [r, c] = divMod(osprey::Int(i), C);
+                 [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto [r, c] = divMod(osprey::asInt(i), C);
     return sv[blocks.at(head, r, c)];
   });
 }
@@ -85,8 +87,8 @@ osprey::Result<Buf<H>> gatherAll(H& h, const Buf<H>& src, Blocks blocks, osprey:
   const auto sv = src.view();
   const osprey::Int R = rows, C = cols;
   return h.build(n,
-                 [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [block, c] = divMod(osprey::Int(i), C);
+                 [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto [block, c] = divMod(osprey::asInt(i), C);
     const auto [bh, r] = divMod(block, R);
     return sv[blocks.at(bh, r, c)];
   });
@@ -97,12 +99,24 @@ template <class V>
 struct JoinViews {
   V part[kJoinFan];
 };
+// Element j of part p. A traced p cannot index the array: the device chooses among the parts, and
+// reads only the chosen one.
+template <class S, class V, class P, class J>
+OSPREY_INLINE S partElement(const JoinViews<V>& views, P p, J j, int first = 0) {
+  if constexpr (osprey::TracedValue<P>) {
+    if (first == kJoinFan - 1) return S(views.part[first][j]);
+    return osprey::when(
+        p == first, [&] { return S(views.part[first][j]); }, [&] { return partElement<S>(views, p, j, first + 1); });
+  } else {
+    return views.part[p.raw()][j];
+  }
+}
 
 // parts[0] | parts[1] | ... as one buffer. Every part has the same length except perhaps the last
 // (shorter), which is what the products and every level of the join produce.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> join(H& h, std::vector<Buf<H>> parts) {
-  if (parts.empty()) return h.build(0, [] OSPREY_FN(osprey::Index) -> osprey::Scalar { return 0.0; });
+  if (parts.empty()) return h.build(0, [] OSPREY_FN(KernelIndex<H>) -> KernelScalar<H> { return 0.0; });
   while (parts.size() > 1) {
     std::vector<Buf<H>> next;
     for (std::size_t g = 0; g < parts.size(); g += kJoinFan) {
@@ -118,9 +132,9 @@ osprey::Result<Buf<H>> join(H& h, std::vector<Buf<H>> parts) {
         total += h.length(parts[g + k]);
       }
       const osprey::Int size = h.length(parts[g]);
-      auto joined = OSPREY_TRY(h.build(total, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-        const auto [p, j] = divMod(osprey::Int(i), size);
-        return views.part[p.raw()][j];
+      auto joined = OSPREY_TRY(h.build(total, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+        const auto [p, j] = divMod(osprey::asInt(i), size);
+        return partElement<KernelScalar<H>>(views, p, j);
       }));
       next.push_back(std::move(joined));
     }

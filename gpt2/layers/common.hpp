@@ -54,6 +54,11 @@
 
 namespace gpt2 {
 
+// What the layers' kernels take and return (osprey/kernel_types.hpp): osprey::Index and Scalar on
+// the handlers that run kernels as compiled, traced values on one that traces them (opencl).
+using osprey::KernelIndex;
+using osprey::KernelScalar;
+
 // The handler's buffer type: every tensor a layer takes or returns.
 template <osprey::Tensor H>
 using Buf = typename H::Buffer;
@@ -96,16 +101,32 @@ inline osprey::Result<osprey::Index> checkedProduct(const char* layer,
 // i = q * d + r with 0 <= r < d, for i >= 0 and d > 0, from one (checked) division: kernels map
 // a flat element index to (row, column) once per element, and a 64-bit division is the most
 // expensive instruction in most of them.
-struct QuotRem {
-  osprey::Int q, r;
+// (An index and quotient of the kernel's index type: osprey::Int, or the traced index.)
+template <class I>
+struct QuotRemOf {
+  I q, r;
 };
-OSPREY_INLINE QuotRem divMod(osprey::Int i, osprey::Int d) {
-  const osprey::Int q = i / d;
-  return {q, i - q * d};
+using QuotRem = QuotRemOf<osprey::Int>;
+template <class I, class D>
+OSPREY_INLINE auto divMod(I i, D d) {
+  using R = decltype(i / d);
+  const R q = i / d;
+  return QuotRemOf<R>{q, i - q * d};
 }
 
 // A token id or target held in a double, as an index in [0, V). Anything else (negative, not an
 // integer, NaN, >= V) is an "index out of range" fault: the layer stops, nothing is made up.
+// (Read from a traced double, the checks are the device's: the fault is recorded there.)
+template <class S>
+  requires osprey::TracedValue<S>
+auto tokenIndex(S id, osprey::Index V) {
+  const auto inRange = id >= 0.0 && id < static_cast<osprey::Scalar>(V);
+  const auto finite = id == id && id > -9.0e18 && id < 9.0e18;
+  const auto k = osprey::toIndex(osprey::select(finite, id, S(0.0)));
+  const auto bad = !inRange || osprey::toScalar(k) != id;
+  osprey::faultIf(bad, osprey::FaultKind::Bounds, osprey::select(finite, k, decltype(k)(-1)), V);
+  return osprey::select(bad, decltype(k)(0), k);
+}
 OSPREY_INLINE osprey::Int tokenIndex(osprey::Scalar id, osprey::Index V) {
   if (!(id >= 0.0 && id < static_cast<osprey::Scalar>(V))) {
     osprey::fault(osprey::FaultKind::Bounds, id == id && id > -9.0e18 && id < 9.0e18
@@ -130,9 +151,9 @@ osprey::Result<Buf<H>> transpose(H& h, const Buf<H>& x, osprey::Index rows, ospr
     return h.copyBlocks(x, osprey::BlockLayout{1, 0, 0, 0, 1, cols}, 1, cols, rows);
   const auto xv = x.view();
   const osprey::Int R = rows, Cc = cols;
-  return h.build(n, [=] OSPREY_FN(osprey::Index o) -> osprey::Scalar {
+  return h.build(n, [=] OSPREY_FN(osprey::KernelIndex<H> o) -> osprey::KernelScalar<H> {
     // output element o = (j, i) of the (cols, rows) result reads x[i][j]
-    const auto [j, i] = divMod(osprey::Int(o), R);
+    const auto [j, i] = divMod(osprey::asInt(o), R);
     return xv[i * Cc + j];
   });
 }
@@ -149,8 +170,8 @@ osprey::Result<Buf<H>> sliceColumns(H& h, const Buf<H>& x, osprey::Index rows, o
                                      start, count, width)};
   const auto xv = x.view();
   const osprey::Int W = width, S = start, K = count;
-  return h.build(n, [=] OSPREY_FN(osprey::Index o) -> osprey::Scalar {
-    const auto [r, c] = divMod(osprey::Int(o), K);
+  return h.build(n, [=] OSPREY_FN(osprey::KernelIndex<H> o) -> osprey::KernelScalar<H> {
+    const auto [r, c] = divMod(osprey::asInt(o), K);
     return xv[r * W + S + c];
   });
 }
@@ -162,7 +183,7 @@ template <osprey::Tensor H>
 osprey::Result<Buf<H>> add(H& h, const Buf<H>& a, const Buf<H>& b) {
   OSPREY_CHECK(checkLength(h, b, h.length(a), "add", "b"));
   const auto av = a.view(), bv = b.view();
-  return h.build(h.length(a), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
+  return h.build(h.length(a), [=] OSPREY_FN(osprey::KernelIndex<H> i) -> osprey::KernelScalar<H> {
     return av[i] + bv[i];
   });
 }
@@ -170,7 +191,8 @@ osprey::Result<Buf<H>> add(H& h, const Buf<H>& a, const Buf<H>& b) {
 // Sum of all elements, left to right from 0.0 (the checksum printed for each gradient tensor).
 template <osprey::Tensor H>
 osprey::Result<osprey::Scalar> sum(H& h, const Buf<H>& x) {
-  return h.reduce(x, 0.0, [=] OSPREY_FN(osprey::Scalar acc, osprey::Scalar v) -> osprey::Scalar {
+  using S = osprey::KernelScalar<H>;
+  return h.reduce(x, 0.0, [=] OSPREY_FN(S acc, S v) -> S {
     return acc + v;
   });
 }

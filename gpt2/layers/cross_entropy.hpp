@@ -39,24 +39,24 @@ osprey::Result<CrossEntropyOut<H>> crossEntropyForward(H& h, const Buf<H>& logit
 
   // The running maximum of each row, from its first logit.
   auto rowMaxes = OSPREY_TRY(foldRowsFromFirst(h, N, V,
-      [=] OSPREY_FN(osprey::Index n, osprey::Index v) -> osprey::Scalar { return xv[osprey::Int(n) * Vi + v]; },
+      [=] OSPREY_FN(KernelIndex<H> n, KernelIndex<H> v) -> KernelScalar<H> { return xv[osprey::asInt(n) * Vi + v]; },
       Larger{}, AsIs{}));
   const auto mv = rowMaxes.view();
   // e (N, V) = exp(logits - row max): the exponentials, computed once.
-  auto e = OSPREY_TRY(h.build(NV, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    return osprey::math::exp(xv[i] - mv[osprey::Int(i) / Vi]);
+  auto e = OSPREY_TRY(h.build(NV, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    return osprey::math::exp(xv[i] - mv[osprey::asInt(i) / Vi]);
   }));
   const auto ev = e.view();
   auto rowSums = OSPREY_TRY(sumRows(h, N, V,
-      [=] OSPREY_FN(osprey::Index n, osprey::Index v) -> osprey::Scalar { return ev[osprey::Int(n) * Vi + v]; },
+      [=] OSPREY_FN(KernelIndex<H> n, KernelIndex<H> v) -> KernelScalar<H> { return ev[osprey::asInt(n) * Vi + v]; },
       AsIs{}));
   const auto sv = rowSums.view();
-  auto probs = OSPREY_TRY(h.build(NV, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    return ev[i] / sv[osprey::Int(i) / Vi];
+  auto probs = OSPREY_TRY(h.build(NV, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    return ev[i] / sv[osprey::asInt(i) / Vi];
   }));
-  auto losses = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
-    const osprey::Int target = tokenIndex(tv[n], V);
-    return osprey::math::log(sv[n]) - (xv[osprey::Int(n) * Vi + target] - mv[n]);
+  auto losses = OSPREY_TRY(h.build(N, [=] OSPREY_FN(KernelIndex<H> n) -> KernelScalar<H> {
+    const auto target = tokenIndex(tv[n], V);
+    return osprey::math::log(sv[n]) - (xv[osprey::asInt(n) * Vi + target] - mv[n]);
   }));
   return CrossEntropyOut<H>{std::move(losses), std::move(probs)};
 }
@@ -72,9 +72,9 @@ osprey::Result<Buf<H>> crossEntropyBackward(H& h, const Buf<H>& probs, const Buf
   OSPREY_CHECK(checkLength(h, targets, N, L, "targets"));
   const auto pv = probs.view(), tv = targets.view();
   const osprey::Int Vi = V;
-  return h.build(NV, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [n, v] = divMod(osprey::Int(i), Vi);
-    const osprey::Scalar indicator = v == tokenIndex(tv[n], V) ? 1.0 : 0.0;
+  return h.build(NV, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto [n, v] = divMod(osprey::asInt(i), Vi);
+    const auto indicator = osprey::select(v == tokenIndex(tv[n], V), KernelScalar<H>(1.0), KernelScalar<H>(0.0));
     return (pv[i] - indicator) * dloss;
   });
 }

@@ -64,10 +64,10 @@ osprey::Result<Buf<H>> encoderForward(H& h, const Buf<H>& tokens, const Buf<H>& 
                                      posOffset + T, maxT)};
   const auto tok = tokens.view(), te = wte.view(), pe = wpe.view();
   const osprey::Int Ci = C, Ti = T, P0 = posOffset;
-  return h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [n, c] = divMod(osprey::Int(i), Ci);
-    const osprey::Int id = tokenIndex(tok[n], V);
-    const osprey::Int p = P0 + n % Ti;
+  return h.build(NC, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto [n, c] = divMod(osprey::asInt(i), Ci);
+    const auto id = tokenIndex(tok[n], V);
+    const auto p = P0 + n % Ti;
     return te[id * Ci + c] + pe[p * Ci + c];
   });
 }
@@ -89,36 +89,37 @@ osprey::Result<EncoderGrads<H>> encoderBackward(H& h, const Buf<H>& dout, const 
   const osprey::Int Ni = N, Ci = C, Ti = T, P0 = posOffset;
 
   // next (N): the next row after n holding the same token, or N. (Also validates every token.)
-  auto next = OSPREY_TRY(h.build(N, [=] OSPREY_FN(osprey::Index n) -> osprey::Scalar {
-    const osprey::Scalar id = static_cast<osprey::Scalar>(tokenIndex(tok[n], V).raw());
-    for (osprey::Int m = osprey::Int(n) + 1; m < Ni; ++m)
-      if (tok[m] == id) return static_cast<osprey::Scalar>(m.raw());
-    return static_cast<osprey::Scalar>(N);
+  auto next = OSPREY_TRY(h.build(N, [=] OSPREY_FN(KernelIndex<H> n) -> KernelScalar<H> {
+    const auto id = osprey::toScalar(tokenIndex(tok[n], V).raw());
+    return osprey::firstWhere(osprey::asInt(n) + 1, Ni, KernelScalar<H>(static_cast<osprey::Scalar>(N)),
+                              [&](auto m) { return tok[m] == id; });
   }));
   // first (V): the first row holding token v, or N when none does (ids are exact integers, so
   // comparing the doubles is comparing the ids).
-  auto first = OSPREY_TRY(h.build(V, [=] OSPREY_FN(osprey::Index v) -> osprey::Scalar {
-    const auto id = static_cast<osprey::Scalar>(v);
-    for (osprey::Int n = 0; n < Ni; ++n)
-      if (tok[n] == id) return static_cast<osprey::Scalar>(n.raw());
-    return static_cast<osprey::Scalar>(N);
+  auto first = OSPREY_TRY(h.build(V, [=] OSPREY_FN(KernelIndex<H> v) -> KernelScalar<H> {
+    const auto id = osprey::toScalar(v);
+    return osprey::firstWhere(osprey::Int(0), Ni, KernelScalar<H>(static_cast<osprey::Scalar>(N)),
+                              [&](auto n) { return tok[n] == id; });
   }));
   const auto fv = first.view(), nv = next.view();
-  auto dwte = OSPREY_TRY(h.build(VC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [v, c] = divMod(osprey::Int(i), Ci);
-    osprey::Scalar acc = 0.0;
-    for (auto n = static_cast<osprey::Index>(fv[v]); n < N; n = static_cast<osprey::Index>(nv[n]))
-      acc = acc + d[osprey::Int(n) * Ci + c];
+  auto dwte = OSPREY_TRY(h.build(VC, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto [v, c] = divMod(osprey::asInt(i), Ci);
+    const KernelScalar<H> acc = osprey::walkChain(
+        KernelScalar<H>(0.0), osprey::toIndex(fv[v]), N, [&](auto n, auto sum) { return sum + d[osprey::asInt(n) * Ci + c]; },
+        [&](auto n) { return osprey::toIndex(nv[n]); });
     return hasBase ? base[i] + acc : acc;
   }));
-  const osprey::Int Bi = osprey::Int(N) / Ti;
-  auto dwpe = OSPREY_TRY(h.build(PC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [p, c] = divMod(osprey::Int(i), Ci);
-    osprey::Scalar acc = 0.0;
-    if (p < P0 || p >= P0 + Ti) return acc;
-    const osprey::Int t = p - P0;
-    for (osprey::Int b = 0; b < Bi; ++b) acc = acc + d[(b * Ti + t) * Ci + c];
-    return acc;
+  const osprey::Int Bi = osprey::asInt(N) / Ti;
+  auto dwpe = OSPREY_TRY(h.build(PC, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    using S = KernelScalar<H>;
+    const auto [p, c] = divMod(osprey::asInt(i), Ci);
+    return osprey::when(
+        p < P0 || p >= P0 + Ti, [&] { return S(0.0); },
+        [&] {
+          const auto t = p - P0;
+          return S(osprey::foldRange(S(0.0), osprey::Int(0), Bi,
+                                     [&](auto b, auto sum) { return sum + d[(b * Ti + t) * Ci + c]; }));
+        });
   }));
   return EncoderGrads<H>{std::move(dwte), std::move(dwpe)};
 }

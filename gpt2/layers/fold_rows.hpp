@@ -38,7 +38,10 @@ namespace gpt2 {
 // The length of every row of a rectangular table.
 struct EveryRow {
   osprey::Index cols;
-  OSPREY_FN osprey::Index operator()(osprey::Index) const { return cols; }
+  template <class I>
+  OSPREY_FN I operator()(I) const {
+    return I(cols);
+  }
 };
 
 namespace reference {
@@ -56,12 +59,29 @@ OSPREY_INLINE osprey::Scalar foldRow(osprey::Index r, osprey::Index cols, osprey
   }
 }
 
+// The same in a traced kernel (osprey/trace/): the row's fold is one loop of the emitted kernel,
+// and whether it starts from term(r, 0) is the device's choice per row.
+template <class R, class Cols, class Term, class Combine>
+  requires osprey::TracedValue<R>
+auto foldRow(R r, Cols cols, osprey::Scalar seed, bool fromFirst, Term term, Combine combine) {
+  const auto termOf = [&](auto c) { return term(r, c); };
+  if constexpr (osprey::TracedValue<decltype(term(r, cols))>) {
+    if (fromFirst) {
+      using S = decltype(term(r, cols));
+      const auto nonEmpty = cols > 0;
+      const S start = osprey::when(nonEmpty, [&] { return S(term(r, Cols(0))); }, [&] { return S(seed); });
+      return orderedFold(start, osprey::select(nonEmpty, Cols(1), Cols(0)), cols, termOf, combine);
+    }
+  }
+  return orderedFold(seed, Cols(0), cols, termOf, combine);
+}
+
 // out (rows): the fold of each row r over its length(r) terms; `fromFirst` starts it from
 // term(r, 0) instead of `seed` (a row of length 0 then gives finish(r, seed), as the device does).
 template <osprey::Tensor H, class Length, class Term, class Combine, class Finish>
 osprey::Result<Buf<H>> foldRows(H& h, osprey::Index rows, Length length, osprey::Scalar seed, bool fromFirst,
                                 Term term, Combine combine, Finish finish) {
-  return h.build(rows, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
+  return h.build(rows, [=] OSPREY_FN(osprey::KernelIndex<H> r) -> osprey::KernelScalar<H> {
     return finish(r, foldRow(r, length(r), seed, fromFirst, term, combine));
   });
 }
@@ -122,25 +142,40 @@ osprey::Result<Buf<H>> foldRowsFromFirst(H& h, osprey::Index rows, osprey::Index
 // The combine of a sum. Regroupable: a fast handler may add a row as a tree (effect.hpp).
 struct Plus {
   static constexpr bool regroupable = true;
-  OSPREY_FN osprey::Scalar operator()(osprey::Scalar a, osprey::Scalar b) const { return a + b; }
+  template <class A, class B>
+  OSPREY_FN auto operator()(A a, B b) const {
+    return a + b;
+  }
 };
 // The combine of a running maximum: the earlier value wins ties, and NaN never replaces it.
 // Regroupable: the maximum of any grouping is the same value (up to which NaN survives).
 struct Larger {
   static constexpr bool regroupable = true;
-  OSPREY_FN osprey::Scalar operator()(osprey::Scalar m, osprey::Scalar x) const { return x > m ? x : m; }
+  template <class M, class X>
+  OSPREY_FN auto operator()(M m, X x) const {
+    return osprey::select(x > m, x, m);
+  }
 };
-// A term of a dot product: its two factors, which the combine multiplies and adds with one rounding.
-struct Product {
-  osprey::Scalar a, b;
+// A term of a dot product: its two factors, which the combine multiplies and adds with one rounding
+// (of the kernel's scalar type: ProductOf<osprey::KernelScalar<H>>).
+template <class S>
+struct ProductOf {
+  S a, b;
 };
+using Product = ProductOf<osprey::Scalar>;
 // The combine of a dot product: acc = fma(a, b, acc). Not regroupable: the chain's order is its bits.
 struct FusedMultiplyAdd {
-  OSPREY_FN osprey::Scalar operator()(osprey::Scalar acc, Product p) const { return osprey::math::fma(p.a, p.b, acc); }
+  template <class A, class S>
+  OSPREY_FN auto operator()(A acc, ProductOf<S> p) const {
+    return osprey::math::fma(p.a, p.b, acc);
+  }
 };
 // The finish that keeps the fold as it is.
 struct AsIs {
-  OSPREY_FN osprey::Scalar operator()(osprey::Index, osprey::Scalar acc) const { return acc; }
+  template <class I, class S>
+  OSPREY_FN S operator()(I, S acc) const {
+    return acc;
+  }
 };
 
 // finish(r, term(r, 0) + term(r, 1) + ... from 0.0), for every row r.

@@ -16,13 +16,18 @@ inline constexpr osprey::Scalar kGeluScale = 0.79788456080286535588;  // sqrt(2 
 inline constexpr osprey::Scalar kGeluCubic = 0.044715;
 
 // The tanh argument u(x) above; x^3 is (x * x) * x.
-OSPREY_INLINE osprey::Scalar geluInner(osprey::Scalar x) {
-  const osprey::Scalar cube = (x * x) * x;
+// (S: a double, or a traced one in a traced kernel.)
+template <class S = osprey::Scalar>
+OSPREY_INLINE S geluInner(S x) {
+  const S cube = (x * x) * x;
   return kGeluScale * (x + kGeluCubic * cube);
 }
 
 // gelu(v) itself: (0.5 * v) * (1 + tanh(u(v))).
-OSPREY_INLINE osprey::Scalar geluValue(osprey::Scalar v) { return (0.5 * v) * (1.0 + osprey::math::tanh(geluInner(v))); }
+template <class S = osprey::Scalar>
+OSPREY_INLINE S geluValue(S v) {
+  return (0.5 * v) * (1.0 + osprey::math::tanh(geluInner(v)));
+}
 
 namespace reference {
 
@@ -30,7 +35,7 @@ namespace reference {
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> geluForward(H& h, const Buf<H>& x) {
   const auto xv = x.view();
-  return h.build(h.length(x), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar { return geluValue(xv[i]); });
+  return h.build(h.length(x), [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> { return geluValue(xv[i]); });
 }
 
 // dx = dout * gelu'(x), element-wise; x is the forward's input.
@@ -38,12 +43,13 @@ template <osprey::Tensor H>
 osprey::Result<Buf<H>> geluBackward(H& h, const Buf<H>& dout, const Buf<H>& x) {
   OSPREY_CHECK(checkLength(h, dout, h.length(x), "gelu backward", "dout"));
   const auto xv = x.view(), dv = dout.view();
-  return h.build(h.length(x), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const osprey::Scalar v = xv[i];
-    const osprey::Scalar th = osprey::math::tanh(geluInner(v));
-    const osprey::Scalar sech2 = 1.0 - th * th;
-    const osprey::Scalar du = kGeluScale * (1.0 + (3.0 * kGeluCubic) * (v * v));
-    const osprey::Scalar local = 0.5 * (1.0 + th) + ((0.5 * v) * sech2) * du;
+  return h.build(h.length(x), [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    using S = KernelScalar<H>;
+    const S v = xv[i];
+    const S th = osprey::math::tanh(geluInner(v));
+    const S sech2 = 1.0 - th * th;
+    const S du = kGeluScale * (1.0 + (3.0 * kGeluCubic) * (v * v));
+    const S local = 0.5 * (1.0 + th) + ((0.5 * v) * sech2) * du;
     return dv[i] * local;
   });
 }

@@ -34,13 +34,11 @@ struct LayerNormGrads {
 
 // The variance's term: a value's deviation from the mean, twice, for the dot fold that squares and
 // adds it with one rounding.
-struct SquaredDeviation {
-  osprey::Scalar mean;
-  OSPREY_FN Product operator()(osprey::Scalar v) const {
-    const osprey::Scalar d = v - mean;
-    return Product{d, d};
-  }
-};
+template <class S>
+OSPREY_FN ProductOf<S> squaredDeviation(S mean, S v) {
+  const S d = v - mean;
+  return {d, d};
+}
 
 namespace detail {
 // The forward's operands against N rows of C channels: N·C elements (the count returned) for x, C
@@ -88,14 +86,14 @@ osprey::Result<LayerNormParamGrads<H>> layernormParamGrads(H& h, const Buf<H>& d
   const auto dv = dout.view(), xv = x.view(), mv = mean.view(), rv = rstd.view();
   const osprey::Int Ci = C;
   auto dw = OSPREY_TRY(dotRows(h, C, N,
-      [=] OSPREY_FN(osprey::Index c, osprey::Index n) -> Product {
-        const osprey::Int i = osprey::Int(n) * Ci + c;
-        const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
-        return Product{norm, dv[i]};
+      [=] OSPREY_FN(KernelIndex<H> c, KernelIndex<H> n) -> ProductOf<KernelScalar<H>> {
+        const auto i = osprey::asInt(n) * Ci + c;
+        const auto norm = (xv[i] - mv[n]) * rv[n];
+        return {norm, dv[i]};
       },
       AsIs{}));
   auto db = OSPREY_TRY(sumRows(h, C, N,
-      [=] OSPREY_FN(osprey::Index c, osprey::Index n) -> osprey::Scalar { return dv[osprey::Int(n) * Ci + c]; },
+      [=] OSPREY_FN(KernelIndex<H> c, KernelIndex<H> n) -> KernelScalar<H> { return dv[osprey::asInt(n) * Ci + c]; },
       AsIs{}));
   return LayerNormParamGrads<H>{std::move(dw), std::move(db)};
 }
@@ -117,22 +115,22 @@ osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Bu
 
   // Rows [n·C, (n+1)·C) lie in x: its length N·C was checked above.
   auto mean = OSPREY_TRY(sumRows(h, N, C,
-      [=] OSPREY_FN(osprey::Index n, osprey::Index c) -> osprey::Scalar {
-        return xv[osprey::Int(n) * Ci + c];
+      [=] OSPREY_FN(KernelIndex<H> n, KernelIndex<H> c) -> KernelScalar<H> {
+        return xv[osprey::asInt(n) * Ci + c];
       },
-      [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar { return sum / Cs; }));
+      [=] OSPREY_FN(KernelIndex<H>, KernelScalar<H> sum) -> KernelScalar<H> { return sum / Cs; }));
   const auto mv = mean.view();
   auto rstd = OSPREY_TRY(dotRows(h, N, C,
-      [=] OSPREY_FN(osprey::Index n, osprey::Index c) -> Product {
-        return SquaredDeviation{mv[n]}(xv[osprey::Int(n) * Ci + c]);
+      [=] OSPREY_FN(KernelIndex<H> n, KernelIndex<H> c) -> ProductOf<KernelScalar<H>> {
+        return squaredDeviation<KernelScalar<H>>(mv[n], xv[osprey::asInt(n) * Ci + c]);
       },
-      [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar {
+      [=] OSPREY_FN(KernelIndex<H>, KernelScalar<H> sum) -> KernelScalar<H> {
         return 1.0 / osprey::math::sqrt(sum / Cs + eps);
       }));
   const auto rv = rstd.view();
-  auto out = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [n, c] = divMod(osprey::Int(i), Ci);
-    const osprey::Scalar norm = (xv[i] - mv[n]) * rv[n];
+  auto out = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto [n, c] = divMod(osprey::asInt(i), Ci);
+    const auto norm = (xv[i] - mv[n]) * rv[n];
     return norm * wv[c] + bv[c];
   }));
   return LayerNormOut<H>{std::move(out), std::move(mean), std::move(rstd)};
@@ -160,21 +158,21 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
   // both: dnorm's sum as fma(dnorm, 1.0, acc), which is acc + dnorm exactly (one rounding of the
   // same exact sum).
   auto stats = OSPREY_TRY(dotRows(h, OSPREY_TRY(checkedProduct(L, {N, 2})), C,
-      [=] OSPREY_FN(osprey::Index i, osprey::Index c) -> Product {
-        const auto [n, which] = divMod(osprey::Int(i), 2);
-        const osprey::Int at = n * Ci + c;
-        const osprey::Scalar dnorm = wv[c] * dv[at];
-        if (which == 0) return Product{dnorm, 1.0};
-        const osprey::Scalar norm = (xv[at] - mv[n]) * rv[n];
-        return Product{dnorm, norm};
+      [=] OSPREY_FN(KernelIndex<H> i, KernelIndex<H> c) -> ProductOf<KernelScalar<H>> {
+        const auto [n, which] = divMod(osprey::asInt(i), osprey::Int(2));
+        const auto at = n * Ci + c;
+        const auto dnorm = wv[c] * dv[at];
+        return {dnorm, osprey::when(
+                           which == 0, [&] { return KernelScalar<H>(1.0); },
+                           [&] { return KernelScalar<H>((xv[at] - mv[n]) * rv[n]); })};
       },
-      [=] OSPREY_FN(osprey::Index, osprey::Scalar sum) -> osprey::Scalar { return sum / Cs; }));
+      [=] OSPREY_FN(KernelIndex<H>, KernelScalar<H> sum) -> KernelScalar<H> { return sum / Cs; }));
   const auto sv = stats.view();
-  auto dx = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [n, c] = divMod(osprey::Int(i), Ci);
-    const osprey::Scalar s = rv[n];
-    const osprey::Scalar norm = (xv[i] - mv[n]) * s;
-    const osprey::Scalar dnorm = wv[c] * dv[i];
+  auto dx = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto [n, c] = divMod(osprey::asInt(i), Ci);
+    const auto s = rv[n];
+    const auto norm = (xv[i] - mv[n]) * s;
+    const auto dnorm = wv[c] * dv[i];
     return ((dnorm - sv[n * 2]) - norm * sv[n * 2 + 1]) * s;
   }));
   auto params = OSPREY_TRY(detail::layernormParamGrads(h, dout, x, mean, rstd, N, C));

@@ -38,14 +38,17 @@ template <osprey::Tensor H>
 osprey::Result<Buf<H>> addBias(H& h, const Buf<H>& prod, const Buf<H>& bias, osprey::Index OC) {
   const auto pv = prod.view(), bv = bias.view();
   const osprey::Int O = OC;
-  return h.build(h.length(prod), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    return pv[i] + bv[osprey::Int(i) % O];
+  return h.build(h.length(prod), [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    return pv[i] + bv[osprey::asInt(i) % O];
   });
 }
 
 // The element a linear layer's output kernel finally writes: the biased product itself.
 struct Biased {
-  OSPREY_FN osprey::Scalar operator()(osprey::Index, osprey::Scalar y) const { return y; }
+  template <class I, class S>
+  OSPREY_FN S operator()(I, S y) const {
+    return y;
+  }
 };
 
 // out (N, OC) = then(i, prodT (OC, N) transposed + bias (OC) on every row), element i: the
@@ -56,8 +59,8 @@ osprey::Result<Buf<H>> transposeAddBias(H& h, const Buf<H>& prodT, const Buf<H>&
                                         osprey::Index OC, Then then = {}) {
   const auto pv = prodT.view(), bv = bias.view();
   const osprey::Int O = OC, Ni = N;
-  return h.build(h.length(prodT), [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    const auto [n, o] = divMod(osprey::Int(i), O);  // output (n, o) reads prodT[o][n]
+  return h.build(h.length(prodT), [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto [n, o] = divMod(osprey::asInt(i), O);  // output (n, o) reads prodT[o][n]
     return then(i, pv[o * Ni + n] + bv[o]);
   });
 }
@@ -99,7 +102,10 @@ osprey::Result<Buf<H>> linear(H& h, const Buf<H>& x, const Buf<H>& wT, const Buf
 template <class V>
 struct ResidualOf {
   V x;
-  OSPREY_FN osprey::Scalar operator()(osprey::Index i, osprey::Scalar y) const { return x[i] + y; }
+  template <class I, class S>
+  OSPREY_FN S operator()(I i, S y) const {
+    return x[i] + y;
+  }
 };
 template <class V>
 ResidualOf(V) -> ResidualOf<V>;
@@ -138,7 +144,7 @@ osprey::Result<Buf<H>> linearGelu(H& h, const Buf<H>& in, const Buf<H>& wT, cons
     return geluForward(h, OSPREY_TRY(linear(h, in, wT, bias, N, IC, OC)));
   } else {
     return linearThen(h, in, wT, bias, N, IC, OC,
-                      [] OSPREY_FN(osprey::Index, osprey::Scalar y) -> osprey::Scalar { return geluValue(y); });
+                      [] OSPREY_FN(KernelIndex<H>, KernelScalar<H> y) -> KernelScalar<H> { return geluValue(y); });
   }
 }
 
@@ -186,8 +192,8 @@ osprey::Result<Buf<H>> takeRow(H& h, const Buf<H>& x, osprey::Index rows, osprey
   if (row < 0 || row >= rows)
     return osprey::Error{fmt::format("takeRow: row {} outside {} rows", row, rows)};
   const auto xv = x.view();
-  const osprey::Int first = osprey::Int(row) * osprey::Int(C);
-  return h.build(C, [=] OSPREY_FN(osprey::Index c) -> osprey::Scalar { return xv[first + c]; });
+  const osprey::Int first = osprey::asInt(row) * osprey::asInt(C);
+  return h.build(C, [=] OSPREY_FN(KernelIndex<H> c) -> KernelScalar<H> { return xv[first + c]; });
 }
 // logits (N, V) = hidden (N, C) · wteᵀ: GPT-2's output projection is the token embedding. For
 // one row the product (V, 1) already is the logits (1, V) in memory: no transpose back.

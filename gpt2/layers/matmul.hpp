@@ -57,8 +57,8 @@ osprey::Result<Buf<H>> matmulForward(H& h, const Buf<H>& x, const Buf<H>& w, con
   auto prod = OSPREY_TRY(h.matMul(x, w, N, IC, OC));
   const auto pv = prod.view(), bv = bias.view();
   const osprey::Int O = OC;
-  return h.build(NO, [=] OSPREY_FN(osprey::Index i) -> osprey::Scalar {
-    return pv[i] + bv[osprey::Int(i) % O];
+  return h.build(NO, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    return pv[i] + bv[osprey::asInt(i) % O];
   });
 }
 
@@ -93,7 +93,7 @@ osprey::Result<MatmulGrads<H>> matmulBackward(H& h, const Buf<H>& dout, const Bu
     // fold's sum in the fold's order.
     auto dx = OSPREY_TRY(h.matMulTransposed(dout, w, N, OC, IC, osprey::Transposed::B));  // (N, IC)
     auto dw = OSPREY_TRY(h.matMulTransposed(x, dout, IC, N, OC, osprey::Transposed::A));  // (IC, OC)
-    auto ones = OSPREY_TRY(h.build(N, [] OSPREY_FN(osprey::Index) -> osprey::Scalar { return 1.0; }));
+    auto ones = OSPREY_TRY(h.build(N, [] OSPREY_FN(KernelIndex<H>) -> KernelScalar<H> { return 1.0; }));
     auto dbias = OSPREY_TRY(h.matMul(ones, dout, 1, N, OC));                              // (OC)
     return MatmulGrads<H>{std::move(dx), std::move(dw), std::move(dbias)};
   }
@@ -107,7 +107,7 @@ osprey::Result<MatmulGrads<H>> matmulBackward(H& h, const Buf<H>& dout, const Bu
   const auto dtv = doutT.view();
   const osprey::Int Ni = N;
   auto dbias = OSPREY_TRY(sumRows(h, OC, N,
-      [=] OSPREY_FN(osprey::Index o, osprey::Index n) -> osprey::Scalar { return dtv[osprey::Int(o) * Ni + n]; },
+      [=] OSPREY_FN(KernelIndex<H> o, KernelIndex<H> n) -> KernelScalar<H> { return dtv[osprey::asInt(o) * Ni + n]; },
       AsIs{}));
   return MatmulGrads<H>{std::move(dx), std::move(dw), std::move(dbias)};
 }

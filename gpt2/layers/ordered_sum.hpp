@@ -42,6 +42,14 @@ OSPREY_INLINE osprey::Scalar orderedFold(osprey::Scalar acc, osprey::Int from, o
   return acc;
 }
 
+// The same fold in a traced kernel (an opencl device's, osprey/trace/): one loop of the emitted
+// kernel, `term` taking the traced counter; the device fetches ahead as it will.
+template <osprey::Index Ahead = kTermsAhead, class Acc, class From, class Count, class Term, class Combine>
+  requires(osprey::TracedValue<Acc> || osprey::TracedValue<From> || osprey::TracedValue<Count>)
+auto orderedFold(Acc acc, From from, Count count, Term term, Combine combine) {
+  return loopTraced(acc, from, count, [&](auto c, auto folded) { return combine(folded, term(c)); });
+}
+
 // term(0) + term(1) + ... + term(count-1), left to right from 0.0.
 template <osprey::Index Ahead = kTermsAhead, class Term>
 OSPREY_INLINE osprey::Scalar orderedSum(osprey::Int count, Term term) {

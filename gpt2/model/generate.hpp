@@ -17,7 +17,10 @@ namespace gpt2 {
 
 // The larger of a running maximum and the next element; the earlier one wins ties, and NaN
 // never becomes the maximum (a comparison with NaN is false).
-OSPREY_INLINE osprey::Scalar maxCombine(osprey::Scalar best, osprey::Scalar x) { return x > best ? x : best; }
+template <class S>
+OSPREY_INLINE S maxCombine(S best, S x) {
+  return osprey::select(x > best, x, best);
+}
 
 // The largest of `x` (n), equal bit for bit to the left fold
 // reduce(x, -inf, maxCombine) in element order, found in two steps: the fold of each run of
@@ -39,15 +42,14 @@ osprey::Result<osprey::Scalar> largest(H& h, const Buf<H>& x) {
   const auto xv = x.view();
   const osprey::Int N = n, R = kMaxRun;
   auto runs = OSPREY_TRY(h.build((n + kMaxRun - 1) / kMaxRun,                           // (ceil(n / kMaxRun))
-                                 [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
-    const osprey::Int first = osprey::Int(r) * R;
-    const osprey::Int end = N - first < R ? N : first + R;
-    osprey::Scalar best = lowest;
-    for (osprey::Int i = first; i < end; ++i) best = maxCombine(best, xv[i]);
-    return best;
+                                 [=] OSPREY_FN(KernelIndex<H> r) -> KernelScalar<H> {
+    using S = KernelScalar<H>;
+    const auto first = osprey::asInt(r) * R;
+    const auto end = osprey::select(N - first < R, decltype(first)(N), first + R);
+    return osprey::foldRange(S(lowest), first, end, [&](auto i, S best) { return maxCombine<S>(best, xv[i]); });
   }));
   return h.reduce(runs, lowest,
-      [=] OSPREY_FN(osprey::Scalar a, osprey::Scalar b) -> osprey::Scalar { return maxCombine(a, b); });
+      [=] OSPREY_FN(KernelScalar<H> a, KernelScalar<H> b) -> KernelScalar<H> { return maxCombine<KernelScalar<H>>(a, b); });
 }
 
 // The greedy choice: the smallest index holding the largest logit. logits (V).

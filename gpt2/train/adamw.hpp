@@ -41,7 +41,7 @@ struct OptimizerState {
 // n zeros.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> zeros(H& h, Index n) {
-  return h.build(n, [=] OSPREY_FN(Index) -> Scalar { return 0.0; });
+  return h.build(n, [=] OSPREY_FN(KernelIndex<H>) -> KernelScalar<H> { return 0.0; });
 }
 
 // The state before the first step: moments of zeros shaped like the parameters.

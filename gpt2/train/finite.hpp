@@ -42,18 +42,32 @@ osprey::Result<Buf<H>> nonFiniteRuns(H& h, const Buf<H>& x) {
   const osprey::Index runs = (n + kFiniteRun - 1) / kFiniteRun;
   const auto xv = x.view();
   const osprey::Int N = n, S = runs;
-  return h.build(runs, [=] OSPREY_FN(osprey::Index r) -> osprey::Scalar {
+  return h.build(runs, [=] OSPREY_FN(KernelIndex<H> r) -> KernelScalar<H> {
     const osprey::Scalar top = 1.7976931348623157e308;  // the largest double
-    osprey::Scalar bad = 0.0;
-    for (osprey::Int first = r; first < N; first += S * kFiniteBatch) {
-      osprey::Index at[kFiniteBatch];
-      for (int u = 0; u < kFiniteBatch; ++u) at[u] = (first + S * u).raw();
-      osprey::Scalar v[kFiniteBatch];
-      for (int u = 0; u < kFiniteBatch; ++u) v[u] = at[u] < n ? xv[at[u]] : 0.0;
-      for (int u = 0; u < kFiniteBatch; ++u)
-        if (!(v[u] >= -top && v[u] <= top)) bad = 1.0;
+    // The captures, named before the branches below (nvcc: an extended lambda may not first
+    // capture a variable inside an if constexpr).
+    const auto values = xv;
+    const osprey::Int end = N, stride = S;
+    const osprey::Index size = n;
+    if constexpr (osprey::TracedValue<KernelIndex<H>>) {
+      // Traced (osprey/trace/): the same elements tested, one at a time, in one loop of the kernel.
+      using Flag = KernelScalar<H>;
+      return osprey::walkChain(
+          Flag(0.0), r, end,
+          [&](auto k, Flag bad) { return osprey::select(!(values[k] >= -top && values[k] <= top), Flag(1.0), bad); },
+          [&](auto k) { return k + stride; });
+    } else {
+      osprey::Scalar bad = 0.0;
+      for (osprey::Int first = r; first < end; first += stride * kFiniteBatch) {
+        osprey::Index at[kFiniteBatch];
+        for (int u = 0; u < kFiniteBatch; ++u) at[u] = (first + stride * u).raw();
+        osprey::Scalar v[kFiniteBatch];
+        for (int u = 0; u < kFiniteBatch; ++u) v[u] = at[u] < size ? values[at[u]] : 0.0;
+        for (int u = 0; u < kFiniteBatch; ++u)
+          if (!(v[u] >= -top && v[u] <= top)) bad = 1.0;
+      }
+      return bad;
     }
-    return bad;
   });
 }
 
@@ -67,16 +81,16 @@ osprey::Result<Buf<H>> countOnDevice(H& h, Buf<H> flags) {
     const auto fv = flags.view();
     const osprey::Int N = n, R = kFiniteRun;
     flags = OSPREY_TRY(sumRaggedRows(h, rows,
-        [=] OSPREY_FN(osprey::Index r) -> osprey::Index {
-          const osprey::Index left = (N - osprey::Int(r) * R).raw();
-          return left < kFiniteRun ? left : kFiniteRun;
+        [=] OSPREY_FN(KernelIndex<H> r) -> KernelIndex<H> {
+          const auto left = (N - osprey::asInt(r) * R).raw();
+          return osprey::select(left < kFiniteRun, left, KernelIndex<H>(kFiniteRun));
         },
-        [=] OSPREY_FN(osprey::Index r, osprey::Index c) -> osprey::Scalar { return fv[osprey::Int(r) * R + c]; },
+        [=] OSPREY_FN(KernelIndex<H> r, KernelIndex<H> c) -> KernelScalar<H> { return fv[osprey::asInt(r) * R + c]; },
         AsIs{}));
   }
   const auto fv = flags.view();
   return sumRows(h, 1, h.length(flags),
-      [=] OSPREY_FN(osprey::Index, osprey::Index c) -> osprey::Scalar { return fv[c]; }, AsIs{});
+      [=] OSPREY_FN(KernelIndex<H>, KernelIndex<H> c) -> KernelScalar<H> { return fv[c]; }, AsIs{});
 }
 
 // Whether some element of x is NaN or infinite.
@@ -100,7 +114,7 @@ osprey::Result<std::optional<std::size_t>> firstNonFiniteTensor(H& h, const Weig
     auto runs = OSPREY_TRY(nonFiniteRuns(h, x));
     auto count = OSPREY_TRY(countOnDevice(h, std::move(runs)));  // (1)
     total = total ? OSPREY_TRY(h.zipWith(*total, count,
-                                         [=] OSPREY_FN(osprey::Scalar a, osprey::Scalar b) -> osprey::Scalar {
+                                         [=] OSPREY_FN(KernelScalar<H> a, KernelScalar<H> b) -> KernelScalar<H> {
                                            return a + b;
                                          }))
                   : std::move(count);

@@ -140,8 +140,8 @@ template <osprey::Tensor H>
 osprey::Result<Buf<H>> lossSumOf(H& h, const Buf<H>& losses) {
   const auto v = losses.view();
   return sumRows(
-      h, 1, h.length(losses), [=] OSPREY_FN(osprey::Index, osprey::Index c) -> Scalar { return v[c]; },
-      [] OSPREY_FN(osprey::Index, Scalar total) -> Scalar { return total; });
+      h, 1, h.length(losses), [=] OSPREY_FN(KernelIndex<H>, KernelIndex<H> c) -> KernelScalar<H> { return v[c]; },
+      [] OSPREY_FN(KernelIndex<H>, KernelScalar<H> total) -> KernelScalar<H> { return total; });
 }
 
 // One micro-batch of a global batch of `globalRows` rows: its loss sum and its share of the

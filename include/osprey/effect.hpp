@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "osprey/config.hpp"
+#include "osprey/kernel_types.hpp"
 #include "osprey/result.hpp"
 #include "osprey/view.hpp"
 
@@ -36,15 +37,14 @@ namespace osprey {
 template <class F>
 concept Closure = std::is_trivially_copyable_v<F> || OSPREY_IS_HD_LAMBDA(F);
 
-// kernel(i) -> Scalar, for build.
-template <class F>
-concept Kernel = Closure<F> && std::invocable<const F&, Index> &&
-                 std::convertible_to<std::invoke_result_t<const F&, Index>, Scalar>;
+// kernel(i) -> Scalar, for build; a handler that traces its kernels asks for kernel(I) -> S with
+// its own KernelIndex I and KernelScalar S (kernel_types.hpp).
+template <class F, class I = Index, class S = Scalar>
+concept Kernel = Closure<F> && std::invocable<const F&, I> && std::convertible_to<std::invoke_result_t<const F&, I>, S>;
 
-// combine(x, y) -> Scalar, for zipWith and reduce.
-template <class F>
-concept Combine = Closure<F> && std::invocable<const F&, Scalar, Scalar> &&
-                  std::convertible_to<std::invoke_result_t<const F&, Scalar, Scalar>, Scalar>;
+// combine(x, y) -> Scalar, for zipWith and reduce (S: the handler's KernelScalar).
+template <class F, class S = Scalar>
+concept Combine = Closure<F> && std::invocable<const F&, S, S> && std::convertible_to<std::invoke_result_t<const F&, S, S>, S>;
 
 // A combine that may be applied in any grouping and any order (+, max): it says so with a
 // `static constexpr bool regroupable = true` member. The exact handlers ignore the mark (they
@@ -61,6 +61,15 @@ struct Kernel {
 struct Combine {
   OSPREY_FN Scalar operator()(Scalar, Scalar) const { return 0.0; }
 };
+// The same for a handler's own kernel types (declared only: asked about, never called).
+template <class I, class S>
+struct KernelFor {
+  S operator()(I) const;
+};
+template <class S>
+struct CombineFor {
+  S operator()(S, S) const;
+};
 }  // namespace archetype
 
 namespace effect {
@@ -71,7 +80,7 @@ concept HasBuffer = requires(const typename H::Buffer& b) {
 } && std::copyable<typename H::Buffer>;
 
 template <class H>
-concept Build = HasBuffer<H> && requires(H& h, Index n, archetype::Kernel k) {
+concept Build = HasBuffer<H> && requires(H& h, Index n, archetype::KernelFor<KernelIndex<H>, KernelScalar<H>> k) {
   { h.build(n, k) } -> std::same_as<Result<typename H::Buffer>>;
 };
 template <class H>
@@ -83,11 +92,11 @@ concept Length = HasBuffer<H> && requires(H& h, const typename H::Buffer& b) {
   { h.length(b) } -> std::same_as<Index>;
 };
 template <class H>
-concept ZipWith = HasBuffer<H> && requires(H& h, const typename H::Buffer& b, archetype::Combine c) {
+concept ZipWith = HasBuffer<H> && requires(H& h, const typename H::Buffer& b, archetype::CombineFor<KernelScalar<H>> c) {
   { h.zipWith(b, b, c) } -> std::same_as<Result<typename H::Buffer>>;
 };
 template <class H>
-concept Reduce = HasBuffer<H> && requires(H& h, const typename H::Buffer& b, archetype::Combine c) {
+concept Reduce = HasBuffer<H> && requires(H& h, const typename H::Buffer& b, archetype::CombineFor<KernelScalar<H>> c) {
   { h.reduce(b, Scalar{}, c) } -> std::same_as<Result<Scalar>>;
 };
 template <class H>

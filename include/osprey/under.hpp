@@ -5,7 +5,10 @@
 //   onLists(work)        runs work(Lists&)
 //   onGpuHost(work)      runs work(GpuHost&)
 //   onGpuCuda(work)      runs work(GpuCuda&)          (code nvcc compiled; elsewhere an error)
-//   onGpu(work)          runs work(Gpu<D>&) on the device OSPREY_GPU names (host | cuda; default host)
+//   onGpuOpenCl(work)    runs work(GpuOpenCl&)        (code linked with osprey_opencl, which defines
+//                                                      OSPREY_WITH_OPENCL; elsewhere an error)
+//   onGpu(work)          runs work(Gpu<D>&) on the device OSPREY_GPU names (host | cuda | opencl;
+//                        default host)
 //   onFast<H>(work)      runs work(H&): the fast handler on the cuda device (gpu/cuda/fast.hpp), or
 //                        a handler built on it (H constructible from Fast&&)
 //   under(name, work)    "lists" | "gpu" | "fast"; anything else runs nothing and returns
@@ -34,6 +37,9 @@
 #include "osprey/gpu/cuda/handler.hpp"
 #include "osprey/gpu/cuda/fast.hpp"
 #endif
+#if defined(OSPREY_WITH_OPENCL)
+#include "osprey/gpu/opencl/handler.hpp"
+#endif
 
 namespace osprey {
 
@@ -41,24 +47,30 @@ namespace osprey {
 inline Result<std::string> gpuDeviceFromEnvironment() {
   const char* env = std::getenv("OSPREY_GPU");
   std::string name = env && *env ? env : "host";
-  if (name != "host" && name != "cuda")
-    return Error{fmt::format("unknown gpu device `{}` (OSPREY_GPU): choose host or cuda", name)};
+  if (name != "host" && name != "cuda" && name != "opencl")
+    return Error{fmt::format("unknown gpu device `{}` (OSPREY_GPU): choose host, cuda or opencl", name)};
   return name;
 }
 
 // The handlers a name can choose.
-enum class Backend { Lists, GpuHost, GpuCuda, Fast };
+enum class Backend { Lists, GpuHost, GpuCuda, GpuOpenCl, Fast };
 
 #if defined(__CUDACC__)
 inline constexpr bool kCompiledByNvcc = true;
 #else
 inline constexpr bool kCompiledByNvcc = false;
 #endif
+#if defined(OSPREY_WITH_OPENCL)
+inline constexpr bool kOpenClLinked = true;
+#else
+inline constexpr bool kOpenClLinked = false;
+#endif
 
-// The handler `backend` ("lists" | "gpu" | "fast") and `device` (gpu only: "host" | "cuda"; empty:
-// OSPREY_GPU, else host) choose. `cudaLinked`: whether the program can reach the cuda device.
+// The handler `backend` ("lists" | "gpu" | "fast") and `device` (gpu only: "host" | "cuda" |
+// "opencl"; empty: OSPREY_GPU, else host) choose. `cudaLinked` / `openclLinked`: whether the program
+// can reach the cuda / opencl device.
 inline Result<Backend> chooseBackend(std::string_view backend, std::string_view device = {},
-                                     bool cudaLinked = kCompiledByNvcc) {
+                                     bool cudaLinked = kCompiledByNvcc, bool openclLinked = kOpenClLinked) {
   if (backend == "lists") {
     if (!device.empty())
       return Error{fmt::format("device `{}` applies to the gpu backend; the lists backend runs on the host", device)};
@@ -84,7 +96,14 @@ inline Result<Backend> chooseBackend(std::string_view backend, std::string_view 
                    "(rebuild where nvcc is installed, or choose device host)"};
     return Backend::GpuCuda;
   }
-  return Error{fmt::format("unknown gpu device `{}`: choose host or cuda", name)};
+  if (name == "opencl") {
+    if (!openclLinked)
+      return Error{"gpu device `opencl`: this program was built without the OpenCL loader and headers, so it "
+                   "cannot run on an OpenCL device (install ocl-icd-opencl-dev and opencl-c-headers and rebuild, or "
+                   "choose device host)"};
+    return Backend::GpuOpenCl;
+  }
+  return Error{fmt::format("unknown gpu device `{}`: choose host, cuda or opencl", name)};
 }
 
 template <class Work>
@@ -118,13 +137,31 @@ auto onGpuCuda(Work&& work) -> decltype(onLists(work)) {
 }
 #endif
 
-// onGpu with an explicit device name ("host" | "cuda").
+#if defined(OSPREY_WITH_OPENCL)
+template <class Work, class R = std::invoke_result_t<Work&, GpuOpenCl&>>
+R onGpuOpenCl(Work&& work) {
+  auto dev = OpenClDevice::open();
+  if (!dev.ok()) return R(dev.error());
+  GpuOpenCl handler(*dev);
+  return strictly([&] { return work(handler); });
+}
+#else
+template <class Work>
+auto onGpuOpenCl(Work&& work) -> decltype(onLists(work)) {
+  using R = decltype(onLists(work));
+  (void)work;
+  return R(chooseBackend("gpu", "opencl").error());
+}
+#endif
+
+// onGpu with an explicit device name ("host" | "cuda" | "opencl").
 template <class Work>
 auto onGpuDevice(std::string_view device, Work&& work) -> decltype(onLists(work)) {
   using R = decltype(onLists(work));
   const auto chosen = chooseBackend("gpu", device.empty() ? std::string_view("host") : device);
   if (!chosen.ok()) return R(chosen.error());
   if (*chosen == Backend::GpuCuda) return onGpuCuda(std::forward<Work>(work));
+  if (*chosen == Backend::GpuOpenCl) return onGpuOpenCl(std::forward<Work>(work));
   return onGpuHost(std::forward<Work>(work));
 }
 
@@ -165,6 +202,7 @@ auto under(std::string_view name, Work&& work) -> decltype(onLists(work)) {
     case Backend::Lists: return onLists(std::forward<Work>(work));
     case Backend::GpuHost: return onGpuHost(std::forward<Work>(work));
     case Backend::GpuCuda: return onGpuCuda(std::forward<Work>(work));
+    case Backend::GpuOpenCl: return onGpuOpenCl(std::forward<Work>(work));
     case Backend::Fast: return onFast(std::forward<Work>(work));
   }
   return R(Error{"unreachable backend"});

@@ -24,6 +24,13 @@ struct ViewOf {
 
   OSPREY_FN Scalar operator[](Index i) const { return static_cast<Scalar>(data[i]); }
   OSPREY_FN Scalar operator[](Int i) const { return static_cast<Scalar>(data[i.raw()]); }
+  // A traced index (osprey/trace/values.hpp) records a read instead: found by argument-dependent
+  // lookup, so this header needs no tracer.
+  template <class I>
+    requires requires(const T* d, Index n, I i) { loadTraced(d, n, i); }
+  auto operator[](I i) const {
+    return loadTraced(data, n, i);
+  }
   OSPREY_FN Index size() const { return n; }
 };
 

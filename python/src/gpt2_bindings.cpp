@@ -62,7 +62,7 @@ Gpt2Model load(const std::optional<std::string>& model, const std::optional<std:
                const std::string& backend, const std::optional<std::string>& device,
                const std::optional<std::string>& products) {
   const SessionChoice choice{backend, device.value_or(""), products.value_or("")};
-  if (device && device->empty()) raiseError(Error{"an empty device name: choose host or cuda"});
+  if (device && device->empty()) raiseError(Error{"an empty device name: choose host, cuda or opencl"});
   checkOrRaise(checkSessionChoice(choice));  // as the CLI: a bad choice before any model is read
   auto made = [&]() -> Result<Gpt2Model> {
     py::gil_scoped_release unlocked;

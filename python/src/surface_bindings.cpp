@@ -83,7 +83,7 @@ Result<std::shared_ptr<Device>> deviceArgument(py::handle name) {
     return Error{fmt::format("device is a {}: choose \"host\" or \"cuda\"", typeName(name))};
   const std::string text = name.cast<std::string>();
   // The CLI refuses an empty --device before choosing; so does this, rather than reading OSPREY_GPU.
-  if (text.empty()) return Error{"an empty device name: choose host or cuda"};
+  if (text.empty()) return Error{"an empty device name: choose host, cuda or opencl"};
   return openDevice(text);
 }
 

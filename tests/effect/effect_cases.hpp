@@ -26,29 +26,44 @@ namespace osprey::testing::effect_cases {
 
 // ---- element formulas shared by the kernels and the expectations --------------------------------
 
+// Each formula is written once over the handler's kernel types (osprey/kernel_types.hpp): the
+// kernels call it with KernelIndex / KernelScalar, the expectations with Index / Scalar.
+
 // build's element i: exact in float64 for every i we use, yet distinct per element.
-OSPREY_FN inline Scalar affineAt(Index i) { return static_cast<Scalar>(i) * 0.5 - 3.0; }
+template <class I>
+OSPREY_FN auto affineAt(I i) {
+  return toScalar(i) * 0.5 - 3.0;
+}
 
 // A second sequence with a period (7) that never lines up with thread or tile widths.
-OSPREY_FN inline Scalar periodicAt(Index i) { return static_cast<Scalar>(i % 7) - 2.5; }
+template <class I>
+OSPREY_FN auto periodicAt(I i) {
+  return toScalar(i % 7) - 2.5;
+}
 
 // zipWith's combine: rounds (x / y is inexact), so a wrong pairing of elements shows.
-OSPREY_FN inline Scalar mixPair(Scalar x, Scalar y) { return x * y - x / y; }
+template <class S>
+OSPREY_FN S mixPair(S x, S y) {
+  return x * y - x / y;
+}
 
 // reduce's combine: not associative (halving weights earlier elements less), so a fold in any
 // order but element order gives different bits.
-OSPREY_FN inline Scalar halveAndAdd(Scalar acc, Scalar x) { return acc * 0.5 + x; }
+template <class S>
+OSPREY_FN S halveAndAdd(S acc, S x) {
+  return acc * 0.5 + x;
+}
 
 // ---- kernels (named, explicit return types: nvcc-compatible) ------------------------------------
 
 template <class H>
 Result<BufferOf<H>> buildAffine(H& h, Index n) {
-  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar { return affineAt(i); });
+  return h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> { return affineAt(i); });
 }
 
 template <class H>
 Result<BufferOf<H>> buildPeriodic(H& h, Index n) {
-  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar { return periodicAt(i); });
+  return h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> { return periodicAt(i); });
 }
 
 // Element i reads element n-1-i of another buffer: a kernel that captures a View.
@@ -56,31 +71,35 @@ template <class H>
 Result<BufferOf<H>> buildReversedTwice(H& h, const BufferOf<H>& src) {
   const View v = src.view();
   const Index n = v.n;
-  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar {
-    return v[Int(n) - Int(1) - Int(i)] * 2.0 + static_cast<Scalar>(i);
+  return h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    return v[Int(n) - Int(1) - asInt(i)] * 2.0 + toScalar(i);
   });
 }
 
 template <class H>
 Result<BufferOf<H>> zipMix(H& h, const BufferOf<H>& a, const BufferOf<H>& b) {
-  return h.zipWith(a, b, [=] OSPREY_FN(Scalar x, Scalar y) -> Scalar { return mixPair(x, y); });
+  using S = KernelScalar<H>;
+  return h.zipWith(a, b, [=] OSPREY_FN(S x, S y) -> S { return mixPair(x, y); });
 }
 
 template <class H>
 Result<Scalar> reduceHalveAndAdd(H& h, const BufferOf<H>& b, Scalar seed) {
-  return h.reduce(b, seed, [=] OSPREY_FN(Scalar acc, Scalar x) -> Scalar { return halveAndAdd(acc, x); });
+  using S = KernelScalar<H>;
+  return h.reduce(b, seed, [=] OSPREY_FN(S acc, S x) -> S { return halveAndAdd(acc, x); });
 }
 
 // Values with a known first occurrence: element i holds i mod `period`.
 template <class H>
 Result<BufferOf<H>> buildModulo(H& h, Index n, Index period) {
-  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar { return static_cast<Scalar>(i % period); });
+  return h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> { return toScalar(i % period); });
 }
 
 // -1 everywhere except `value` at positions `first` and `second`.
 template <class H>
 Result<BufferOf<H>> buildTwoHits(H& h, Index n, Index first, Index second, Scalar value) {
-  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar { return i == first || i == second ? value : -1.0; });
+  return h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    return select(i == first || i == second, value, -1.0);
+  });
 }
 
 // ---- host-side expectations ---------------------------------------------------------------------

@@ -117,7 +117,7 @@ TEST(Gpt2Cli, UnknownBackendAndDeviceAreErrors) {
 
   r = runTinyGenerate({"--backend", "gpu", "--device", "metal"});
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("unknown gpu device `metal`: choose host or cuda"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown gpu device `metal`: choose host, cuda or opencl"), std::string::npos) << r.err;
 
   ScopedEnv gpu("OSPREY_GPU", "vulkan");
   r = runTinyGenerate({"--backend", "gpu"});

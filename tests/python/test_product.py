@@ -44,7 +44,7 @@ def test_an_unknown_device_is_the_clis_error():
     assert done.returncode == 1
     expected = cli_error("logits", "--backend", "gpu", "--preset", "tiny", "--prompt", "hi",
                          env_changes={"OSPREY_GPU": "tpu"})
-    assert expected == "unknown gpu device `tpu` (OSPREY_GPU): choose host or cuda"
+    assert expected == "unknown gpu device `tpu` (OSPREY_GPU): choose host, cuda or opencl"
     assert done.stderr.decode() == f"error: {expected}\n"
     assert done.stdout == b""
 

@@ -158,19 +158,19 @@ def test_checkpoints_that_cannot_be_read(tmp_path):
 
 def test_devices_that_do_not_exist_are_the_clis_errors(monkeypatch):
     expected = cli_error("logits", "--backend", "gpu", "--device", "tpu", "--preset", "tiny", "--prompt", "hi")
-    assert expected == "unknown gpu device `tpu`: choose host or cuda"
+    assert expected == "unknown gpu device `tpu`: choose host, cuda or opencl"
     assert message(toGpu([1.0], device="tpu")) == expected
     assert message(gpuLoadTensor("x", "y", device="tpu")) == expected
     with pytest.raises(OspreyError) as raised:
         gpuDevice("tpu")
     assert str(raised.value) == expected
-    assert message(toGpu([1.0], device="")) == "an empty device name: choose host or cuda"
+    assert message(toGpu([1.0], device="")) == "an empty device name: choose host, cuda or opencl"
     assert message(toGpu([1.0], device=5)) == 'device is a int: choose "host" or "cuda"'
 
     monkeypatch.setenv("OSPREY_GPU", "tpu")
     expected = cli_error("logits", "--backend", "gpu", "--preset", "tiny", "--prompt", "hi",
                          env_changes={"OSPREY_GPU": "tpu"})
-    assert message(toGpu([1.0])) == expected == "unknown gpu device `tpu` (OSPREY_GPU): choose host or cuda"
+    assert message(toGpu([1.0])) == expected == "unknown gpu device `tpu` (OSPREY_GPU): choose host, cuda or opencl"
     assert value(toGpu([1.0], device="host")).device == "host", "the argument wins over OSPREY_GPU"
 
 
@@ -224,6 +224,6 @@ def test_raw_pointers_that_cannot_be_buffers():
     assert "is not aligned to the 8 bytes of an element" in message(
         osprey.bufFromRawDevicePtr(host.ctypes.data + 1, 2))
     assert message(osprey.bufFromRawDevicePtr(host.ctypes.data, 2, device="tpu")) == \
-        "unknown gpu device `tpu`: choose host or cuda"
+        "unknown gpu device `tpu`: choose host, cuda or opencl"
     with pytest.raises(OspreyError, match="rawDevicePtr: the argument is a ndarray"):
         osprey.rawDevicePtr(host)

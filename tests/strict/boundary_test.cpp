@@ -176,7 +176,14 @@ TEST(Boundary, ChooseBackendNamesEachHandlerAndEachRefusal) {
   EXPECT_EQ(refusal("fast", "host", true).rfind("device `host`: the fast backend runs on the cuda device only", 0), 0u);
   EXPECT_EQ(refusal("fast", "", false).rfind("backend `fast` runs on a CUDA device: this program was built without nvcc", 0), 0u);
   EXPECT_EQ(refusal("gpu", "cuda", false).rfind("gpu device `cuda`: this program was built without nvcc", 0), 0u);
-  EXPECT_EQ(refusal("gpu", "metal", true), "unknown gpu device `metal`: choose host or cuda");
+  EXPECT_EQ(refusal("gpu", "metal", true), "unknown gpu device `metal`: choose host, cuda or opencl");
+  // The opencl device where the program links it (osprey_opencl), a refusal naming why elsewhere.
+  EXPECT_EQ(refusal("gpu", "opencl", true).rfind("gpu device `opencl`: this program was built without the OpenCL", 0), 0u);
+  {
+    const auto withOpenCl = chooseBackend("gpu", "opencl", false, true);
+    ASSERT_TRUE(withOpenCl.ok()) << withOpenCl.error().message;
+    EXPECT_EQ(*withOpenCl, Backend::GpuOpenCl);
+  }
   EXPECT_EQ(refusal("tpu", "", true), "unknown backend `tpu`: choose gpu, fast or lists");
   {
     GpuEnvironment cuda("cuda");
@@ -184,7 +191,7 @@ TEST(Boundary, ChooseBackendNamesEachHandlerAndEachRefusal) {
     EXPECT_EQ(refusal("gpu", "", false).rfind("gpu device `cuda`: this program was built without nvcc", 0), 0u);
   }
   GpuEnvironment bad("vulkan");
-  EXPECT_EQ(refusal("gpu", "", true), "unknown gpu device `vulkan` (OSPREY_GPU): choose host or cuda");
+  EXPECT_EQ(refusal("gpu", "", true), "unknown gpu device `vulkan` (OSPREY_GPU): choose host, cuda or opencl");
 }
 
 // Host-compiled code cannot reach the cuda device: onGpuCuda says so and runs nothing.

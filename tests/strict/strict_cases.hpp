@@ -29,8 +29,8 @@ inline constexpr Index kFaultAt = 7777;
 // 1000 / (i - at): division by zero at element `at` only.
 template <class H>
 Result<BufferOf<H>> buildDividingByZeroAt(H& h, Index n, Index at) {
-  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar {
-    return static_cast<Scalar>((Int(1000) / (Int(i) - Int(at))).raw());
+  return h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    return toScalar((Int(1000) / (asInt(i) - Int(at))).raw());
   });
 }
 
@@ -39,23 +39,24 @@ template <class H>
 Result<BufferOf<H>> buildOverflowingAt(H& h, Index n, Index at) {
   // Limits are read outside the kernel: numeric_limits' members are host-only functions to nvcc.
   const Index big = std::numeric_limits<Index>::max();
-  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar {
-    const Int offset = i == at ? Int(big) : Int(i);
-    return static_cast<Scalar>((offset * Int(2)).raw());
+  return h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
+    const auto offset = select(i == at, Int(big), asInt(i));
+    return toScalar((offset * Int(2)).raw());
   });
 }
 
 // The same kernel shape with no faulting element: proves the kernels above fail only by design.
 template <class H>
 Result<BufferOf<H>> buildDoubling(H& h, Index n) {
-  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar { return static_cast<Scalar>((Int(i) * Int(2)).raw()); });
+  return h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> { return toScalar((asInt(i) * Int(2)).raw()); });
 }
 
 // x % y on integral values: remainder by zero where y is 0.
 template <class H>
 Result<BufferOf<H>> zipRemainder(H& h, const BufferOf<H>& x, const BufferOf<H>& y) {
-  return h.zipWith(x, y, [=] OSPREY_FN(Scalar a, Scalar b) -> Scalar {
-    return static_cast<Scalar>((Int(static_cast<Index>(a)) % Int(static_cast<Index>(b))).raw());
+  using S = KernelScalar<H>;
+  return h.zipWith(x, y, [=] OSPREY_FN(S a, S b) -> S {
+    return toScalar((asInt(toIndex(a)) % asInt(toIndex(b))).raw());
   });
 }
 
@@ -63,16 +64,17 @@ Result<BufferOf<H>> zipRemainder(H& h, const BufferOf<H>& x, const BufferOf<H>& 
 template <class H>
 Result<Scalar> reduceUnderflowingAt(H& h, const BufferOf<H>& x, Scalar poison) {
   const Index smallest = std::numeric_limits<Index>::min();
-  return h.reduce(x, 0.0, [=] OSPREY_FN(Scalar acc, Scalar v) -> Scalar {
-    if (v == poison) return static_cast<Scalar>((Int(smallest) - Int(1)).raw());
-    return acc + v;
+  using S = KernelScalar<H>;
+  return h.reduce(x, 0.0, [=] OSPREY_FN(S acc, S v) -> S {
+    return when(
+        v == poison, [&] { return toScalar((IntFor<S>(smallest) - Int(1)).raw()); }, [&] { return acc + v; });
   });
 }
 
 // element i = i, except 0 at `at`.
 template <class H>
 Result<BufferOf<H>> buildWithZeroAt(H& h, Index n, Index at) {
-  return h.build(n, [=] OSPREY_FN(Index i) -> Scalar { return i == at ? 0.0 : static_cast<Scalar>(i + 1); });
+  return h.build(n, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> { return select(i == at, 0.0, toScalar(i + 1)); });
 }
 
 // ---- cases --------------------------------------------------------------------------------------
@@ -119,16 +121,18 @@ void indexMathAcrossThirtyTwoBitsIsExact(H& h) {
   };
   auto av = take(h.fromList(std::span<const Scalar>(as))), bv = take(h.fromList(std::span<const Scalar>(bs)));
   const auto va = av.view(), vb = bv.view();
-  const auto quotients = readAll(h, take(h.build(static_cast<Index>(n), [=] OSPREY_FN(Index i) -> Scalar {
-    return static_cast<Scalar>((Int(static_cast<Index>(va[i])) / Int(static_cast<Index>(vb[i]))).raw());
+  using I = KernelIndex<H>;
+  using S = KernelScalar<H>;
+  const auto quotients = readAll(h, take(h.build(static_cast<Index>(n), [=] OSPREY_FN(I i) -> S {
+    return toScalar((asInt(toIndex(va[i])) / asInt(toIndex(vb[i]))).raw());
   })));
-  const auto remainders = readAll(h, take(h.build(static_cast<Index>(n), [=] OSPREY_FN(Index i) -> Scalar {
-    return static_cast<Scalar>((Int(static_cast<Index>(va[i])) % Int(static_cast<Index>(vb[i]))).raw());
+  const auto remainders = readAll(h, take(h.build(static_cast<Index>(n), [=] OSPREY_FN(I i) -> S {
+    return toScalar((asInt(toIndex(va[i])) % asInt(toIndex(vb[i]))).raw());
   })));
   // Products below 2^53 (the table's first operand scaled down where needed), so a double holds them.
-  const auto products = readAll(h, take(h.build(static_cast<Index>(n), [=] OSPREY_FN(Index i) -> Scalar {
-    const Int a = static_cast<Index>(va[i]), b = static_cast<Index>(vb[i]);
-    return static_cast<Scalar>(((a / Int(4096)) * (b / Int(4096)) + a % Int(4096) * b).raw());
+  const auto products = readAll(h, take(h.build(static_cast<Index>(n), [=] OSPREY_FN(I i) -> S {
+    const auto a = asInt(toIndex(va[i])), b = asInt(toIndex(vb[i]));
+    return toScalar(((a / Int(4096)) * (b / Int(4096)) + a % Int(4096) * b).raw());
   })));
   std::vector<Scalar> wantQ, wantR, wantP;
   for (std::size_t i = 0; i < n; ++i) {
@@ -142,9 +146,7 @@ void indexMathAcrossThirtyTwoBitsIsExact(H& h) {
   EXPECT_SAME_BITS(products, wantP);
   // A product that leaves int64 still faults, whatever the operands' width.
   const Index big = 4294967296LL;
-  auto overflow = h.build(3, [=] OSPREY_FN(Index i) -> Scalar {
-    return static_cast<Scalar>((Int(big) * Int(big / 2 + i)).raw());
-  });
+  auto overflow = h.build(3, [=] OSPREY_FN(I i) -> S { return toScalar((Int(big) * (asInt(i) + big / 2)).raw()); });
   ASSERT_FALSE(overflow.ok());
   EXPECT_NE(overflow.error().message.find("integer overflow: 4294967296 * 21474836"), std::string::npos)
       << overflow.error().message;

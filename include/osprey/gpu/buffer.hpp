@@ -147,7 +147,10 @@ template <class F, class V = View>
 struct MapKernel {
   V a;
   F f;
-  OSPREY_FN Scalar operator()(Index i) const { return f(a[i]); }
+  template <class I>
+  OSPREY_FN auto operator()(I i) const {
+    return f(a[i]);
+  }
 };
 
 // f(a[i], b[i])
@@ -155,12 +158,18 @@ template <class F, class V = View>
 struct ZipKernel {
   V a, b;
   F f;
-  OSPREY_FN Scalar operator()(Index i) const { return f(a[i], b[i]); }
+  template <class I>
+  OSPREY_FN auto operator()(I i) const {
+    return f(a[i], b[i]);
+  }
 };
 
 // i
 struct IotaKernel {
-  OSPREY_FN Scalar operator()(Index i) const { return static_cast<Scalar>(i); }
+  template <class I>
+  OSPREY_FN auto operator()(I i) const {
+    return toScalar(i);
+  }
 };
 
 }  // namespace osprey

@@ -27,20 +27,23 @@ template <DeviceRuntime D, class E = Scalar>
 class Gpu {
  public:
   using Buffer = GpuBuffer<D, E>;
+  // What kernels take and return: the device's traced types where it traces them (opencl).
+  using KernelIndex = osprey::KernelIndex<D>;
+  using KernelScalar = osprey::KernelScalar<D>;
 
   explicit Gpu(std::shared_ptr<D> device) : m_device(std::move(device)) {}
 
-  template <Kernel K>
+  template <Kernel<KernelIndex, KernelScalar> K>
   Result<Buffer> build(Index n, K kernel) {
     return detail::buildChecked<E>(m_device, n, kernel);
   }
   Scalar get(const Buffer& b, Index i) { return gpuElementOrFault(b, i); }
   Index length(const Buffer& b) { return b.size(); }
-  template <Combine C>
+  template <Combine<KernelScalar> C>
   Result<Buffer> zipWith(const Buffer& a, const Buffer& b, C combine) {
     return gpuZipWith(a, b, combine);
   }
-  template <Combine C>
+  template <Combine<KernelScalar> C>
   Result<Scalar> reduce(const Buffer& b, Scalar seed, C combine) {
     return gpuFold(b, seed, combine);
   }
@@ -54,8 +57,9 @@ class Gpu {
   // builds would each read the kernel's inputs again. Only where the buffers hold doubles: with a
   // narrower storage type an output would be used unrounded by the outputs computed from it, which
   // K builds reading it back would not do.
+  // (Not on a device that traces its kernels: a traced kernel has one value.)
   template <int K, class F>
-    requires KernelOfSeveral<F, K> && std::is_same_v<E, Scalar>
+    requires KernelOfSeveral<F, K> && std::is_same_v<E, Scalar> && std::is_same_v<KernelIndex, Index>
   Result<std::array<Buffer, K>> buildEach(Index n, F kernel) {
     std::array<Buffer, K> out;
     BuildEachBody<F, K, E> body{{}, kernel};

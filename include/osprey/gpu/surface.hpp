@@ -83,14 +83,14 @@ Result<GpuBuffer<D>> gpuMap(const GpuBuffer<D>& x, F f) {
 }
 
 // f(a[i], b[i]), stored as the operands are
-template <class D, class T, Combine F>
+template <class D, class T, Combine<KernelScalar<D>> F>
 Result<GpuBuffer<D, T>> gpuZipWith(const GpuBuffer<D, T>& a, const GpuBuffer<D, T>& b, F f) {
   OSPREY_CHECK(checkSameLength("zipWith", a.size(), b.size()));
   return detail::buildChecked<T>(a.device(), a.size(), ZipKernel<F, ViewOf<T>>{a.view(), b.view(), f});
 }
 
 // Left fold in element order: f(...f(seed, x[0])..., x[n-1]).
-template <class D, class T, Combine F>
+template <class D, class T, Combine<KernelScalar<D>> F>
 Result<Scalar> gpuFold(const GpuBuffer<D, T>& x, Scalar seed, F f) {
   if (!x.device()) return seed;  // an empty default-constructed buffer
   return x.device()->fold(x.view(), seed, f);

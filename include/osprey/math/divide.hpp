@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "osprey/config.hpp"
+#include "osprey/kernel_types.hpp"
 
 namespace osprey::math {
 
@@ -17,6 +18,12 @@ class DivideBy {
  public:
   explicit DivideBy(double d) : m_d(d), m_inv(1.0 / d), m_multiply(exactReciprocal(d)) {}
   OSPREY_FN double operator()(double x) const { return m_multiply ? x * m_inv : x / m_d; }
+  // The same on a traced double (osprey/trace/): the choice is this divisor's, made while tracing.
+  template <class S>
+    requires TracedValue<S>
+  S operator()(S x) const {
+    return m_multiply ? x * m_inv : x / m_d;
+  }
   // Whether x / d is taken as x * (1 / d) (for tests).
   bool multiplies() const { return m_multiply; }
 

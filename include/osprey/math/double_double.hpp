@@ -6,13 +6,25 @@
 // the build guarantees that (host -ffp-contract=off, nvcc -fmad=false, DESIGN.md §4), and on the
 // device the products and sums of twoProd use the round-to-nearest intrinsics, which nvcc never
 // contracts, so the transforms stay exact even in a unit built with other flags.
+//
+// Every function is written once over its scalar type: double, or a traced value
+// (osprey/trace/values.hpp, kernel_types.hpp) when an opencl kernel calling exp, log or tanh is
+// traced; then each operation below is recorded as the same operation, and each branch as a
+// branch (when), so the device computes the same doubles.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "osprey/config.hpp"
+#include "osprey/kernel_types.hpp"
+#include "osprey/math/fma.hpp"
 
 namespace osprey::math::detail {
+
+// The scalar type of an operation on a and b: the traced one if either is traced, else double.
+template <class A, class B>
+using Mixed = std::conditional_t<TracedValue<A>, A, std::conditional_t<TracedValue<B>, B, double>>;
 
 // The bit pattern of a double and back. std::bit_cast is constexpr-host only under nvcc, so the
 // device pass uses the CUDA reinterpretation intrinsics and the host a memcpy (folded to a move).
@@ -25,6 +37,11 @@ OSPREY_FN inline std::uint64_t bitsOf(double x) {
   return u;
 #endif
 }
+template <class S>
+  requires TracedValue<S>
+auto bitsOf(S x) {
+  return bitsOfTraced(x);
+}
 
 OSPREY_FN inline double fromBits(std::uint64_t u) {
 #if OSPREY_DEVICE_PASS
@@ -35,9 +52,49 @@ OSPREY_FN inline double fromBits(std::uint64_t u) {
   return x;
 #endif
 }
+template <class U>
+  requires TracedValue<U>
+auto fromBits(U u) {
+  return fromBitsTraced(u);
+}
+
+// The double with bit pattern u, as scalar type S (a constant when S is traced).
+template <class S>
+OSPREY_FN S fromBitsAs(std::uint64_t u) {
+  if constexpr (TracedValue<S>) {
+    return S(fromBits(u));
+  } else {
+    return fromBits(u);
+  }
+}
 
 // 2^e as a double, for e in [-1022, 1023] (a normal number: built directly from its exponent).
 OSPREY_FN inline double pow2(int e) { return fromBits(static_cast<std::uint64_t>(e + 1023) << 52); }
+template <class I>
+  requires TracedValue<I>
+auto pow2(I e) {
+  return fromBits((e + 1023) << 52);
+}
+
+// An integral double (|k| < 2^31) as an int, or as a traced index.
+template <class S>
+OSPREY_FN auto toInt32(S k) {
+  if constexpr (TracedValue<S>) {
+    return toIndex(k);
+  } else {
+    return static_cast<int>(k);
+  }
+}
+
+// A double's exponent field (11 bits of its pattern) as the exponent's integer type I.
+template <class I, class U>
+OSPREY_FN I exponentBits(U field) {
+  if constexpr (TracedValue<U>) {
+    return field;
+  } else {
+    return static_cast<I>(field);
+  }
+}
 
 constexpr std::uint64_t kSignBit = 0x8000000000000000ULL;
 constexpr std::uint64_t kPlusInfBits = 0x7ff0000000000000ULL;
@@ -70,23 +127,29 @@ OSPREY_FN inline double subRn(double a, double b) {
 }
 
 // An unevaluated sum hi + lo with |lo| <= ulp(hi) / 2 (after normalising).
-struct DoubleDouble {
-  double hi;
-  double lo;
+template <class S>
+struct DoubleDoubleOf {
+  S hi;
+  S lo;
 };
+using DoubleDouble = DoubleDoubleOf<double>;
 
 // a + b exactly, for any a, b (Knuth's TwoSum; 6 operations, no branch).
-OSPREY_FN inline DoubleDouble twoSum(double a, double b) {
-  const double s = a + b;
-  const double bb = s - a;
-  const double err = (a - (s - bb)) + (b - bb);
+template <class A, class B>
+OSPREY_FN DoubleDoubleOf<Mixed<A, B>> twoSum(A a, B b) {
+  using S = Mixed<A, B>;
+  const S s = a + b;
+  const S bb = s - a;
+  const S err = (a - (s - bb)) + (b - bb);
   return {s, err};
 }
 
 // a + b exactly, when |a| >= |b| or a == 0 (Dekker's FastTwoSum).
-OSPREY_FN inline DoubleDouble fastTwoSum(double a, double b) {
-  const double s = a + b;
-  const double err = b - (s - a);
+template <class A, class B>
+OSPREY_FN DoubleDoubleOf<Mixed<A, B>> fastTwoSum(A a, B b) {
+  using S = Mixed<A, B>;
+  const S s = a + b;
+  const S err = b - (s - a);
   return {s, err};
 }
 
@@ -108,10 +171,10 @@ OSPREY_FN inline DoubleDouble twoProdSplit(double a, double b) {
 }
 
 // a * b exactly, on the same domain. Where the target has a fused multiply-add (the device's DFMA;
-// a host compiled with FMA instructions) err is one fma(a, b, -p), elsewhere twoProdSplit. Both
-// are exact, so both give the same pair (a nonzero error has one double; an exact product gives
-// +0.0 either way) and the maths built on it the same bits on every target
-// (tests/math/math_accuracy_test.cpp compares the two).
+// a host compiled with FMA instructions; an OpenCL device, whose fma is correctly rounded) err is
+// one fma(a, b, -p), elsewhere twoProdSplit. Both are exact, so both give the same pair (a nonzero
+// error has one double; an exact product gives +0.0 either way) and the maths built on it the same
+// bits on every target (tests/math/math_accuracy_test.cpp compares the two).
 OSPREY_FN inline DoubleDouble twoProd(double a, double b) {
 #if OSPREY_DEVICE_PASS
   const double p = __dmul_rn(a, b);
@@ -122,6 +185,13 @@ OSPREY_FN inline DoubleDouble twoProd(double a, double b) {
 #else
   return twoProdSplit(a, b);
 #endif
+}
+template <class A, class B>
+  requires(TracedValue<A> || TracedValue<B>)
+DoubleDoubleOf<Mixed<A, B>> twoProd(A a, B b) {
+  using S = Mixed<A, B>;
+  const S p = S(a) * b;
+  return {p, fma(a, b, -p)};
 }
 
 }  // namespace osprey::math::detail

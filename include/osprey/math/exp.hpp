@@ -22,19 +22,21 @@ constexpr double kInvLn2 = 0x1.71547652b82fep+0;
 constexpr double kRoundShifter = 0x1.8p52;
 
 // x = k·ln2 + r, with r = r.hi + r.lo exactly to ~2^-120 and |r| <= ln2/2 (barely more).
+template <class S>
 struct ReducedByLn2 {
-  double k;
-  DoubleDouble r;
+  S k;
+  DoubleDoubleOf<S> r;
 };
 
-OSPREY_FN inline ReducedByLn2 reduceByLn2(double x) {
-  const double k = (x * kInvLn2 + kRoundShifter) - kRoundShifter;
+template <class S>
+OSPREY_FN ReducedByLn2<S> reduceByLn2(S x) {
+  const S k = (x * kInvLn2 + kRoundShifter) - kRoundShifter;
   // x - k·part1 is exact: both are multiples of ulp(x) (or of 2^-42) and the difference is
   // below 1/2, so it fits in 53 bits. k·part2 is exact by construction of part2.
-  const double a = x - k * kLn2Part1;
-  const double b = k * kLn2Part2;
-  const DoubleDouble ab = twoSum(a, -b);
-  const double lo = ab.lo - k * kLn2Part3;
+  const S a = x - k * kLn2Part1;
+  const S b = k * kLn2Part2;
+  const DoubleDoubleOf<S> ab = twoSum(a, -b);
+  const S lo = ab.lo - k * kLn2Part3;
   return {k, fastTwoSum(ab.hi, lo)};
 }
 
@@ -58,12 +60,13 @@ constexpr double kExpC15 = 7.647163731819816e-13;
 // e^r - 1 itself (what expm1Dd needs when k = 0) as long as hi² does not underflow (|hi| > 2^-500).
 // r + r²/2 are carried exactly; the tail r³/3! + ... is below 1.2% of the result, so its
 // rounding in plain double costs < 2^-59 relative.
-OSPREY_FN inline DoubleDouble expm1Reduced(DoubleDouble r) {
-  const double h = r.hi;
-  const DoubleDouble sq = twoProd(h, h);
-  const double halfSq = sq.hi * 0.5;
-  const double halfSqErr = sq.lo * 0.5;
-  const double poly =
+template <class S>
+OSPREY_FN DoubleDoubleOf<S> expm1Reduced(DoubleDoubleOf<S> r) {
+  const S h = r.hi;
+  const DoubleDoubleOf<S> sq = twoProd(h, h);
+  const S halfSq = sq.hi * 0.5;
+  const S halfSqErr = sq.lo * 0.5;
+  const S poly =
       kExpC3 +
       h * (kExpC4 +
            h * (kExpC5 +
@@ -76,27 +79,37 @@ OSPREY_FN inline DoubleDouble expm1Reduced(DoubleDouble r) {
                                               h * (kExpC12 +
                                                    h * (kExpC13 +
                                                         h * (kExpC14 + h * kExpC15)))))))))));
-  const double tail = (sq.hi * h) * poly;
+  const S tail = (sq.hi * h) * poly;
   // e^(h+lo) - 1 = (e^h - 1) + e^h·(e^lo - 1) ~= (e^h - 1) + lo·(1 + h + h²/2).
-  const double loTerm = r.lo * ((1.0 + h) + halfSq);
-  const DoubleDouble lead = twoSum(h, halfSq);
-  const double small = lead.lo + (halfSqErr + (tail + loTerm));
+  const S loTerm = r.lo * ((1.0 + h) + halfSq);
+  const DoubleDoubleOf<S> lead = twoSum(h, halfSq);
+  const S small = lead.lo + (halfSqErr + (tail + loTerm));
   return fastTwoSum(lead.hi, small);
 }
 
 // e^x - 1 as a double-double for 2^-30 <= x <= 44 (what tanh needs): relative error ~2^-58.
-OSPREY_FN inline DoubleDouble expm1Dd(double x) {
-  const ReducedByLn2 red = reduceByLn2(x);
-  const DoubleDouble p = expm1Reduced(red.r);
-  if (red.k == 0.0) {
-    return p;
-  }
+template <class S>
+OSPREY_FN DoubleDoubleOf<S> expm1Dd(S x) {
+  const ReducedByLn2<S> red = reduceByLn2(x);
+  const DoubleDoubleOf<S> p = expm1Reduced(red.r);
   // 2^k·(1 + p) - 1 = (2^k - 1) + 2^k·p.hi + 2^k·p.lo; 0 < k <= 64, so scaling by 2^k is exact.
-  const double scale = pow2(static_cast<int>(red.k));
-  const DoubleDouble base = twoSum(scale, -1.0);
-  const DoubleDouble sum = twoSum(base.hi, scale * p.hi);
-  const double small = (base.lo + sum.lo) + scale * p.lo;
-  return fastTwoSum(sum.hi, small);
+  const auto scaled = [&] {
+    const S scale = pow2(toInt32(red.k));
+    const DoubleDoubleOf<S> base = twoSum(scale, -1.0);
+    const DoubleDoubleOf<S> sum = twoSum(base.hi, scale * p.hi);
+    const S small = (base.lo + sum.lo) + scale * p.lo;
+    return fastTwoSum(sum.hi, small);
+  };
+  if constexpr (TracedValue<S>) {  // a traced branch yields one value: each half chosen on its own
+    const auto k0 = red.k == 0.0;
+    return {when(k0, [&] { return p.hi; }, [&] { return scaled().hi; }),
+            when(k0, [&] { return p.lo; }, [&] { return scaled().lo; })};
+  } else {
+    if (red.k == 0.0) {
+      return p;
+    }
+    return scaled();
+  }
 }
 
 // 2^k·(hi + lo) for a result below 2^-1022, rounded once onto the subnormal grid (multiples of
@@ -104,13 +117,14 @@ OSPREY_FN inline DoubleDouble expm1Dd(double x) {
 // ulp). Instead the pair is scaled to 2^(k+1022)·(hi + lo) < 1 (exact) and added to 1.0, whose
 // binade has exactly the grid's spacing 2^-52; the fraction left after removing the 1.0 is the
 // correctly rounded subnormal scaled by 2^1022.
-OSPREY_FN inline double scaleToSubnormal(DoubleDouble v, int k) {
-  const double scale = pow2(k + 1022);  // k in [-1077, -1022]
-  const double hi = v.hi * scale;
-  const double lo = v.lo * scale;
-  const DoubleDouble biased = twoSum(1.0, hi);
-  const double rounded = biased.hi + (biased.lo + lo);  // in [1, 2]
-  return (rounded - 1.0) * 0x1p-1022;                   // both steps exact
+template <class S, class I>
+OSPREY_FN S scaleToSubnormal(DoubleDoubleOf<S> v, I k) {
+  const S scale = pow2(k + 1022);  // k in [-1077, -1022]
+  const S hi = v.hi * scale;
+  const S lo = v.lo * scale;
+  const DoubleDoubleOf<S> biased = twoSum(1.0, hi);
+  const S rounded = biased.hi + (biased.lo + lo);  // in [1, 2]
+  return (rounded - 1.0) * 0x1p-1022;              // both steps exact
 }
 
 // Past these, e^x rounds to +inf or to +0 (ln(DBL_MAX) = 709.78..., ln(2^-1075) = -745.13...).
@@ -119,35 +133,52 @@ constexpr double kExpUnderflowBelow = -746.0;
 
 }  // namespace detail
 
+// e^x over scalar type S (double, or a traced double: double_double.hpp).
+template <class S>
+OSPREY_FN S expOf(S x) {
+  using namespace detail;
+  // e^x for x in range: |x| >= 2^-54, no overflow beyond what rounding gives.
+  const auto inRange = [&] {
+    const ReducedByLn2<S> red = reduceByLn2(x);
+    const DoubleDoubleOf<S> p = expm1Reduced(red.r);
+    // e^r = 1 + p as a normalised double-double, in [0.70, 1.42].
+    const DoubleDoubleOf<S> sum = twoSum(1.0, p.hi);
+    const DoubleDoubleOf<S> er = fastTwoSum(sum.hi, sum.lo + p.lo);
+    const auto k = toInt32(red.k);
+    return when(
+        k > -1022 || (k == -1022 && er.hi >= 1.0),
+        [&] {
+          const S mantissa = er.hi + er.lo;  // rounded once; scaling by 2^k below is exact
+          return when(
+              k <= 1023, [&] { return S(mantissa * pow2(k)); },
+              [&] { return S((mantissa * pow2(k - 2)) * 4.0); });  // k = 1024, 1025: overflows to +inf if due
+        },
+        [&] { return scaleToSubnormal(er, k); });
+  };
+  return when(
+      x != x, [&] { return S(x + x); },  // NaN in, (quiet) NaN out
+      [&] {
+        return when(
+            x > kExpOverflowAbove, [&] { return fromBitsAs<S>(kPlusInfBits); },
+            [&] {
+              return when(
+                  x < kExpUnderflowBelow, [&] { return S(0.0); },
+                  [&] {
+                    // |x| < 2^-54: e^x rounds to 1 (and the series' r² would underflow for the tiniest x).
+                    return when(x < 0x1p-54 && x > -0x1p-54, [&] { return S(1.0 + x); }, inRange);
+                  });
+            });
+      });
+}
+
 // e^x. Overflow gives +inf, underflow gradual (subnormals) then +0, NaN propagates, exp(±0) = 1.
-OSPREY_FN inline double exp(double x) {
-  if (x != x) {
-    return x + x;  // NaN in, (quiet) NaN out
-  }
-  if (x > detail::kExpOverflowAbove) {
-    return detail::fromBits(detail::kPlusInfBits);
-  }
-  if (x < detail::kExpUnderflowBelow) {
-    return 0.0;
-  }
-  // |x| < 2^-54: e^x rounds to 1 (and the series' r² would underflow for the tiniest x).
-  if (x < 0x1p-54 && x > -0x1p-54) {
-    return 1.0 + x;
-  }
-  const detail::ReducedByLn2 red = detail::reduceByLn2(x);
-  const detail::DoubleDouble p = detail::expm1Reduced(red.r);
-  // e^r = 1 + p as a normalised double-double, in [0.70, 1.42].
-  const detail::DoubleDouble sum = detail::twoSum(1.0, p.hi);
-  const detail::DoubleDouble er = detail::fastTwoSum(sum.hi, sum.lo + p.lo);
-  const int k = static_cast<int>(red.k);
-  if (k > -1022 || (k == -1022 && er.hi >= 1.0)) {
-    const double mantissa = er.hi + er.lo;  // rounded once; scaling by 2^k below is exact
-    if (k <= 1023) {
-      return mantissa * detail::pow2(k);
-    }
-    return (mantissa * detail::pow2(k - 2)) * 4.0;  // k = 1024, 1025: overflows to +inf if due
-  }
-  return detail::scaleToSubnormal(er, k);
+OSPREY_FN inline double exp(double x) { return expOf(x); }
+// e^x of a traced double: the same operations, recorded (its numbers as literals of the program).
+template <class S>
+  requires TracedValue<S>
+S exp(S x) {
+  [[maybe_unused]] const auto literals = literalScopeFor(x);
+  return expOf(x);
 }
 
 }  // namespace osprey::math

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "osprey/config.hpp"
+#include "osprey/kernel_types.hpp"
 
 namespace osprey::math {
 
@@ -20,6 +21,13 @@ OSPREY_FN inline double fma(double a, double b, double c) {
 #else
   return std::fma(a, b, c);
 #endif
+}
+
+// fma on traced values (osprey/trace/values.hpp): one fused multiply-add on the device.
+template <class A, class B, class C>
+  requires(TracedValue<A> || TracedValue<B> || TracedValue<C>)
+auto fma(A a, B b, C c) {
+  return fmaTraced(a, b, c);
 }
 
 }  // namespace osprey::math

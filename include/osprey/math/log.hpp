@@ -33,56 +33,67 @@ constexpr double kLogC11 = 0.043478260869565216;
 
 }  // namespace detail
 
-// ln x. log(±0) = -inf, log(x < 0) = NaN, log(+inf) = +inf, NaN propagates, log(1) = +0.
-OSPREY_FN inline double log(double x) {
+// log x over scalar type S (double, or a traced double: double_double.hpp).
+template <class S>
+OSPREY_FN S logOf(S x) {
   using namespace detail;
-  if (x != x) {
-    return x + x;
-  }
-  if (x < 0.0) {
-    return fromBits(kQuietNanBits);
-  }
-  if (x == 0.0) {
-    return fromBits(kMinusInfBits);
-  }
-  if (bitsOf(x) == kPlusInfBits) {
-    return x;
-  }
-  int e = 0;
-  if (x < 0x1p-1022) {
-    x = x * 0x1p54;  // subnormal: make it normal (exact) and remember the scale
-    e = -54;
-  }
-  const std::uint64_t u = bitsOf(x);
-  e += static_cast<int>((u >> 52) & 0x7ff) - 1023;
-  double m = fromBits((u & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);  // in [1, 2)
-  if (m > kSqrt2) {
-    m = m * 0.5;
-    e += 1;
-  }
-  const double f = m - 1.0;  // exact (Sterbenz)
-  // s = f / (2 + f) as a double-double: quotient, then the exact remainder's correction.
-  const DoubleDouble den = twoSum(2.0, f);
-  const double sHi = f / den.hi;
-  const DoubleDouble prod = twoProd(sHi, den.hi);
-  const double sLo = (((f - prod.hi) - prod.lo) - sHi * den.lo) / den.hi;
-  const double s2 = sHi * sHi;
-  const double poly =
-      kLogC1 +
-      s2 * (kLogC2 +
-            s2 * (kLogC3 +
-                  s2 * (kLogC4 +
-                        s2 * (kLogC5 +
-                              s2 * (kLogC6 +
-                                    s2 * (kLogC7 +
-                                          s2 * (kLogC8 + s2 * (kLogC9 + s2 * (kLogC10 +
-                                                                              s2 * kLogC11)))))))));
-  // log(1 + f) = 2·sHi + (2·sLo + 2·s³·poly); 2·sHi is exact.
-  const double logMHi = 2.0 * sHi;
-  const double logMLo = 2.0 * sLo + ((2.0 * sHi) * s2) * poly;
-  const double ed = static_cast<double>(e);
-  const DoubleDouble lead = twoSum(ed * kLogLn2Hi, logMHi);
-  return lead.hi + (lead.lo + (logMLo + ed * kLogLn2Lo));
+  using I = std::conditional_t<TracedValue<S>, IntFor<S>, int>;  // the exponent
+  const auto finite = [&] {
+    // A subnormal is made normal (exact) and the scale remembered.
+    const auto subnormal = x < 0x1p-1022;
+    const S xn = select(subnormal, x * 0x1p54, x);
+    const I e0 = select(subnormal, I(-54), I(0));
+    const auto u = bitsOf(xn);
+    const I e1 = e0 + (exponentBits<I>((u >> 52) & 0x7ff) - 1023);
+    const S m1 = fromBits((u & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);  // in [1, 2)
+    const auto halve = m1 > kSqrt2;
+    const S m = select(halve, m1 * 0.5, m1);
+    const I e = select(halve, e1 + 1, e1);
+    const S f = m - 1.0;  // exact (Sterbenz)
+    // s = f / (2 + f) as a double-double: quotient, then the exact remainder's correction.
+    const DoubleDoubleOf<S> den = twoSum(2.0, f);
+    const S sHi = f / den.hi;
+    const DoubleDoubleOf<S> prod = twoProd(sHi, den.hi);
+    const S sLo = (((f - prod.hi) - prod.lo) - sHi * den.lo) / den.hi;
+    const S s2 = sHi * sHi;
+    const S poly =
+        kLogC1 +
+        s2 * (kLogC2 +
+              s2 * (kLogC3 +
+                    s2 * (kLogC4 +
+                          s2 * (kLogC5 +
+                                s2 * (kLogC6 +
+                                      s2 * (kLogC7 +
+                                            s2 * (kLogC8 + s2 * (kLogC9 + s2 * (kLogC10 +
+                                                                                s2 * kLogC11)))))))));
+    // log(1 + f) = 2·sHi + (2·sLo + 2·s³·poly); 2·sHi is exact.
+    const S logMHi = 2.0 * sHi;
+    const S logMLo = 2.0 * sLo + ((2.0 * sHi) * s2) * poly;
+    const S ed = toScalar(e);
+    const DoubleDoubleOf<S> lead = twoSum(ed * kLogLn2Hi, logMHi);
+    return S(lead.hi + (lead.lo + (logMLo + ed * kLogLn2Lo)));
+  };
+  return when(
+      x != x, [&] { return S(x + x); },
+      [&] {
+        return when(
+            x < 0.0, [&] { return fromBitsAs<S>(kQuietNanBits); },
+            [&] {
+              return when(
+                  x == 0.0, [&] { return fromBitsAs<S>(kMinusInfBits); },
+                  [&] { return when(bitsOf(x) == kPlusInfBits, [&] { return x; }, finite); });
+            });
+      });
+}
+
+// ln x. log(±0) = -inf, log(x < 0) = NaN, log(+inf) = +inf, NaN propagates, log(1) = +0.
+OSPREY_FN inline double log(double x) { return logOf(x); }
+// log of a traced double: the same operations, recorded (its numbers as literals of the program).
+template <class S>
+  requires TracedValue<S>
+S log(S x) {
+  [[maybe_unused]] const auto literals = literalScopeFor(x);
+  return logOf(x);
 }
 
 }  // namespace osprey::math

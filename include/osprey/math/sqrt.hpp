@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "osprey/config.hpp"
+#include "osprey/kernel_types.hpp"
 
 namespace osprey::math {
 
@@ -19,6 +20,13 @@ OSPREY_FN inline double sqrt(double x) {
 #else
   return __builtin_sqrt(x);
 #endif
+}
+
+// sqrt of a traced value: correctly rounded on the device, as here.
+template <class A>
+  requires TracedValue<A>
+auto sqrt(A a) {
+  return sqrtTraced(a);
 }
 
 }  // namespace osprey::math

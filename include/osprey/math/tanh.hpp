@@ -11,29 +11,39 @@
 
 namespace osprey::math {
 
-// tanh x. tanh(±0) = ±0, tanh(±large) = ±1, NaN propagates.
-OSPREY_FN inline double tanh(double x) {
+// tanh x over scalar type S (double, or a traced double: double_double.hpp).
+template <class S>
+OSPREY_FN S tanhOf(S x) {
   using namespace detail;
-  if (x != x) {
-    return x + x;
-  }
-  const double ax = fromBits(bitsOf(x) & ~kSignBit);
-  // |x| < 2^-27: tanh x = x·(1 - x²/3 + ...) rounds to x (covers ±0 and subnormals exactly).
-  if (ax < 0x1p-27) {
-    return x;
-  }
-  // |x| > 22: 1 - tanh|x| < 2e^-44, far below half an ulp of 1.
-  if (ax > 22.0) {
-    return x > 0.0 ? 1.0 : -1.0;
-  }
-  const DoubleDouble m = expm1Dd(2.0 * ax);
-  const DoubleDouble den = twoSum(m.hi, 2.0);
-  const double denLo = den.lo + m.lo;
-  const double q = m.hi / den.hi;
-  const DoubleDouble prod = twoProd(q, den.hi);
-  const double rem = ((m.hi - prod.hi) - prod.lo) + (m.lo - q * denLo);
-  const double t = q + rem / den.hi;
-  return x > 0.0 ? t : -t;
+  const auto notNan = [&] {
+    const S ax = fromBits(bitsOf(x) & ~kSignBit);
+    const auto moderate = [&] {
+      const DoubleDoubleOf<S> m = expm1Dd(2.0 * ax);
+      const DoubleDoubleOf<S> den = twoSum(m.hi, 2.0);
+      const S denLo = den.lo + m.lo;
+      const S q = m.hi / den.hi;
+      const DoubleDoubleOf<S> prod = twoProd(q, den.hi);
+      const S rem = ((m.hi - prod.hi) - prod.lo) + (m.lo - q * denLo);
+      const S t = q + rem / den.hi;
+      return S(select(x > 0.0, t, -t));
+    };
+    // |x| < 2^-27: tanh x = x·(1 - x²/3 + ...) rounds to x (covers ±0 and subnormals exactly).
+    // |x| > 22: 1 - tanh|x| < 2e^-44, far below half an ulp of 1.
+    return when(
+        ax < 0x1p-27, [&] { return x; },
+        [&] { return when(ax > 22.0, [&] { return S(select(x > 0.0, 1.0, -1.0)); }, moderate); });
+  };
+  return when(x != x, [&] { return S(x + x); }, notNan);
+}
+
+// tanh x. tanh(±0) = ±0, tanh(±large) = ±1, NaN propagates.
+OSPREY_FN inline double tanh(double x) { return tanhOf(x); }
+// tanh of a traced double: the same operations, recorded (its numbers as literals of the program).
+template <class S>
+  requires TracedValue<S>
+S tanh(S x) {
+  [[maybe_unused]] const auto literals = literalScopeFor(x);
+  return tanhOf(x);
 }
 
 }  // namespace osprey::math

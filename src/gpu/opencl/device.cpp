@@ -1,0 +1,471 @@
+#define CL_TARGET_OPENCL_VERSION 120
+#include "osprey/gpu/opencl/device.hpp"
+
+#include <CL/cl.h>
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "osprey/strict.hpp"
+
+namespace osprey {
+
+namespace opencl_detail {
+std::string kernelName(const std::type_info& type) {
+  int status = 0;
+  char* readable = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  std::string out = status == 0 && readable ? readable : type.name();
+  std::free(readable);
+  return out;
+}
+}  // namespace opencl_detail
+
+namespace {
+
+// OpenCL's error codes by name, for messages.
+const char* errorName(cl_int code) {
+  switch (code) {
+    case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+    case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+    case CL_COMPILER_NOT_AVAILABLE: return "CL_COMPILER_NOT_AVAILABLE";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+    case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+    case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+    case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
+    case CL_INVALID_DEVICE: return "CL_INVALID_DEVICE";
+    case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
+    case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+    case CL_INVALID_PROGRAM_EXECUTABLE: return "CL_INVALID_PROGRAM_EXECUTABLE";
+    case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+    case CL_INVALID_ARG_SIZE: return "CL_INVALID_ARG_SIZE";
+    case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+    case CL_INVALID_GLOBAL_WORK_SIZE: return "CL_INVALID_GLOBAL_WORK_SIZE";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";  // the ICD loader found no platform
+    default: return "an OpenCL error";
+  }
+}
+
+Error clError(std::string_view what, cl_int code) {
+  return Error{fmt::format("opencl: {} failed: {} ({})", what, errorName(code), code)};
+}
+
+std::string platformInfo(cl_platform_id p, cl_platform_info what) {
+  std::size_t size = 0;
+  if (clGetPlatformInfo(p, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string s(size, '\0');
+  clGetPlatformInfo(p, what, size, s.data(), nullptr);
+  s.resize(std::strlen(s.c_str()));
+  return s;
+}
+std::string deviceInfo(cl_device_id d, cl_device_info what) {
+  std::size_t size = 0;
+  if (clGetDeviceInfo(d, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string s(size, '\0');
+  clGetDeviceInfo(d, what, size, s.data(), nullptr);
+  s.resize(std::strlen(s.c_str()));
+  return s;
+}
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+// Whether `name` (position `index`) is the one `choice` asks for: a number is a position, anything
+// else a part of the name; no choice takes every one.
+bool chosen(const char* choice, const std::string& name, std::size_t index) {
+  if (!choice || !*choice) return true;
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(choice, &end, 10);
+  if (end && *end == '\0') return n == index;
+  return lower(name).find(lower(choice)) != std::string::npos;
+}
+
+// The product and the search: written once here, not traced (they are the device's own members,
+// as the host and cuda devices have theirs). Both read views at an element offset.
+constexpr const char* kFixedKernels = R"(
+// out (rows, cols) = a (rows, inner) * b (inner, cols): each output one fma chain over k
+// ascending from +0.0, the contract's product.
+__kernel void osprey_matmul(__global double* out, const long oo, __global const double* a, const long ao,
+                            __global const double* b, const long bo, const long rows, const long inner,
+                            const long cols) {
+  const long c = (long)get_global_id(0), r = (long)get_global_id(1);
+  if (r >= rows || c >= cols) return;
+  __global const double* ar = a + ao + r * inner;
+  __global const double* bc = b + bo + c;
+  double acc = 0.0;
+  for (long k = 0; k < inner; ++k) acc = fma(ar[k], bc[k * cols], acc);
+  out[oo + r * cols + c] = acc;
+}
+
+// firsts[g]: the smallest i in chunk g with v[i] == x, else n.
+__kernel void osprey_index_of(__global long* firsts, __global const double* v, const long vo, const long n,
+                              const double x, const long chunk) {
+  const long g = (long)get_global_id(0);
+  const long lo = g * chunk;
+  const long hi = lo + chunk < n ? lo + chunk : n;
+  long found = n;
+  for (long i = lo; i < hi; ++i)
+    if (v[vo + i] == x) { found = i; break; }
+  firsts[g] = found;
+}
+)";
+
+// Compiler options: none that relax IEEE arithmetic (no -cl-fast-relaxed-math, -cl-mad-enable,
+// -cl-unsafe-math-optimizations, -cl-denorms-are-zero).
+constexpr const char* kBuildOptions = "";
+
+}  // namespace
+
+struct OpenClDevice::State {
+  cl_platform_id platform = nullptr;
+  cl_device_id device = nullptr;
+  cl_context context = nullptr;
+  cl_command_queue queue = nullptr;
+  std::string name;
+
+  cl_mem fault = nullptr;  // kind, a, b
+  cl_mem empty = nullptr;  // stands for an empty view's memory
+  cl_program fixed = nullptr;
+  cl_kernel matmul = nullptr, indexOf = nullptr;
+
+  struct Compiled {
+    cl_program program;
+    cl_kernel kernel;
+  };
+  std::unordered_map<std::string, Compiled> programs;
+
+  // Device memory is handed out as addresses in a range no host memory uses, one block per
+  // allocation (with a gap after each): a view's pointer (and any pointer into a block) leads
+  // back to its buffer and element offset.
+  struct Block {
+    cl_mem memory;
+    std::size_t bytes;
+  };
+  std::map<std::uintptr_t, Block> blocks;
+  std::uintptr_t next = std::uintptr_t{1} << 44;
+  std::mutex mutex;
+
+  ~State() {
+    for (auto& [text, c] : programs) {
+      clReleaseKernel(c.kernel);
+      clReleaseProgram(c.program);
+    }
+    for (auto& [base, b] : blocks) clReleaseMemObject(b.memory);
+    if (matmul) clReleaseKernel(matmul);
+    if (indexOf) clReleaseKernel(indexOf);
+    if (fixed) clReleaseProgram(fixed);
+    if (fault) clReleaseMemObject(fault);
+    if (empty) clReleaseMemObject(empty);
+    if (queue) clReleaseCommandQueue(queue);
+    if (context) clReleaseContext(context);
+  }
+
+  // The buffer and element offset behind a device address (null: an empty view).
+  Result<std::pair<cl_mem, Index>> resolve(const void* p) {
+    if (!p) return std::pair<cl_mem, Index>{empty, 0};
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    auto it = blocks.upper_bound(address);
+    if (it == blocks.begin()) return Error{fmt::format("opencl: address {} is no device memory", p)};
+    --it;
+    if (address >= it->first + it->second.bytes + sizeof(Scalar))
+      return Error{fmt::format("opencl: address {} is no device memory", p)};
+    return std::pair<cl_mem, Index>{it->second.memory, static_cast<Index>((address - it->first) / sizeof(Scalar))};
+  }
+
+  Result<cl_program> build(const std::string& source, const std::string& what) {
+    const char* text = source.c_str();
+    const std::size_t length = source.size();
+    cl_int err = CL_SUCCESS;
+    cl_program program = clCreateProgramWithSource(context, 1, &text, &length, &err);
+    if (err != CL_SUCCESS) return clError(fmt::format("creating the program of {}", what), err);
+    err = clBuildProgram(program, 1, &device, kBuildOptions, nullptr, nullptr);
+    if (err != CL_SUCCESS) {
+      std::size_t size = 0;
+      clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
+      std::string log(size, '\0');
+      clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+      clReleaseProgram(program);
+      return Error{fmt::format("opencl: {} cannot be compiled by {} ({}); build log:\n{}\nsource:\n{}", what, name,
+                               errorName(err), log, source)};
+    }
+    return program;
+  }
+
+  // Reads and clears the fault slot: the first strict fault of the launches since the last read.
+  Result<void> takeFault(const std::string& what) {
+    long long slot[3] = {0, 0, 0};
+    cl_int err = clEnqueueReadBuffer(queue, fault, CL_TRUE, 0, sizeof slot, slot, 0, nullptr, nullptr);
+    if (err != CL_SUCCESS) return clError(fmt::format("running {}", what), err);
+    const int kind = static_cast<int>(slot[0] & 0xffffffff);
+    if (kind == 0) return {};
+    const long long zero[3] = {0, 0, 0};
+    clEnqueueWriteBuffer(queue, fault, CL_TRUE, 0, sizeof zero, zero, 0, nullptr, nullptr);
+    return Error{describeFault(static_cast<FaultKind>(kind), slot[1], slot[2])};
+  }
+};
+
+Result<std::shared_ptr<OpenClDevice>> OpenClDevice::open() {
+  static std::mutex opening;
+  static std::weak_ptr<OpenClDevice> opened;
+  std::lock_guard lock(opening);
+  if (auto existing = opened.lock()) return existing;
+
+  cl_uint platformCount = 0;
+  cl_int err = clGetPlatformIDs(0, nullptr, &platformCount);
+  if (err != CL_SUCCESS || platformCount == 0)
+    return Error{fmt::format("opencl: no OpenCL platform is installed ({}); on Debian: apt-get install pocl-opencl-icd",
+                             err == CL_SUCCESS ? "none registered" : errorName(err))};
+  std::vector<cl_platform_id> platforms(platformCount);
+  clGetPlatformIDs(platformCount, platforms.data(), nullptr);
+
+  const char* wantPlatform = std::getenv("OSPREY_OPENCL_PLATFORM");
+  const char* wantDevice = std::getenv("OSPREY_OPENCL_DEVICE");
+  struct Candidate {
+    cl_platform_id platform;
+    cl_device_id device;
+    std::string platformName, deviceName;
+    bool gpu;
+  };
+  std::vector<Candidate> withDoubles;
+  std::vector<std::string> without;
+  for (std::size_t p = 0; p < platforms.size(); ++p) {
+    const std::string platformName = platformInfo(platforms[p], CL_PLATFORM_NAME);
+    if (!chosen(wantPlatform, platformName, p)) continue;
+    cl_uint deviceCount = 0;
+    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, nullptr, &deviceCount) != CL_SUCCESS) continue;
+    std::vector<cl_device_id> devices(deviceCount);
+    clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, deviceCount, devices.data(), nullptr);
+    for (std::size_t d = 0; d < devices.size(); ++d) {
+      const std::string deviceName = deviceInfo(devices[d], CL_DEVICE_NAME);
+      if (!chosen(wantDevice, deviceName, d)) continue;
+      cl_device_fp_config fp64 = 0;
+      clGetDeviceInfo(devices[d], CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, nullptr);
+      const std::string extensions = deviceInfo(devices[d], CL_DEVICE_EXTENSIONS);
+      // Doubles with fma and correctly rounded +, -, *, /, sqrt (what CL_FP_FMA and the default
+      // rounding promise for cl_khr_fp64), and subnormals.
+      const cl_device_fp_config needed = CL_FP_FMA | CL_FP_ROUND_TO_NEAREST | CL_FP_DENORM | CL_FP_INF_NAN;
+      if ((fp64 & needed) != needed || extensions.find("cl_khr_fp64") == std::string::npos) {
+        without.push_back(fmt::format("{} / {}", platformName, deviceName));
+        continue;
+      }
+      cl_device_type type = 0;
+      clGetDeviceInfo(devices[d], CL_DEVICE_TYPE, sizeof type, &type, nullptr);
+      withDoubles.push_back({platforms[p], devices[d], platformName, deviceName, (type & CL_DEVICE_TYPE_GPU) != 0});
+    }
+  }
+  if (withDoubles.empty()) {
+    std::string seen;
+    for (const auto& w : without) seen += fmt::format("\n  {} (no cl_khr_fp64 with fma and subnormals)", w);
+    return Error{fmt::format("opencl: no OpenCL device with doubles{}{}{}",
+                             wantPlatform || wantDevice ? " matches OSPREY_OPENCL_PLATFORM / OSPREY_OPENCL_DEVICE" : "",
+                             seen.empty() ? "" : ":", seen)};
+  }
+  std::stable_partition(withDoubles.begin(), withDoubles.end(), [](const Candidate& c) { return c.gpu; });
+  const Candidate& pick = withDoubles.front();
+
+  auto state = std::make_unique<State>();
+  state->platform = pick.platform;
+  state->device = pick.device;
+  if (lower(pick.platformName).find("portable computing language") != std::string::npos) {
+    cl_device_type type = 0;
+    clGetDeviceInfo(pick.device, CL_DEVICE_TYPE, sizeof type, &type, nullptr);
+    state->name = fmt::format("opencl: pocl {}", (type & CL_DEVICE_TYPE_GPU) ? "gpu" : "cpu");
+  } else {
+    state->name = "opencl: " + pick.deviceName;
+  }
+  state->context = clCreateContext(nullptr, 1, &pick.device, nullptr, nullptr, &err);
+  if (err != CL_SUCCESS) return clError("creating a context", err);
+  state->queue = clCreateCommandQueue(state->context, pick.device, 0, &err);
+  if (err != CL_SUCCESS) return clError("creating a command queue", err);
+  const long long zero[3] = {0, 0, 0};
+  state->fault = clCreateBuffer(state->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero,
+                                const_cast<long long*>(zero), &err);
+  if (err != CL_SUCCESS) return clError("allocating the fault slot", err);
+  state->empty = clCreateBuffer(state->context, CL_MEM_READ_WRITE, sizeof(Scalar), nullptr, &err);
+  if (err != CL_SUCCESS) return clError("allocating", err);
+  state->fixed = OSPREY_TRY(state->build(trace::openClPrelude() + kFixedKernels, "the product and search kernels"));
+  state->matmul = clCreateKernel(state->fixed, "osprey_matmul", &err);
+  if (err != CL_SUCCESS) return clError("creating the product kernel", err);
+  state->indexOf = clCreateKernel(state->fixed, "osprey_index_of", &err);
+  if (err != CL_SUCCESS) return clError("creating the search kernel", err);
+
+  std::shared_ptr<OpenClDevice> device(new OpenClDevice(std::move(state)));
+  opened = device;
+  return device;
+}
+
+OpenClDevice::OpenClDevice(std::unique_ptr<State> state) : m(std::move(state)) {}
+OpenClDevice::~OpenClDevice() = default;
+
+std::string OpenClDevice::name() const { return m->name; }
+
+std::size_t OpenClDevice::compiledPrograms() const {
+  std::lock_guard lock(m->mutex);
+  return m->programs.size();
+}
+
+Result<Scalar*> OpenClDevice::allocate(Index n) {
+  if (n == 0) return static_cast<Scalar*>(nullptr);
+  if (n < 0 || static_cast<std::uint64_t>(n) > (std::uint64_t{1} << 40) / sizeof(Scalar))
+    return Error{fmt::format("opencl: cannot allocate {} elements", n)};
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(Scalar);
+  cl_int err = CL_SUCCESS;
+  cl_mem memory = clCreateBuffer(m->context, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+  if (err != CL_SUCCESS) return clError(fmt::format("allocating {} bytes", bytes), err);
+  std::lock_guard lock(m->mutex);
+  const std::uintptr_t base = m->next;
+  constexpr std::uintptr_t kAlign = 4096;
+  m->next += (bytes + kAlign) / kAlign * kAlign + kAlign;
+  m->blocks.emplace(base, State::Block{memory, bytes});
+  return reinterpret_cast<Scalar*>(base);
+}
+
+void OpenClDevice::release(Scalar* p) {
+  if (!p) return;
+  std::lock_guard lock(m->mutex);
+  auto it = m->blocks.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == m->blocks.end()) return;
+  clReleaseMemObject(it->second.memory);
+  m->blocks.erase(it);
+}
+
+// n elements between the host at `host` and the device at `device`, in the direction `toDevice` says.
+Result<void> OpenClDevice::copy(const Scalar* device, Scalar* host, Index n, bool toDevice) {
+  if (n == 0) return {};
+  std::lock_guard lock(m->mutex);
+  const auto [memory, offset] = OSPREY_TRY(m->resolve(device));
+  const std::size_t at = static_cast<std::size_t>(offset) * sizeof(Scalar), bytes = static_cast<std::size_t>(n) * sizeof(Scalar);
+  const cl_int err = toDevice ? clEnqueueWriteBuffer(m->queue, memory, CL_TRUE, at, bytes, host, 0, nullptr, nullptr)
+                              : clEnqueueReadBuffer(m->queue, memory, CL_TRUE, at, bytes, host, 0, nullptr, nullptr);
+  if (err != CL_SUCCESS) return clError(toDevice ? "copying to the device" : "copying from the device", err);
+  return {};
+}
+
+Result<void> OpenClDevice::upload(Scalar* dst, const Scalar* src, Index n) {
+  return copy(dst, const_cast<Scalar*>(src), n, true);  // written from, never to
+}
+
+Result<void> OpenClDevice::download(Scalar* dst, const Scalar* src, Index n) { return copy(src, dst, n, false); }
+
+Result<Scalar> OpenClDevice::readOne(const Scalar* p) {
+  Scalar x = 0.0;
+  OSPREY_CHECK(download(&x, p, 1));
+  return x;
+}
+
+namespace {
+template <class T>
+cl_int setArg(cl_kernel k, cl_uint& index, const T& value) {
+  return clSetKernelArg(k, index++, sizeof(T), &value);
+}
+}  // namespace
+
+Result<void> OpenClDevice::launch(const trace::Graph& graph, int result, trace::Shape shape, Scalar* out, Index n,
+                                  const std::string& kernel) {
+  std::string source;
+  try {
+    source = trace::openClSource(graph, result, shape);
+  } catch (const std::exception& e) {
+    return Error{fmt::format("opencl: kernel {} cannot be traced: {}", kernel, e.what())};
+  }
+  std::lock_guard lock(m->mutex);
+  auto found = m->programs.find(source);
+  if (found == m->programs.end()) {
+    cl_program program = OSPREY_TRY(m->build(source, fmt::format("kernel {}", kernel)));
+    cl_int err = CL_SUCCESS;
+    cl_kernel k = clCreateKernel(program, trace::kKernelName, &err);
+    if (err != CL_SUCCESS) {
+      clReleaseProgram(program);
+      return clError(fmt::format("creating kernel {}", kernel), err);
+    }
+    found = m->programs.emplace(source, State::Compiled{program, k}).first;
+  }
+  cl_kernel k = found->second.kernel;
+  const auto [outMemory, outOffset] = OSPREY_TRY(m->resolve(out));
+  cl_uint arg = 0;
+  cl_int err = setArg(k, arg, outMemory);
+  err |= setArg(k, arg, static_cast<cl_long>(outOffset));
+  err |= setArg(k, arg, static_cast<cl_long>(n));
+  err |= setArg(k, arg, m->fault);
+  for (const auto& view : graph.views()) {
+    const auto [memory, offset] = OSPREY_TRY(m->resolve(view.data));
+    err |= setArg(k, arg, memory);
+    err |= setArg(k, arg, static_cast<cl_long>(offset));
+  }
+  for (const auto& constant : graph.constants()) err |= setArg(k, arg, constant.bits);  // a double's bits or a long
+  if (err != CL_SUCCESS) return clError(fmt::format("passing the arguments of kernel {}", kernel), err);
+  const std::size_t global = shape == trace::Shape::EachIndex ? static_cast<std::size_t>(n) : 1;
+  err = clEnqueueNDRangeKernel(m->queue, k, 1, nullptr, &global, nullptr, 0, nullptr, nullptr);
+  if (err != CL_SUCCESS) return clError(fmt::format("launching kernel {}", kernel), err);
+  return m->takeFault(fmt::format("kernel {}", kernel));
+}
+
+Result<Scalar> OpenClDevice::foldResult(const trace::Graph& graph, int result, const std::string& kernel) {
+  auto out = OSPREY_TRY(allocate(1));
+  auto launched = launch(graph, result, trace::Shape::Single, out, 1, kernel);
+  Result<Scalar> value = launched.ok() ? readOne(out) : Result<Scalar>(launched.error());
+  release(out);
+  return value;
+}
+
+Result<Index> OpenClDevice::indexOf(View v, Scalar x) {
+  if (v.n == 0) return Index{0};
+  constexpr Index kChunks = 1024;
+  const Index chunks = std::min(v.n, kChunks);
+  const Index chunk = (v.n + chunks - 1) / chunks;
+  std::vector<cl_long> firsts(static_cast<std::size_t>(chunks));
+  std::lock_guard lock(m->mutex);
+  const auto [memory, offset] = OSPREY_TRY(m->resolve(v.data));
+  cl_int err = CL_SUCCESS;
+  cl_mem out = clCreateBuffer(m->context, CL_MEM_WRITE_ONLY, firsts.size() * sizeof(cl_long), nullptr, &err);
+  if (err != CL_SUCCESS) return clError("allocating the search's results", err);
+  cl_uint arg = 0;
+  err = setArg(m->indexOf, arg, out);
+  err |= setArg(m->indexOf, arg, memory);
+  err |= setArg(m->indexOf, arg, static_cast<cl_long>(offset));
+  err |= setArg(m->indexOf, arg, static_cast<cl_long>(v.n));
+  err |= setArg(m->indexOf, arg, x);
+  err |= setArg(m->indexOf, arg, static_cast<cl_long>(chunk));
+  const std::size_t global = static_cast<std::size_t>(chunks);
+  if (err == CL_SUCCESS) err = clEnqueueNDRangeKernel(m->queue, m->indexOf, 1, nullptr, &global, nullptr, 0, nullptr, nullptr);
+  if (err == CL_SUCCESS)
+    err = clEnqueueReadBuffer(m->queue, out, CL_TRUE, 0, firsts.size() * sizeof(cl_long), firsts.data(), 0, nullptr, nullptr);
+  clReleaseMemObject(out);
+  if (err != CL_SUCCESS) return clError("indexOf", err);
+  return static_cast<Index>(*std::min_element(firsts.begin(), firsts.end()));
+}
+
+Result<void> OpenClDevice::matMul(Scalar* out, View a, View b, Index rows, Index inner, Index cols) {
+  if (rows == 0 || cols == 0) return {};
+  std::lock_guard lock(m->mutex);
+  const auto [outMemory, outOffset] = OSPREY_TRY(m->resolve(out));
+  const auto [aMemory, aOffset] = OSPREY_TRY(m->resolve(a.data));
+  const auto [bMemory, bOffset] = OSPREY_TRY(m->resolve(b.data));
+  cl_uint arg = 0;
+  cl_int err = setArg(m->matmul, arg, outMemory);
+  err |= setArg(m->matmul, arg, static_cast<cl_long>(outOffset));
+  err |= setArg(m->matmul, arg, aMemory);
+  err |= setArg(m->matmul, arg, static_cast<cl_long>(aOffset));
+  err |= setArg(m->matmul, arg, bMemory);
+  err |= setArg(m->matmul, arg, static_cast<cl_long>(bOffset));
+  err |= setArg(m->matmul, arg, static_cast<cl_long>(rows));
+  err |= setArg(m->matmul, arg, static_cast<cl_long>(inner));
+  err |= setArg(m->matmul, arg, static_cast<cl_long>(cols));
+  const std::size_t global[2] = {static_cast<std::size_t>(cols), static_cast<std::size_t>(rows)};
+  if (err == CL_SUCCESS) err = clEnqueueNDRangeKernel(m->queue, m->matmul, 2, nullptr, global, nullptr, 0, nullptr, nullptr);
+  if (err == CL_SUCCESS) err = clFinish(m->queue);
+  if (err != CL_SUCCESS) return clError("matMul", err);
+  return {};
+}
+
+}  // namespace osprey
