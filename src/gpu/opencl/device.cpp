@@ -1,5 +1,8 @@
-#define CL_TARGET_OPENCL_VERSION 120
 #include "osprey/gpu/opencl/device.hpp"
+
+#include "choice.hpp"
+#include "cl_errors.hpp"
+#include "fixed_kernels.hpp"
 
 #include <CL/cl.h>
 #include <cxxabi.h>
@@ -19,6 +22,10 @@
 
 namespace osprey {
 
+using opencl_detail::clError;
+using opencl_detail::errorName;
+using opencl_detail::kFixedKernels;
+
 namespace opencl_detail {
 std::string kernelName(const std::type_info& type) {
   int status = 0;
@@ -30,100 +37,9 @@ std::string kernelName(const std::type_info& type) {
 }  // namespace opencl_detail
 
 namespace {
-
-// OpenCL's error codes by name, for messages.
-const char* errorName(cl_int code) {
-  switch (code) {
-    case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
-    case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
-    case CL_COMPILER_NOT_AVAILABLE: return "CL_COMPILER_NOT_AVAILABLE";
-    case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
-    case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
-    case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
-    case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
-    case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
-    case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
-    case CL_INVALID_DEVICE: return "CL_INVALID_DEVICE";
-    case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
-    case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
-    case CL_INVALID_PROGRAM_EXECUTABLE: return "CL_INVALID_PROGRAM_EXECUTABLE";
-    case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
-    case CL_INVALID_ARG_SIZE: return "CL_INVALID_ARG_SIZE";
-    case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
-    case CL_INVALID_GLOBAL_WORK_SIZE: return "CL_INVALID_GLOBAL_WORK_SIZE";
-    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";  // the ICD loader found no platform
-    default: return "an OpenCL error";
-  }
-}
-
-Error clError(std::string_view what, cl_int code) {
-  return Error{fmt::format("opencl: {} failed: {} ({})", what, errorName(code), code)};
-}
-
-std::string platformInfo(cl_platform_id p, cl_platform_info what) {
-  std::size_t size = 0;
-  if (clGetPlatformInfo(p, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
-  std::string s(size, '\0');
-  clGetPlatformInfo(p, what, size, s.data(), nullptr);
-  s.resize(std::strlen(s.c_str()));
-  return s;
-}
-std::string deviceInfo(cl_device_id d, cl_device_info what) {
-  std::size_t size = 0;
-  if (clGetDeviceInfo(d, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
-  std::string s(size, '\0');
-  clGetDeviceInfo(d, what, size, s.data(), nullptr);
-  s.resize(std::strlen(s.c_str()));
-  return s;
-}
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-// Whether `name` (position `index`) is the one `choice` asks for: a number is a position, anything
-// else a part of the name; no choice takes every one.
-bool chosen(const char* choice, const std::string& name, std::size_t index) {
-  if (!choice || !*choice) return true;
-  char* end = nullptr;
-  const unsigned long n = std::strtoul(choice, &end, 10);
-  if (end && *end == '\0') return n == index;
-  return lower(name).find(lower(choice)) != std::string::npos;
-}
-
-// The product and the search: written once here, not traced (they are the device's own members,
-// as the host and cuda devices have theirs). Both read views at an element offset.
-constexpr const char* kFixedKernels = R"(
-// out (rows, cols) = a (rows, inner) * b (inner, cols): each output one fma chain over k
-// ascending from +0.0, the contract's product.
-__kernel void osprey_matmul(__global double* out, const long oo, __global const double* a, const long ao,
-                            __global const double* b, const long bo, const long rows, const long inner,
-                            const long cols) {
-  const long c = (long)get_global_id(0), r = (long)get_global_id(1);
-  if (r >= rows || c >= cols) return;
-  __global const double* ar = a + ao + r * inner;
-  __global const double* bc = b + bo + c;
-  double acc = 0.0;
-  for (long k = 0; k < inner; ++k) acc = fma(ar[k], bc[k * cols], acc);
-  out[oo + r * cols + c] = acc;
-}
-
-// firsts[g]: the smallest i in chunk g with v[i] == x, else n.
-__kernel void osprey_index_of(__global long* firsts, __global const double* v, const long vo, const long n,
-                              const double x, const long chunk) {
-  const long g = (long)get_global_id(0);
-  const long lo = g * chunk;
-  const long hi = lo + chunk < n ? lo + chunk : n;
-  long found = n;
-  for (long i = lo; i < hi; ++i)
-    if (v[vo + i] == x) { found = i; break; }
-  firsts[g] = found;
-}
-)";
-
 // Compiler options: none that relax IEEE arithmetic (no -cl-fast-relaxed-math, -cl-mad-enable,
 // -cl-unsafe-math-optimizations, -cl-denorms-are-zero).
 constexpr const char* kBuildOptions = "";
-
 }  // namespace
 
 struct OpenClDevice::State {
@@ -220,69 +136,12 @@ Result<std::shared_ptr<OpenClDevice>> OpenClDevice::open() {
   std::lock_guard lock(opening);
   if (auto existing = opened.lock()) return existing;
 
-  cl_uint platformCount = 0;
-  cl_int err = clGetPlatformIDs(0, nullptr, &platformCount);
-  if (err != CL_SUCCESS || platformCount == 0)
-    return Error{fmt::format("opencl: no OpenCL platform is installed ({}); on Debian: apt-get install pocl-opencl-icd",
-                             err == CL_SUCCESS ? "none registered" : errorName(err))};
-  std::vector<cl_platform_id> platforms(platformCount);
-  clGetPlatformIDs(platformCount, platforms.data(), nullptr);
-
-  const char* wantPlatform = std::getenv("OSPREY_OPENCL_PLATFORM");
-  const char* wantDevice = std::getenv("OSPREY_OPENCL_DEVICE");
-  struct Candidate {
-    cl_platform_id platform;
-    cl_device_id device;
-    std::string platformName, deviceName;
-    bool gpu;
-  };
-  std::vector<Candidate> withDoubles;
-  std::vector<std::string> without;
-  for (std::size_t p = 0; p < platforms.size(); ++p) {
-    const std::string platformName = platformInfo(platforms[p], CL_PLATFORM_NAME);
-    if (!chosen(wantPlatform, platformName, p)) continue;
-    cl_uint deviceCount = 0;
-    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, nullptr, &deviceCount) != CL_SUCCESS) continue;
-    std::vector<cl_device_id> devices(deviceCount);
-    clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, deviceCount, devices.data(), nullptr);
-    for (std::size_t d = 0; d < devices.size(); ++d) {
-      const std::string deviceName = deviceInfo(devices[d], CL_DEVICE_NAME);
-      if (!chosen(wantDevice, deviceName, d)) continue;
-      cl_device_fp_config fp64 = 0;
-      clGetDeviceInfo(devices[d], CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, nullptr);
-      const std::string extensions = deviceInfo(devices[d], CL_DEVICE_EXTENSIONS);
-      // Doubles with fma and correctly rounded +, -, *, /, sqrt (what CL_FP_FMA and the default
-      // rounding promise for cl_khr_fp64), and subnormals.
-      const cl_device_fp_config needed = CL_FP_FMA | CL_FP_ROUND_TO_NEAREST | CL_FP_DENORM | CL_FP_INF_NAN;
-      if ((fp64 & needed) != needed || extensions.find("cl_khr_fp64") == std::string::npos) {
-        without.push_back(fmt::format("{} / {}", platformName, deviceName));
-        continue;
-      }
-      cl_device_type type = 0;
-      clGetDeviceInfo(devices[d], CL_DEVICE_TYPE, sizeof type, &type, nullptr);
-      withDoubles.push_back({platforms[p], devices[d], platformName, deviceName, (type & CL_DEVICE_TYPE_GPU) != 0});
-    }
-  }
-  if (withDoubles.empty()) {
-    std::string seen;
-    for (const auto& w : without) seen += fmt::format("\n  {} (no cl_khr_fp64 with fma and subnormals)", w);
-    return Error{fmt::format("opencl: no OpenCL device with doubles{}{}{}",
-                             wantPlatform || wantDevice ? " matches OSPREY_OPENCL_PLATFORM / OSPREY_OPENCL_DEVICE" : "",
-                             seen.empty() ? "" : ":", seen)};
-  }
-  std::stable_partition(withDoubles.begin(), withDoubles.end(), [](const Candidate& c) { return c.gpu; });
-  const Candidate& pick = withDoubles.front();
-
+  const opencl_detail::ChosenDevice pick = OSPREY_TRY(opencl_detail::chooseDevice());
   auto state = std::make_unique<State>();
   state->platform = pick.platform;
   state->device = pick.device;
-  if (lower(pick.platformName).find("portable computing language") != std::string::npos) {
-    cl_device_type type = 0;
-    clGetDeviceInfo(pick.device, CL_DEVICE_TYPE, sizeof type, &type, nullptr);
-    state->name = fmt::format("opencl: pocl {}", (type & CL_DEVICE_TYPE_GPU) ? "gpu" : "cpu");
-  } else {
-    state->name = "opencl: " + pick.deviceName;
-  }
+  state->name = pick.name;
+  cl_int err = CL_SUCCESS;
   state->context = clCreateContext(nullptr, 1, &pick.device, nullptr, nullptr, &err);
   if (err != CL_SUCCESS) return clError("creating a context", err);
   state->queue = clCreateCommandQueue(state->context, pick.device, 0, &err);
