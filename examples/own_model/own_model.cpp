@@ -1,7 +1,9 @@
 // A model of its own, written once against the Tensor effect: the two-layer perceptron
 // y = tanh(x W1 + b1) W2 on a batch of 4 inputs of 3 features, its squared-error loss, one
-// gradient step on W2, and the loss again. It runs on every host handler (lists, gpu on the host
-// device) and exits 1 unless they agree to the bit.
+// gradient step on W2, and the loss again. It runs on lists, gpu on the host device and, where
+// the install has the opencl device and this build links it (Osprey::opencl), gpu on opencl, and
+// exits 1 unless they agree to the bit. Its kernels take the handler's KernelIndex/KernelScalar,
+// so the opencl device can trace them (osprey/kernel_types.hpp).
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -10,7 +12,7 @@
 #include "osprey/math.hpp"
 #include "osprey/under.hpp"
 
-using osprey::Index, osprey::Int, osprey::Result, osprey::Scalar;
+using osprey::Index, osprey::Int, osprey::KernelIndex, osprey::KernelScalar, osprey::Result, osprey::Scalar;
 constexpr Index kBatch = 4, kIn = 3, kHidden = 5;
 
 // What a forward pass hands back: the hidden layer and the errors (the gradient needs them) and
@@ -25,12 +27,13 @@ template <osprey::Tensor H, class B = osprey::BufferOf<H>>
 Result<Forward<H>> forward(H& h, const B& x, const B& w1, const B& b1, const B& w2, const B& t) {
   auto pre = OSPREY_TRY(h.matMul(x, w1, kBatch, kIn, kHidden));
   const auto pv = pre.view(), bv = b1.view();
-  auto hidden = OSPREY_TRY(h.build(kBatch * kHidden, [=] OSPREY_FN(Index i) -> Scalar {
-    return osprey::math::tanh(pv[i] + bv[Int(i) % kHidden]);
+  using S = KernelScalar<H>;
+  auto hidden = OSPREY_TRY(h.build(kBatch * kHidden, [=] OSPREY_FN(KernelIndex<H> i) -> S {
+    return osprey::math::tanh(pv[i] + bv[osprey::asInt(i) % kHidden]);
   }));
   auto y = OSPREY_TRY(h.matMul(hidden, w2, kBatch, kHidden, 1));
-  auto err = OSPREY_TRY(h.zipWith(y, t, [] OSPREY_FN(Scalar a, Scalar b) -> Scalar { return a - b; }));
-  const Scalar loss = OSPREY_TRY(h.reduce(err, 0.0, [] OSPREY_FN(Scalar acc, Scalar e) -> Scalar { return acc + e * e; }));
+  auto err = OSPREY_TRY(h.zipWith(y, t, [] OSPREY_FN(S a, S b) -> S { return a - b; }));
+  const Scalar loss = OSPREY_TRY(h.reduce(err, 0.0, [] OSPREY_FN(S acc, S e) -> S { return acc + e * e; }));
   return Forward<H>{hidden, err, loss};
 }
 
@@ -48,7 +51,8 @@ Result<std::vector<Scalar>> run(H& h) {
   auto before = OSPREY_TRY(forward(h, x, w1, b1, w2, t));
   // dLoss/dW2 = 2 err^T hidden: err is a 1 x batch row, hidden is batch x hidden.
   auto grad = OSPREY_TRY(h.matMul(before.err, before.hidden, 1, kBatch, kHidden));
-  auto stepped = OSPREY_TRY(h.zipWith(w2, grad, [] OSPREY_FN(Scalar w, Scalar g) -> Scalar { return w - 0.1 * (2.0 * g); }));
+  using S = KernelScalar<H>;
+  auto stepped = OSPREY_TRY(h.zipWith(w2, grad, [] OSPREY_FN(S w, S g) -> S { return w - 0.1 * (2.0 * g); }));
   auto after = OSPREY_TRY(forward(h, x, w1, b1, stepped, t));
 
   std::vector<Scalar> out{before.loss, after.loss};
@@ -58,18 +62,22 @@ Result<std::vector<Scalar>> run(H& h) {
 
 int main() {
   auto work = [](auto& h) { return run(h); };
-  const Result<std::vector<Scalar>> results[] = {osprey::onLists(work), osprey::onGpuDevice("host", work)};
-  const char* names[] = {"lists", "gpu(host)"};
-  for (int k = 0; k < 2; ++k) {
+  std::vector<Result<std::vector<Scalar>>> results{osprey::onLists(work), osprey::onGpuDevice("host", work)};
+  std::vector<const char*> names{"lists", "gpu(host)"};
+  if (osprey::kOpenClLinked) {
+    results.push_back(osprey::onGpuDevice("opencl", work));
+    names.push_back("gpu(opencl)");
+  }
+  for (std::size_t k = 0; k < results.size(); ++k) {
     if (!results[k].ok()) return std::fprintf(stderr, "%s: %s\n", names[k], results[k].error().message.c_str()), 1;
     const auto& r = *results[k];
-    std::printf("%-9s loss %.17g -> %.17g, W2 =", names[k], r[0], r[1]);
+    std::printf("%-11s loss %.17g -> %.17g, W2 =", names[k], r[0], r[1]);
     for (std::size_t j = 2; j < r.size(); ++j) std::printf(" %.17g", r[j]);
     std::printf("\n");
+    const auto& a = *results[0];
+    if (r.size() != a.size() || std::memcmp(r.data(), a.data(), a.size() * sizeof(Scalar)) != 0)
+      return std::fprintf(stderr, "%s disagrees with lists\n", names[k]), 1;
   }
-  const auto &a = *results[0], &b = *results[1];
-  if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size() * sizeof(Scalar)) != 0)
-    return std::fprintf(stderr, "the handlers disagree\n"), 1;
-  std::printf("lists and gpu(host) agree to the bit\n");
+  std::printf("all %zu handlers agree to the bit\n", results.size());
   return 0;
 }

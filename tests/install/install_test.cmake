@@ -2,9 +2,10 @@
 #   1. cmake --install <this build> --prefix <fresh prefix>
 #   2. configure examples/own_model against that prefix alone (CMAKE_PREFIX_PATH), with the build's
 #      own generator and compiler, and check it found that Osprey and got -ffp-contract=off
-#   3. build it and run it: it runs its model on every host handler and fails unless they agree.
+#   3. build it and run it: it runs its model on lists, gpu/host and (EXPECT_OPENCL) gpu/opencl and
+#      fails unless they agree.
 # Any failing step fails the test. Inputs (-D): OSPREY_BUILD_DIR, OSPREY_SOURCE_DIR, WORK_DIR,
-# GENERATOR, MAKE_PROGRAM, CXX_COMPILER, BUILD_TYPE.
+# GENERATOR, MAKE_PROGRAM, CXX_COMPILER, BUILD_TYPE, EXPECT_OPENCL.
 cmake_minimum_required(VERSION 3.25)
 
 foreach(var OSPREY_BUILD_DIR OSPREY_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER BUILD_TYPE)
@@ -55,6 +56,15 @@ endif()
 
 step("building examples/own_model" ${CMAKE_COMMAND} --build ${build})
 step("running own_model" ${build}/own_model)
-if(NOT step_output MATCHES "lists and gpu\\(host\\) agree to the bit")
-  message(FATAL_ERROR "install test: own_model did not report that the handlers agree")
+# lists and gpu(host), and gpu(opencl) where the install has the opencl device (Osprey::opencl).
+if(EXPECT_OPENCL)
+  set(handlers 3)
+  if(NOT step_output MATCHES "gpu\\(opencl\\) +loss")
+    message(FATAL_ERROR "install test: own_model did not run on the opencl device the install has")
+  endif()
+else()
+  set(handlers 2)
+endif()
+if(NOT step_output MATCHES "all ${handlers} handlers agree to the bit")
+  message(FATAL_ERROR "install test: own_model did not report that the ${handlers} handlers agree")
 endif()
