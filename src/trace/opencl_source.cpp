@@ -178,17 +178,27 @@ static long osp_rem(long a, long b, __global long* fault) {{
   return prelude;
 }
 
-std::string openClSource(const Graph& graph, int result, Shape shape) {
+std::string openClSource(const Graph& graph, int result, Shape shape, Constants constants) {
   if (result < 0 || static_cast<std::size_t>(result) >= graph.nodes().size() ||
       graph.node(result).kind != Kind::F64)
     throw std::logic_error("trace: a kernel's value must be a traced double");
   std::string params = "__global double* out, const long outOffset, const long n, __global long* fault";
   for (std::size_t s = 0; s < graph.views().size(); ++s)
     params += fmt::format(", __global const double* v{0}, const long o{0}", s);
-  for (std::size_t s = 0; s < graph.constants().size(); ++s)
-    params += fmt::format(", const {} k{}", typeName(graph.constants()[s].kind), s);
+  std::string unpack;
+  if (constants == Constants::Arguments) {
+    for (std::size_t s = 0; s < graph.constants().size(); ++s)
+      params += fmt::format(", const {} k{}", typeName(graph.constants()[s].kind), s);
+  } else if (!graph.constants().empty()) {
+    params += ", __global const ulong* constants";
+    for (std::size_t s = 0; s < graph.constants().size(); ++s)
+      unpack += graph.constants()[s].kind == Kind::F64
+                    ? fmt::format("  const double k{0} = as_double(constants[{0}]);\n", s)
+                    : fmt::format("  const long k{0} = (long)constants[{0}];\n", s);
+  }
 
   Emitter e(graph);
+  e.text += unpack;
   if (shape == Shape::EachIndex) {
     e.text += "  const long i = (long)get_global_id(0);\n  if (i >= n) return;\n";
   } else {

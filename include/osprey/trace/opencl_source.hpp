@@ -24,8 +24,13 @@ enum class Shape { EachIndex, Single };
 // The name every emitted kernel has in its program.
 inline constexpr const char* kKernelName = "osprey_kernel";
 
+// Where the constants travel: one kernel argument each (the list above), or, for a kernel with
+// more than the device's argument space holds, one buffer of their bits (`__global const ulong*
+// constants`, after the views) that the kernel reads at its start.
+enum class Constants { Arguments, Buffer };
+
 // The program for `graph` whose output is node `result`.
-std::string openClSource(const Graph& graph, int result, Shape shape);
+std::string openClSource(const Graph& graph, int result, Shape shape, Constants constants = Constants::Arguments);
 
 // What every program starts with: the pragmas, and the checked index arithmetic whose faults are
 // recorded in the fault slot (kind, then the two operands) as osprey::Int's are on the host.

@@ -48,6 +48,7 @@ struct OpenClDevice::State {
   cl_context context = nullptr;
   cl_command_queue queue = nullptr;
   std::string name;
+  std::size_t maxArgumentBytes = 1024;  // CL_DEVICE_MAX_PARAMETER_SIZE (1024: the least OpenCL allows)
 
   cl_mem fault = nullptr;  // kind, a, b
   cl_mem empty = nullptr;  // stands for an empty view's memory
@@ -141,6 +142,11 @@ Result<std::shared_ptr<OpenClDevice>> OpenClDevice::open() {
   state->platform = pick.platform;
   state->device = pick.device;
   state->name = pick.name;
+  std::size_t maxArguments = 0;
+  if (clGetDeviceInfo(pick.device, CL_DEVICE_MAX_PARAMETER_SIZE, sizeof maxArguments, &maxArguments, nullptr) ==
+          CL_SUCCESS &&
+      maxArguments >= 256)
+    state->maxArgumentBytes = maxArguments;
   cl_int err = CL_SUCCESS;
   state->context = clCreateContext(nullptr, 1, &pick.device, nullptr, nullptr, &err);
   if (err != CL_SUCCESS) return clError("creating a context", err);
@@ -231,9 +237,13 @@ cl_int setArg(cl_kernel k, cl_uint& index, const T& value) {
 
 Result<void> OpenClDevice::launch(const trace::Graph& graph, int result, trace::Shape shape, Scalar* out, Index n,
                                   const std::string& kernel) {
+  // The arguments' bytes: out, its offset, n and the fault slot; a pointer and an offset a view; a
+  // constant each. Past what the device takes, the constants go in a buffer instead.
+  const std::size_t argumentBytes = 8 * (4 + 2 * graph.views().size() + graph.constants().size());
+  const bool inBuffer = argumentBytes > m->maxArgumentBytes;
   std::string source;
   try {
-    source = trace::openClSource(graph, result, shape);
+    source = trace::openClSource(graph, result, shape, inBuffer ? trace::Constants::Buffer : trace::Constants::Arguments);
   } catch (const std::exception& e) {
     return Error{fmt::format("opencl: kernel {} cannot be traced: {}", kernel, e.what())};
   }
@@ -261,10 +271,25 @@ Result<void> OpenClDevice::launch(const trace::Graph& graph, int result, trace::
     err |= setArg(k, arg, memory);
     err |= setArg(k, arg, static_cast<cl_long>(offset));
   }
-  for (const auto& constant : graph.constants()) err |= setArg(k, arg, constant.bits);  // a double's bits or a long
-  if (err != CL_SUCCESS) return clError(fmt::format("passing the arguments of kernel {}", kernel), err);
+  cl_mem constants = nullptr;
+  if (!inBuffer) {
+    for (const auto& constant : graph.constants()) err |= setArg(k, arg, constant.bits);  // a double's bits or a long
+  } else if (!graph.constants().empty()) {
+    std::vector<cl_ulong> bits;
+    for (const auto& constant : graph.constants()) bits.push_back(constant.bits);
+    cl_int made = CL_SUCCESS;
+    constants = clCreateBuffer(m->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bits.size() * sizeof(cl_ulong),
+                               bits.data(), &made);
+    if (made != CL_SUCCESS) return clError(fmt::format("passing the constants of kernel {}", kernel), made);
+    err |= setArg(k, arg, constants);
+  }
+  if (err != CL_SUCCESS) {
+    if (constants) clReleaseMemObject(constants);
+    return clError(fmt::format("passing the arguments of kernel {}", kernel), err);
+  }
   const std::size_t global = shape == trace::Shape::EachIndex ? static_cast<std::size_t>(n) : 1;
   err = clEnqueueNDRangeKernel(m->queue, k, 1, nullptr, &global, nullptr, 0, nullptr, nullptr);
+  if (constants) clReleaseMemObject(constants);  // the queued launch keeps it until it has run
   if (err != CL_SUCCESS) return clError(fmt::format("launching kernel {}", kernel), err);
   return m->takeFault(fmt::format("kernel {}", kernel));
 }
