@@ -102,7 +102,8 @@ osprey::Result<Buf<H>> attendCached(H& h, const Buf<H>& qkvRow, const Buf<H>& kC
   // dot fold: the same fused multiply-adds, in the same order, as the forward's product).
   auto pre = OSPREY_TRY(dotRaggedRows(h, scoreRowCount, scoreRows,
       [=] OSPREY_FN(KernelIndex<H> i, KernelIndex<H> d) -> ProductOf<KernelScalar<H>> {
-        const auto [hh, t2] = divMod(osprey::asInt(i), Ti);
+        const auto hhT2 = divMod(osprey::asInt(i), Ti);
+        const auto hh = hhT2.q, t2 = hhT2.r;
         return {qv[hh * HS + d], kv[t2 * Ci + hh * HS + d]};
       },
       [=] OSPREY_FN(KernelIndex<H>, KernelScalar<H> score) -> KernelScalar<H> { return bySqrtHs(score); }));
@@ -142,7 +143,8 @@ osprey::Result<Buf<H>> causalSoftmax(H& h, const Buf<H>& scores, osprey::Index R
   const auto mv = stats.maxes.view(), sv = stats.sums.view();
   return h.build(RT, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
     using S = KernelScalar<H>;
-    const auto [r, t2] = divMod(osprey::asInt(i), Ti);
+    const auto rT2 = divMod(osprey::asInt(i), Ti);
+    const auto r = rT2.q, t2 = rT2.r;
     return osprey::when(
         t2 > r % Ti, [&] { return S(0.0); }, [&] { return S(osprey::math::exp(scale(cv[i]) - mv[r]) / sv[r]); });
   });
@@ -166,7 +168,8 @@ osprey::Result<Buf<H>> causalSoftmaxBackward(H& h, const Buf<H>& att, const Buf<
   const auto rv = rowDot.view();
   return h.build(RT, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
     using S = KernelScalar<H>;
-    const auto [r, t2] = divMod(osprey::asInt(i), Ti);
+    const auto rT2 = divMod(osprey::asInt(i), Ti);
+    const auto r = rT2.q, t2 = rT2.r;
     return osprey::when(t2 > r % Ti, [&] { return S(0.0); }, [&] { return S(scale(av[i] * (gv[i] - rv[r]))); });
   });
 }
@@ -226,9 +229,12 @@ osprey::Result<AttentionOut<H>> attentionForward(H& h, const Buf<H>& qkv, osprey
   const auto ov = outHeads.view();
   auto out = OSPREY_TRY(h.build(OSPREY_TRY(checkedProduct(L, {B, T, C})),
                                 [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-    const auto [bt, c] = divMod(osprey::asInt(i), Ci);
-    const auto [b, t] = divMod(bt, Ti);
-    const auto [hh, d] = divMod(c, HS);
+    const auto btC = divMod(osprey::asInt(i), Ci);
+    const auto bt = btC.q, c = btC.r;
+    const auto bT = divMod(bt, Ti);
+    const auto b = bT.q, t = bT.r;
+    const auto hhD = divMod(c, HS);
+    const auto hh = hhD.q, d = hhD.r;
     return ov[((b * NHi + hh) * Ti + t) * HS + d];
   }));
   return AttentionOut<H>{std::move(out), std::move(att)};
@@ -292,10 +298,14 @@ osprey::Result<Buf<H>> attentionBackward(H& h, const Buf<H>& dout, const Buf<H>&
   const auto qg = dq.view(), kg = dkT.view(), vg = dvT.view();
   return h.build(OSPREY_TRY(checkedProduct(L, {B, T, 3, C})),
                  [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-    const auto [bt, col] = divMod(osprey::asInt(i), C3);
-    const auto [b, t] = divMod(bt, Ti);
-    const auto [section, c] = divMod(col, Ci);
-    const auto [hh, d] = divMod(c, HS);
+    const auto btCol = divMod(osprey::asInt(i), C3);
+    const auto bt = btCol.q, col = btCol.r;
+    const auto bT = divMod(bt, Ti);
+    const auto b = bT.q, t = bT.r;
+    const auto sectionC = divMod(col, Ci);
+    const auto section = sectionC.q, c = sectionC.r;
+    const auto hhD = divMod(c, HS);
+    const auto hh = hhD.q, d = hhD.r;
     using S = KernelScalar<H>;
     const auto head = b * NHi + hh;
     return osprey::when(

@@ -70,7 +70,8 @@ osprey::Result<Buf<H>> gather(H& h, const Buf<H>& src, Blocks blocks, osprey::In
   const osprey::Int C = cols, head = bh;
   return h.build(OSPREY_TRY(checkedProduct("attention head", {rows, cols})),
                  [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-    const auto [r, c] = divMod(osprey::asInt(i), C);
+    const auto rC = divMod(osprey::asInt(i), C);
+    const auto r = rC.q, c = rC.r;
     return sv[blocks.at(head, r, c)];
   });
 }
@@ -88,8 +89,10 @@ osprey::Result<Buf<H>> gatherAll(H& h, const Buf<H>& src, Blocks blocks, osprey:
   const osprey::Int R = rows, C = cols;
   return h.build(n,
                  [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-    const auto [block, c] = divMod(osprey::asInt(i), C);
-    const auto [bh, r] = divMod(block, R);
+    const auto blockC = divMod(osprey::asInt(i), C);
+    const auto block = blockC.q, c = blockC.r;
+    const auto bhR = divMod(block, R);
+    const auto bh = bhR.q, r = bhR.r;
     return sv[blocks.at(bh, r, c)];
   });
 }
@@ -133,7 +136,8 @@ osprey::Result<Buf<H>> join(H& h, std::vector<Buf<H>> parts) {
       }
       const osprey::Int size = h.length(parts[g]);
       auto joined = OSPREY_TRY(h.build(total, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-        const auto [p, j] = divMod(osprey::asInt(i), size);
+        const auto pJ = divMod(osprey::asInt(i), size);
+        const auto p = pJ.q, j = pJ.r;
         return partElement<KernelScalar<H>>(views, p, j);
       }));
       next.push_back(std::move(joined));

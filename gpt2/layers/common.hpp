@@ -101,7 +101,9 @@ inline osprey::Result<osprey::Index> checkedProduct(const char* layer,
 // i = q * d + r with 0 <= r < d, for i >= 0 and d > 0, from one (checked) division: kernels map
 // a flat element index to (row, column) once per element, and a 64-bit division is the most
 // expensive instruction in most of them.
-// (An index and quotient of the kernel's index type: osprey::Int, or the traced index.)
+// (An index and quotient of the kernel's index type: osprey::Int, or the traced index.) Kernels name
+// the two as variables rather than a structured binding: clang before 16 cannot capture a
+// structured binding in a lambda, and the generic forms (when, foldRange, ...) take lambdas.
 template <class I>
 struct QuotRemOf {
   I q, r;
@@ -153,7 +155,8 @@ osprey::Result<Buf<H>> transpose(H& h, const Buf<H>& x, osprey::Index rows, ospr
   const osprey::Int R = rows, Cc = cols;
   return h.build(n, [=] OSPREY_FN(osprey::KernelIndex<H> o) -> osprey::KernelScalar<H> {
     // output element o = (j, i) of the (cols, rows) result reads x[i][j]
-    const auto [j, i] = divMod(osprey::asInt(o), R);
+    const auto jI = divMod(osprey::asInt(o), R);
+    const auto j = jI.q, i = jI.r;
     return xv[i * Cc + j];
   });
 }
@@ -171,7 +174,8 @@ osprey::Result<Buf<H>> sliceColumns(H& h, const Buf<H>& x, osprey::Index rows, o
   const auto xv = x.view();
   const osprey::Int W = width, S = start, K = count;
   return h.build(n, [=] OSPREY_FN(osprey::KernelIndex<H> o) -> osprey::KernelScalar<H> {
-    const auto [r, c] = divMod(osprey::asInt(o), K);
+    const auto rC = divMod(osprey::asInt(o), K);
+    const auto r = rC.q, c = rC.r;
     return xv[r * W + S + c];
   });
 }

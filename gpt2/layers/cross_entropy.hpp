@@ -73,7 +73,8 @@ osprey::Result<Buf<H>> crossEntropyBackward(H& h, const Buf<H>& probs, const Buf
   const auto pv = probs.view(), tv = targets.view();
   const osprey::Int Vi = V;
   return h.build(NV, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-    const auto [n, v] = divMod(osprey::asInt(i), Vi);
+    const auto nV = divMod(osprey::asInt(i), Vi);
+    const auto n = nV.q, v = nV.r;
     const auto indicator = osprey::select(v == tokenIndex(tv[n], V), KernelScalar<H>(1.0), KernelScalar<H>(0.0));
     return (pv[i] - indicator) * dloss;
   });

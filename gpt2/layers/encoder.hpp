@@ -65,7 +65,8 @@ osprey::Result<Buf<H>> encoderForward(H& h, const Buf<H>& tokens, const Buf<H>& 
   const auto tok = tokens.view(), te = wte.view(), pe = wpe.view();
   const osprey::Int Ci = C, Ti = T, P0 = posOffset;
   return h.build(NC, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-    const auto [n, c] = divMod(osprey::asInt(i), Ci);
+    const auto nC = divMod(osprey::asInt(i), Ci);
+    const auto n = nC.q, c = nC.r;
     const auto id = tokenIndex(tok[n], V);
     const auto p = P0 + n % Ti;
     return te[id * Ci + c] + pe[p * Ci + c];
@@ -103,7 +104,8 @@ osprey::Result<EncoderGrads<H>> encoderBackward(H& h, const Buf<H>& dout, const 
   }));
   const auto fv = first.view(), nv = next.view();
   auto dwte = OSPREY_TRY(h.build(VC, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-    const auto [v, c] = divMod(osprey::asInt(i), Ci);
+    const auto vC = divMod(osprey::asInt(i), Ci);
+    const auto v = vC.q, c = vC.r;
     const KernelScalar<H> acc = osprey::walkChain(
         KernelScalar<H>(0.0), osprey::toIndex(fv[v]), N, [&](auto n, auto sum) { return sum + d[osprey::asInt(n) * Ci + c]; },
         [&](auto n) { return osprey::toIndex(nv[n]); });
@@ -112,7 +114,8 @@ osprey::Result<EncoderGrads<H>> encoderBackward(H& h, const Buf<H>& dout, const 
   const osprey::Int Bi = osprey::asInt(N) / Ti;
   auto dwpe = OSPREY_TRY(h.build(PC, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
     using S = KernelScalar<H>;
-    const auto [p, c] = divMod(osprey::asInt(i), Ci);
+    const auto pC = divMod(osprey::asInt(i), Ci);
+    const auto p = pC.q, c = pC.r;
     return osprey::when(
         p < P0 || p >= P0 + Ti, [&] { return S(0.0); },
         [&] {

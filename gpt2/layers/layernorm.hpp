@@ -129,7 +129,8 @@ osprey::Result<LayerNormOut<H>> layernormForward(H& h, const Buf<H>& x, const Bu
       }));
   const auto rv = rstd.view();
   auto out = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-    const auto [n, c] = divMod(osprey::asInt(i), Ci);
+    const auto nC = divMod(osprey::asInt(i), Ci);
+    const auto n = nC.q, c = nC.r;
     const auto norm = (xv[i] - mv[n]) * rv[n];
     return norm * wv[c] + bv[c];
   }));
@@ -159,7 +160,8 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
   // same exact sum).
   auto stats = OSPREY_TRY(dotRows(h, OSPREY_TRY(checkedProduct(L, {N, 2})), C,
       [=] OSPREY_FN(KernelIndex<H> i, KernelIndex<H> c) -> ProductOf<KernelScalar<H>> {
-        const auto [n, which] = divMod(osprey::asInt(i), osprey::Int(2));
+        const auto nWhich = divMod(osprey::asInt(i), osprey::Int(2));
+        const auto n = nWhich.q, which = nWhich.r;
         const auto at = n * Ci + c;
         const auto dnorm = wv[c] * dv[at];
         return {dnorm, osprey::when(
@@ -169,7 +171,8 @@ osprey::Result<LayerNormGrads<H>> layernormBackward(H& h, const Buf<H>& dout, co
       [=] OSPREY_FN(KernelIndex<H>, KernelScalar<H> sum) -> KernelScalar<H> { return sum / Cs; }));
   const auto sv = stats.view();
   auto dx = OSPREY_TRY(h.build(NC, [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-    const auto [n, c] = divMod(osprey::asInt(i), Ci);
+    const auto nC = divMod(osprey::asInt(i), Ci);
+    const auto n = nC.q, c = nC.r;
     const auto s = rv[n];
     const auto norm = (xv[i] - mv[n]) * s;
     const auto dnorm = wv[c] * dv[i];
