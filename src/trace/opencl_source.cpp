@@ -178,7 +178,7 @@ static long osp_rem(long a, long b, __global long* fault) {{
   return prelude;
 }
 
-std::string openClSource(const Graph& graph, int result, Shape shape, Constants constants) {
+std::string openClKernel(const Graph& graph, int result, Shape shape, Constants constants) {
   if (result < 0 || static_cast<std::size_t>(result) >= graph.nodes().size() ||
       graph.node(result).kind != Kind::F64)
     throw std::logic_error("trace: a kernel's value must be a traced double");
@@ -206,7 +206,11 @@ std::string openClSource(const Graph& graph, int result, Shape shape, Constants 
   }
   e.block(0, 1);
   e.text += fmt::format("  out[outOffset + {}] = {};\n", shape == Shape::EachIndex ? "i" : "0", e.name(result));
-  return fmt::format("{}\n__kernel void {}({}) {{\n{}}}\n", openClPrelude(), kKernelName, params, e.text);
+  return fmt::format("__kernel void {}({}) {{\n{}}}\n", kKernelName, params, e.text);
+}
+
+std::string openClSource(const Graph& graph, int result, Shape shape, Constants constants) {
+  return openClPrelude() + "\n" + openClKernel(graph, result, shape, constants);
 }
 
 }  // namespace osprey::trace

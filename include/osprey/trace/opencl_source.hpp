@@ -29,8 +29,11 @@ inline constexpr const char* kKernelName = "osprey_kernel";
 // constants`, after the views) that the kernel reads at its start.
 enum class Constants { Arguments, Buffer };
 
-// The program for `graph` whose output is node `result`.
+// The program for `graph` whose output is node `result`: the prelude, then openClKernel's text.
 std::string openClSource(const Graph& graph, int result, Shape shape, Constants constants = Constants::Arguments);
+// The kernel alone, without the prelude every program shares: what tells two programs apart (a
+// device's cache key, which then need not copy and hash the prelude at every launch).
+std::string openClKernel(const Graph& graph, int result, Shape shape, Constants constants = Constants::Arguments);
 
 // What every program starts with: the pragmas, and the checked index arithmetic whose faults are
 // recorded in the fault slot (kind, then the two operands) as osprey::Int's are on the host.

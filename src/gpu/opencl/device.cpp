@@ -243,14 +243,15 @@ Result<void> OpenClDevice::launch(const trace::Graph& graph, int result, trace::
   const bool inBuffer = argumentBytes > m->maxArgumentBytes;
   std::string source;
   try {
-    source = trace::openClSource(graph, result, shape, inBuffer ? trace::Constants::Buffer : trace::Constants::Arguments);
+    source = trace::openClKernel(graph, result, shape, inBuffer ? trace::Constants::Buffer : trace::Constants::Arguments);
   } catch (const std::exception& e) {
     return Error{fmt::format("opencl: kernel {} cannot be traced: {}", kernel, e.what())};
   }
   std::lock_guard lock(m->mutex);
   auto found = m->programs.find(source);
   if (found == m->programs.end()) {
-    cl_program program = OSPREY_TRY(m->build(source, fmt::format("kernel {}", kernel)));
+    cl_program program =
+        OSPREY_TRY(m->build(trace::openClPrelude() + "\n" + source, fmt::format("kernel {}", kernel)));
     cl_int err = CL_SUCCESS;
     cl_kernel k = clCreateKernel(program, trace::kKernelName, &err);
     if (err != CL_SUCCESS) {
