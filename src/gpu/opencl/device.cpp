@@ -111,6 +111,7 @@ struct OpenClDevice::State {
       clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
       std::string log(size, '\0');
       clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+      log.resize(std::strlen(log.c_str()));  // the size counted the C string's terminating NUL
       clReleaseProgram(program);
       return Error{fmt::format("opencl: {} cannot be compiled by {} ({}); build log:\n{}\nsource:\n{}", what, name,
                                errorName(err), log, source)};
