@@ -58,6 +58,15 @@ auto fromBits(U u) {
   return fromBitsTraced(u);
 }
 
+// f(x) for a traced double x with the numbers f records as literals of the program, not kernel
+// arguments (graph.hpp): the traced overloads of exp, log and tanh, whose bodies are the doubles'.
+template <class S, class F>
+  requires TracedValue<S>
+S withOwnLiterals(S x, F f) {
+  [[maybe_unused]] const auto literals = literalScopeFor(x);
+  return f(x);
+}
+
 // The double with bit pattern u, as scalar type S (a constant when S is traced).
 template <class S>
 OSPREY_FN S fromBitsAs(std::uint64_t u) {

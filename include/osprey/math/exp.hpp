@@ -173,12 +173,9 @@ OSPREY_FN S expOf(S x) {
 
 // e^x. Overflow gives +inf, underflow gradual (subnormals) then +0, NaN propagates, exp(±0) = 1.
 OSPREY_FN inline double exp(double x) { return expOf(x); }
-// e^x of a traced double: the same operations, recorded (its numbers as literals of the program).
+// The same of a traced double: the same operations, recorded.
 template <class S>
   requires TracedValue<S>
-S exp(S x) {
-  [[maybe_unused]] const auto literals = literalScopeFor(x);
-  return expOf(x);
-}
+S exp(S x) { return detail::withOwnLiterals(x, [](S v) { return expOf(v); }); }
 
 }  // namespace osprey::math

@@ -88,12 +88,9 @@ OSPREY_FN S logOf(S x) {
 
 // ln x. log(±0) = -inf, log(x < 0) = NaN, log(+inf) = +inf, NaN propagates, log(1) = +0.
 OSPREY_FN inline double log(double x) { return logOf(x); }
-// log of a traced double: the same operations, recorded (its numbers as literals of the program).
+// The same of a traced double: the same operations, recorded.
 template <class S>
   requires TracedValue<S>
-S log(S x) {
-  [[maybe_unused]] const auto literals = literalScopeFor(x);
-  return logOf(x);
-}
+S log(S x) { return detail::withOwnLiterals(x, [](S v) { return logOf(v); }); }
 
 }  // namespace osprey::math

@@ -38,12 +38,9 @@ OSPREY_FN S tanhOf(S x) {
 
 // tanh x. tanh(±0) = ±0, tanh(±large) = ±1, NaN propagates.
 OSPREY_FN inline double tanh(double x) { return tanhOf(x); }
-// tanh of a traced double: the same operations, recorded (its numbers as literals of the program).
+// The same of a traced double: the same operations, recorded.
 template <class S>
   requires TracedValue<S>
-S tanh(S x) {
-  [[maybe_unused]] const auto literals = literalScopeFor(x);
-  return tanhOf(x);
-}
+S tanh(S x) { return detail::withOwnLiterals(x, [](S v) { return tanhOf(v); }); }
 
 }  // namespace osprey::math
