@@ -3,6 +3,7 @@
 #
 #   OSPREY_GPU=host osprey examples/python/product.py --run     # host: first element = 7.0
 #   OSPREY_GPU=cuda osprey examples/python/product.py --run     # cuda: NVIDIA H200: first element = 7.0
+#   OSPREY_GPU=opencl osprey examples/python/product.py --run   # opencl: pocl cpu: first element = 7.0
 #
 # (`python3 examples/python/product.py` runs it too, with the module on PYTHONPATH.)
 from osprey import Error, Success, gpuDevice, gpuGet, gpuMatMul, toGpu

@@ -6,13 +6,15 @@
         case Success(value=buffer): ...
         case Error(message=message): ...
 
-The device is "host" (every CPU core) or "cuda" (an NVIDIA GPU): the `device` argument, else
-$OSPREY_GPU, else host. A device that cannot be had is an Error (or OspreyError), never a quiet
-run on the CPU.
+The device is "host" (every CPU core), "cuda" (an NVIDIA GPU) or "opencl" (any OpenCL device with
+doubles, kernels traced to OpenCL C; where the module was built with OpenCL: built_with_opencl):
+the `device` argument, else $OSPREY_GPU, else host. A device that cannot be had is an Error (or
+OspreyError), never a quiet run on the CPU.
 
-Buffers hold doubles. A host Buffer is a NumPy array without a copy (numpy.asarray(buffer)); any
-Buffer is shared through DLPack (numpy.from_dlpack, torch.from_dlpack), and from_dlpack /
-from_buffer make a Buffer over another library's float64 memory in place.
+Buffers hold doubles. A host Buffer is a NumPy array without a copy (numpy.asarray(buffer)); a host
+or cuda Buffer is shared through DLPack (numpy.from_dlpack, torch.from_dlpack), an opencl one is
+copied back with fromGpu; from_dlpack / from_buffer make a Buffer over another library's float64
+memory in place.
 """
 
 from . import _osprey
@@ -33,6 +35,7 @@ from ._osprey import (
 from .result import Error, OspreyError, Success
 
 built_with_cuda: bool = _osprey.built_with_cuda
+built_with_opencl: bool = _osprey.built_with_opencl
 
 from . import gpt2  # noqa: E402  (after the names it uses)
 
@@ -43,6 +46,7 @@ __all__ = [
     "Success",
     "bufFromRawDevicePtr",
     "built_with_cuda",
+    "built_with_opencl",
     "fromGpu",
     "from_buffer",
     "from_dlpack",

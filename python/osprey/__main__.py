@@ -8,7 +8,7 @@ import os
 import runpy
 import sys
 
-USAGE = "usage: osprey PROGRAM.py [--run] [ARGS...]   (OSPREY_GPU=host|cuda chooses the device)"
+USAGE = "usage: osprey PROGRAM.py [--run] [ARGS...]   (OSPREY_GPU=host|cuda|opencl chooses the device)"
 
 
 def main(argv: list[str]) -> int:

@@ -12,12 +12,12 @@
 ("124M", "350M", "774M", "1558M", "tiny") is GPT-2's initialisation of that shape (with `seed`);
 a Hugging Face name ("gpt2", "gpt2-xl") is that model in the Hugging Face cache, as
 `osprey-gpt2 --model` reads it; None is the CLI's default ($OSPREY_GPT2, the cache, else the 124M
-initialisation). `backend` is "lists", "gpu" or "fast"; `device` (gpu) "host" or "cuda", else
-$OSPREY_GPU. Choices the CLI refuses raise OspreyError with the CLI's message.
+initialisation). `backend` is "lists", "gpu" or "fast"; `device` (gpu) "host", "cuda" or "opencl",
+else $OSPREY_GPU. Choices the CLI refuses raise OspreyError with the CLI's message.
 
-On the exact handlers (lists, gpu on host or cuda) every number is the CLI's, bit for bit: the
-logits `osprey-gpt2 logits` prints, the text `generate` prints (greedy or sampled), the loss and
-gradient sums of `train-step`, the losses and weights of `train`.
+On the exact handlers (lists, gpu on host, cuda or opencl) every number is the CLI's, bit for bit:
+the logits `osprey-gpt2 logits` prints, the text `generate` prints (greedy or sampled), the loss
+and gradient sums of `train-step`, the losses and weights of `train`.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class Model:
     # --- what it is -------------------------------------------------------------------------
     @property
     def device(self) -> str:
-        """Who answers: "lists", "host", "cuda: NVIDIA H200", "fast cuda: ..."."""
+        """Who answers: "lists", "host", "cuda: NVIDIA H200", "opencl: pocl cpu", "fast cuda: ..."."""
         return self._inner.device
 
     @property

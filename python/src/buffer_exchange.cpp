@@ -6,10 +6,11 @@
 //                              object is held until the Buffer and every view of it are gone)
 //
 // A cuda Buffer's elements are on the GPU: asking it for a host buffer is a BufferError naming
-// DLPack (dlpack_exchange.cpp), which shares them. NumPy treats a failed buffer export as "not an
-// array" and would wrap the Buffer in a 0-d object array, so the Buffer also answers __array__:
-// the host buffer in place (or copied, when NumPy asks for a copy or another dtype), the same
-// BufferError for a cuda one.
+// DLPack (dlpack_exchange.cpp), which shares them; an opencl Buffer's, naming fromGpu, which copies
+// them (DLPack cannot share an OpenCL device's memory in place). NumPy treats a failed buffer export
+// as "not an array" and would wrap the Buffer in a 0-d object array, so the Buffer also answers
+// __array__: the host buffer in place (or copied, when NumPy asks for a copy or another dtype), the
+// same BufferError for a cuda or opencl one.
 //
 // The export is written against CPython's slots rather than pybind11's def_buffer because a
 // failure there must become a BufferError: pybind11 2.10 calls def_buffer's function from a C slot
@@ -37,6 +38,9 @@ double gEmpty = 0.0;
 char gDoubleFormat[] = "d";
 
 std::string notOnTheHost(const DeviceBuffer& b) {
+  if (b.device().kind() == DeviceKind::OpenCl)
+    return fmt::format("the buffer's elements are on {}, not on the host: copy them back with fromGpu",
+                       b.device().name());
   return fmt::format("the buffer's elements are on {}, not on the host: share them with DLPack "
                      "(torch.from_dlpack), or copy them back with fromGpu",
                      b.device().name());
@@ -127,8 +131,8 @@ py::object arrayOf(py::handle self, py::object dtype, py::object copy) {
 
 void bindBufferProtocol(py::module_& m, BufferClass& buffer) {
   buffer.def("__array__", &arrayOf, py::arg("dtype") = py::none(), py::kw_only(), py::arg("copy") = py::none(),
-             "NumPy's conversion: a host Buffer's elements in place (a copy when asked); a cuda Buffer is a "
-             "BufferError (use DLPack or fromGpu)");
+             "NumPy's conversion: a host Buffer's elements in place (a copy when asked); a cuda or opencl Buffer "
+             "is a BufferError (use DLPack or fromGpu)");
   auto* type = reinterpret_cast<PyHeapTypeObject*>(buffer.ptr());
   type->as_buffer.bf_getbuffer = bufferGet;
   type->as_buffer.bf_releasebuffer = bufferRelease;

@@ -1,6 +1,7 @@
 // The GPU surface as Python sees it: one Buffer type whichever device holds the elements, and the
 // device that made it. The host device is compiled by g++ (host_device.cpp), the cuda device by
-// nvcc (cuda_device.cu, only where nvcc built the module); both are the same template
+// nvcc (cuda_device.cu, only where nvcc built the module), the opencl device by g++ with the
+// tracer (opencl_device.cpp, only where the build has OpenCL); all are the same template
 // (device_on.hpp) over the library's GPU surface, so Python gets exactly what C++ gets.
 //
 // Nothing here knows Python: the bindings (surface_bindings.cpp, buffer_exchange.cpp,
@@ -18,8 +19,9 @@
 
 namespace osprey::python {
 
-// Where a buffer's elements live, as DLPack names devices.
-enum class DeviceKind { Host, Cuda };
+// Where a buffer's elements live, as DLPack names devices. An opencl buffer's address is the
+// device's own handle (no memory another library can read through it).
+enum class DeviceKind { Host, Cuda, OpenCl };
 
 class DeviceBuffer;
 using SharedBuffer = std::shared_ptr<DeviceBuffer>;
@@ -28,10 +30,10 @@ using SharedBuffer = std::shared_ptr<DeviceBuffer>;
 class Device {
  public:
   virtual ~Device() = default;
-  // "host", "cuda: NVIDIA H200": gpuDevice().
+  // "host", "cuda: NVIDIA H200", "opencl: pocl cpu": gpuDevice().
   virtual std::string name() const = 0;
   virtual DeviceKind kind() const = 0;
-  // The GPU's ordinal on cuda (DLPack's device id); 0 on the host.
+  // The GPU's ordinal on cuda (DLPack's device id); 0 on the host and on opencl.
   virtual int ordinal() const = 0;
   // toGpu: host values copied onto the device.
   virtual Result<SharedBuffer> lift(std::span<const Scalar> values) = 0;
@@ -61,16 +63,19 @@ class DeviceBuffer {
   virtual Result<void> settle() const = 0;
 };
 
-// The device a name chooses ("host" | "cuda"; empty: OSPREY_GPU, else host), with the CLI's
-// errors for a bad or unavailable one (osprey::chooseBackend, CudaDevice::open): never the host
-// in place of a device that cannot be had.
+// The device a name chooses ("host" | "cuda" | "opencl"; empty: OSPREY_GPU, else host), with the
+// CLI's errors for a bad or unavailable one (osprey::chooseBackend, CudaDevice::open,
+// OpenClDevice::open): never the host in place of a device that cannot be had.
 Result<std::shared_ptr<Device>> openDevice(std::string_view name);
 
-// The two devices (open_device.cpp chooses between them).
+// The three devices (open_device.cpp chooses among them).
 Result<std::shared_ptr<Device>> openHostDevice();
-Result<std::shared_ptr<Device>> openCudaDevice();  // cuda_device.cu; without nvcc, cuda_absent.cpp
+Result<std::shared_ptr<Device>> openCudaDevice();    // cuda_device.cu; without nvcc, cuda_absent.cpp
+Result<std::shared_ptr<Device>> openOpenClDevice();  // opencl_device.cpp; without OpenCL, opencl_absent.cpp
 
 // Whether nvcc built this module's cuda parts.
 bool builtWithCuda();
+// Whether this module links the opencl device (the build found OpenCL's loader and headers).
+bool builtWithOpenCl();
 
 }  // namespace osprey::python

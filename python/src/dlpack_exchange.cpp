@@ -1,5 +1,7 @@
 // DLPack, both ways, without a copy, on the host and on the GPU (the headers are Debian's
-// libdlpack-dev, DLPack 0.6: unversioned "dltensor" capsules, which NumPy and PyTorch read):
+// libdlpack-dev, DLPack 0.6: unversioned "dltensor" capsules, which NumPy and PyTorch read). An
+// opencl Buffer names its device (kDLOpenCL) and refuses the export: its address is Osprey's handle
+// for the device's memory, which no consumer can read (fromGpu copies it to the host).
 //
 //   buffer.__dlpack__(stream=None, ...)   a capsule over the Buffer's elements in place; the
 //   buffer.__dlpack_device__()            Buffer is held until the consumer's tensor is gone.
@@ -52,7 +54,12 @@ extern "C" void capsuleDestructor(PyObject* capsule) {
 }
 
 DLDevice dlDeviceOf(const Device& d) {
-  return DLDevice{d.kind() == DeviceKind::Cuda ? kDLCUDA : kDLCPU, d.ordinal()};
+  switch (d.kind()) {
+    case DeviceKind::Host: break;
+    case DeviceKind::Cuda: return DLDevice{kDLCUDA, d.ordinal()};
+    case DeviceKind::OpenCl: return DLDevice{kDLOpenCL, d.ordinal()};
+  }
+  return DLDevice{kDLCPU, d.ordinal()};
 }
 
 // max_version is not read: this is a DLPack 0.6 (unversioned) capsule, the version every consumer
@@ -72,6 +79,10 @@ py::object exportCapsule(const SharedBuffer& b, py::handle stream, py::handle /*
                                          std::string(py::repr(dlDevice)), device.name(),
                                          static_cast<int>(own.device_type), own.device_id));
   }
+  if (device.kind() == DeviceKind::OpenCl)
+    throw py::buffer_error(fmt::format("__dlpack__: the buffer is on {}, whose memory DLPack cannot share in place "
+                                       "(Osprey's opencl addresses are its own handles): copy it back with fromGpu",
+                                       device.name()));
   if (device.kind() == DeviceKind::Host && !stream.is_none())
     throw py::buffer_error("__dlpack__(stream=...): a host buffer has no stream; pass None");
   const auto ready = [&] {
@@ -185,7 +196,7 @@ void bindDlpack(py::module_& m, BufferClass& buffer) {
              "A DLPack capsule over the elements in place (DLPack 0.6, unversioned); on cuda, after the device "
              "has finished the work that made them.");
   buffer.def("__dlpack_device__", &exportDevice, "(device type, device id) as DLPack numbers them: (1, 0) for "
-                                                 "the host, (2, GPU ordinal) for cuda.");
+                                                 "the host, (2, GPU ordinal) for cuda, (4, 0) for opencl.");
   m.def("from_dlpack", &fromDlpack, py::arg("x"),
         "A Buffer over a DLPack producer's float64 elements in place (a NumPy array, a torch tensor, a "
         "\"dltensor\" capsule): no copy. The producer's memory is held until the Buffer and its views are gone.");

@@ -14,7 +14,7 @@ Result<Backend> chosenBackend(const SessionChoice& choice) {
   if (!choice.products.empty() && choice.backend != "fast")
     return Error{fmt::format("products `{}` applies to the fast backend; the {} backend's products are exact",
                              choice.products, choice.backend)};
-  const auto chosen = chooseBackend(choice.backend, choice.device, builtWithCuda());
+  const auto chosen = chooseBackend(choice.backend, choice.device, builtWithCuda(), builtWithOpenCl());
   if (!chosen.ok()) return choice.backend == "fast" ? gpt2::fastRefusal(chosen.error()) : chosen.error();
   if (*chosen == Backend::Fast && !choice.products.empty() && choice.products != "bf16" && choice.products != "tf32")
     return Error{fmt::format("unknown products `{}`: choose bf16 or tf32", choice.products)};
@@ -33,6 +33,7 @@ Result<std::unique_ptr<Gpt2Session>> openGpt2Session(const SessionChoice& choice
     case Backend::Lists: return openListsSession(weights);
     case Backend::GpuHost: return openGpuHostSession(weights);
     case Backend::GpuCuda: return openGpuCudaSession(weights);
+    case Backend::GpuOpenCl: return openGpuOpenClSession(weights);
     case Backend::Fast: break;
   }
   auto session = openFastSession(weights, choice.products == "tf32");

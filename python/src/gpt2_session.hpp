@@ -4,8 +4,9 @@
 // gpt2/train/step_job.hpp, gpt2/train/loop.hpp), so the exact handlers give the CLI's bits.
 //
 // The handler is chosen once, by osprey::chooseBackend (openGpt2Session), with the CLI's errors.
-// The model is compiled for lists and gpu/host in one translation unit (gpt2_host_sessions.cpp)
-// and, where nvcc builds the module, for gpu/cuda and fast in another (gpt2_cuda_sessions.cu).
+// The model is compiled for lists and gpu/host in one translation unit (gpt2_host_sessions.cpp),
+// where nvcc builds the module for gpu/cuda and fast in another (gpt2_cuda_sessions.cu), and where
+// the build has OpenCL for gpu/opencl in a third (gpt2_opencl_sessions.cpp).
 #pragma once
 
 #include <functional>
@@ -34,7 +35,8 @@ class Gpt2Session {
  public:
   virtual ~Gpt2Session() = default;
 
-  // "lists", "host", "cuda: NVIDIA H200", "fast cuda: ...": the CLI's `gpt2 (...) on <device>`.
+  // "lists", "host", "cuda: NVIDIA H200", "opencl: pocl cpu", "fast cuda: ...": the CLI's
+  // `gpt2 (...) on <device>`.
   virtual std::string device() const = 0;
   virtual const gpt2::Config& config() const = 0;
 
@@ -83,10 +85,12 @@ Result<void> checkSessionChoice(const SessionChoice& choice);
 // The weights on the handler `choice` names, or the CLI's error for a bad or unavailable choice.
 Result<std::unique_ptr<Gpt2Session>> openGpt2Session(const SessionChoice& choice, const gpt2::HostWeights& weights);
 
-// One entry per handler (gpt2_host_sessions.cpp; gpt2_cuda_sessions.cu or cuda_absent.cpp).
+// One entry per handler (gpt2_host_sessions.cpp; gpt2_cuda_sessions.cu or cuda_absent.cpp;
+// gpt2_opencl_sessions.cpp or opencl_absent.cpp).
 Result<std::unique_ptr<Gpt2Session>> openListsSession(const gpt2::HostWeights& weights);
 Result<std::unique_ptr<Gpt2Session>> openGpuHostSession(const gpt2::HostWeights& weights);
 Result<std::unique_ptr<Gpt2Session>> openGpuCudaSession(const gpt2::HostWeights& weights);
+Result<std::unique_ptr<Gpt2Session>> openGpuOpenClSession(const gpt2::HostWeights& weights);
 Result<std::unique_ptr<Gpt2Session>> openFastSession(const gpt2::HostWeights& weights, bool tf32Products);
 
 }  // namespace osprey::python

@@ -5,8 +5,9 @@
 namespace osprey::python {
 
 Result<std::shared_ptr<Device>> openDevice(std::string_view name) {
-  const Backend chosen = OSPREY_TRY(chooseBackend("gpu", name, builtWithCuda()));
+  const Backend chosen = OSPREY_TRY(chooseBackend("gpu", name, builtWithCuda(), builtWithOpenCl()));
   if (chosen == Backend::GpuCuda) return openCudaDevice();
+  if (chosen == Backend::GpuOpenCl) return openOpenClDevice();
   return openHostDevice();
 }
 

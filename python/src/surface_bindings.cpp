@@ -6,12 +6,13 @@
 //   gpuGet(buffer, i)                     -> Success(float) | Error
 //   gpuLength(buffer)                     -> int
 //   gpuLoadTensor(path, name, device=None) -> Success(Buffer) | Error
-//   gpuDevice(device=None)                -> str ("host", "cuda: NVIDIA H200"); also of a Buffer
+//   gpuDevice(device=None)                -> str ("host", "cuda: NVIDIA H200", "opencl: pocl cpu");
+//                                            also of a Buffer
 //   rawDevicePtr(buffer)                  -> int, the elements' address in place
 //   bufFromRawDevicePtr(address, length, device=None, owner=None) -> Success(Buffer) | Error
 //
-// `device` is "host" or "cuda"; None takes OSPREY_GPU (else host). A device that cannot be had is
-// an Error in the CLI's words, never a run on the host instead. The calls that return a Result
+// `device` is "host", "cuda" or "opencl"; None takes OSPREY_GPU (else host). A device that cannot
+// be had is an Error in the CLI's words, never a run on the host instead. The calls that return a Result
 // return every failure as Error, a wrong argument type included; the others raise OspreyError.
 #include <cmath>
 #include <string>
@@ -80,7 +81,7 @@ Result<SharedBuffer> bufferArgument(py::handle object, const char* what) {
 Result<std::shared_ptr<Device>> deviceArgument(py::handle name) {
   if (name.is_none()) return openDevice("");
   if (!py::isinstance<py::str>(name))
-    return Error{fmt::format("device is a {}: choose \"host\" or \"cuda\"", typeName(name))};
+    return Error{fmt::format("device is a {}: choose \"host\", \"cuda\" or \"opencl\"", typeName(name))};
   const std::string text = name.cast<std::string>();
   // The CLI refuses an empty --device before choosing; so does this, rather than reading OSPREY_GPU.
   if (text.empty()) return Error{"an empty device name: choose host, cuda or opencl"};
@@ -89,12 +90,14 @@ Result<std::shared_ptr<Device>> deviceArgument(py::handle name) {
 
 BufferClass bindBufferClass(py::module_& m) {
   BufferClass buffer(m, "Buffer", py::buffer_protocol(),
-                     "Doubles on a device (host or cuda), made by toGpu, gpuMatMul, gpuLoadTensor, "
+                     "Doubles on a device (host, cuda or opencl), made by toGpu, gpuMatMul, gpuLoadTensor, "
                      "from_dlpack, from_buffer or bufFromRawDevicePtr. NumPy reads a host buffer in place "
-                     "(numpy.asarray); DLPack shares either (numpy.from_dlpack, torch.from_dlpack).");
+                     "(numpy.asarray); DLPack shares a host or cuda one (numpy.from_dlpack, torch.from_dlpack); "
+                     "fromGpu copies any back.");
   buffer.def("__len__", [](const DeviceBuffer& b) { return b.size(); })
       .def_property_readonly("device", [](const DeviceBuffer& b) { return b.device().name(); },
-                             "the device holding the elements: \"host\", \"cuda: NVIDIA H200\"")
+                             "the device holding the elements: \"host\", \"cuda: NVIDIA H200\", "
+                             "\"opencl: pocl cpu\"")
       .def_property_readonly(
           "address", [](const DeviceBuffer& b) { return reinterpret_cast<std::uintptr_t>(b.address()); },
           "where the elements live on the device (rawDevicePtr)")
@@ -186,7 +189,8 @@ void bindSurface(py::module_& m) {
         return valueOrRaise(deviceArgument(device))->name();
       },
       py::arg("device") = py::none(),
-      "Who answers: \"host\" or \"cuda: <GPU name>\" (the device OSPREY_GPU or `device` names, or a Buffer's). "
+      "Who answers: \"host\", \"cuda: <GPU name>\" or \"opencl: <device name>\" (the device OSPREY_GPU or "
+      "`device` names, or a Buffer's). "
       "Raises OspreyError when that device cannot be had.");
 
   m.def(
@@ -197,7 +201,8 @@ void bindSurface(py::module_& m) {
       },
       py::arg("buffer"),
       "The address of the buffer's elements on its device. It is valid while the buffer lives "
-      "(include/osprey/gpu/raw_pointer.hpp gives the rules).");
+      "(include/osprey/gpu/raw_pointer.hpp gives the rules). On opencl it is the device's own handle for its "
+      "memory, which only bufFromRawDevicePtr(..., device=\"opencl\") reads.");
 
   m.def(
       "bufFromRawDevicePtr",

@@ -165,7 +165,7 @@ def test_devices_that_do_not_exist_are_the_clis_errors(monkeypatch):
         gpuDevice("tpu")
     assert str(raised.value) == expected
     assert message(toGpu([1.0], device="")) == "an empty device name: choose host, cuda or opencl"
-    assert message(toGpu([1.0], device=5)) == 'device is a int: choose "host" or "cuda"'
+    assert message(toGpu([1.0], device=5)) == 'device is a int: choose "host", "cuda" or "opencl"'
 
     monkeypatch.setenv("OSPREY_GPU", "tpu")
     expected = cli_error("logits", "--backend", "gpu", "--preset", "tiny", "--prompt", "hi",
