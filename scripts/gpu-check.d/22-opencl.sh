@@ -28,7 +28,7 @@ if [[ ! -x $tests ]]; then
   echo "RESULT|opencl tests|FAIL|osprey_opencl_tests not built (OpenCL headers and loader: scripts/carry-deps.sh)"; exit 0
 fi
 if "$tests" > "$logs/opencl-tests.log" 2>&1; then
-  echo "RESULT|opencl tests on $(grep -m1 -o 'opencl: [^"]*' "$logs/opencl-tests.log" || echo NVIDIA)|PASS|$(grep -o '[0-9]* tests from [0-9]* test suites ran' "$logs/opencl-tests.log")"
+  echo "RESULT|opencl tests on NVIDIA's platform (OSPREY_OPENCL_PLATFORM=NVIDIA)|PASS|$(grep -o '[0-9]* tests from [0-9]* test suites ran' "$logs/opencl-tests.log"), $(grep -m1 -o 'PASSED  \] [0-9]* tests' "$logs/opencl-tests.log" | grep -o '[0-9]*') passed"
 else
   echo "RESULT|opencl tests|FAIL|$(grep -m3 'FAILED  \]' "$logs/opencl-tests.log" | tr '\n' ' ')"
 fi
