@@ -3,6 +3,8 @@
 #include "choice.hpp"
 #include "cl_errors.hpp"
 #include "fixed_kernels.hpp"
+#include "matmul_kernels.hpp"
+#include "matmul_plan.hpp"
 
 #include <CL/cl.h>
 #include <cxxabi.h>
@@ -25,6 +27,7 @@ namespace osprey {
 using opencl_detail::clError;
 using opencl_detail::errorName;
 using opencl_detail::kFixedKernels;
+using opencl_detail::kMatMulKernels;
 
 namespace opencl_detail {
 std::string kernelName(const std::type_info& type) {
@@ -53,7 +56,8 @@ struct OpenClDevice::State {
   cl_mem fault = nullptr;  // kind, a, b
   cl_mem empty = nullptr;  // stands for an empty view's memory
   cl_program fixed = nullptr;
-  cl_kernel matmul = nullptr, indexOf = nullptr;
+  cl_kernel matmulStrips8 = nullptr, matmulStrips1 = nullptr, matmulColumn = nullptr, indexOf = nullptr;
+  opencl_detail::MatMulLimits matmulLimits;
 
   struct Compiled {
     cl_program program;
@@ -78,7 +82,9 @@ struct OpenClDevice::State {
       clReleaseProgram(c.program);
     }
     for (auto& [base, b] : blocks) clReleaseMemObject(b.memory);
-    if (matmul) clReleaseKernel(matmul);
+    if (matmulStrips8) clReleaseKernel(matmulStrips8);
+    if (matmulStrips1) clReleaseKernel(matmulStrips1);
+    if (matmulColumn) clReleaseKernel(matmulColumn);
     if (indexOf) clReleaseKernel(indexOf);
     if (fixed) clReleaseProgram(fixed);
     if (fault) clReleaseMemObject(fault);
@@ -132,6 +138,22 @@ struct OpenClDevice::State {
   }
 };
 
+namespace {
+// What `kernel` may be launched with on `device` (a limit left 0 where its query fails).
+opencl_detail::WorkGroupLimits workGroupLimits(cl_kernel kernel, cl_device_id device) {
+  opencl_detail::WorkGroupLimits limits;
+  if (clGetKernelWorkGroupInfo(kernel, device, CL_KERNEL_WORK_GROUP_SIZE, sizeof limits.kernel, &limits.kernel,
+                               nullptr) != CL_SUCCESS)
+    limits.kernel = 0;
+  std::size_t items[3] = {0, 0, 0};  // every OpenCL device has at least three dimensions
+  if (clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof items, items, nullptr) == CL_SUCCESS) {
+    limits.items[0] = items[0];
+    limits.items[1] = items[1];
+  }
+  return limits;
+}
+}  // namespace
+
 Result<std::shared_ptr<OpenClDevice>> OpenClDevice::open() {
   static std::mutex opening;
   static std::weak_ptr<OpenClDevice> opened;
@@ -159,9 +181,17 @@ Result<std::shared_ptr<OpenClDevice>> OpenClDevice::open() {
   if (err != CL_SUCCESS) return clError("allocating the fault slot", err);
   state->empty = clCreateBuffer(state->context, CL_MEM_READ_WRITE, sizeof(Scalar), nullptr, &err);
   if (err != CL_SUCCESS) return clError("allocating", err);
-  state->fixed = OSPREY_TRY(state->build(trace::openClPrelude() + kFixedKernels, "the product and search kernels"));
-  state->matmul = clCreateKernel(state->fixed, "osprey_matmul", &err);
+  state->fixed = OSPREY_TRY(
+      state->build(trace::openClPrelude() + kFixedKernels + kMatMulKernels, "the product and search kernels"));
+  state->matmulStrips8 = clCreateKernel(state->fixed, opencl_detail::kMatMulStrips8, &err);
   if (err != CL_SUCCESS) return clError("creating the product kernel", err);
+  state->matmulStrips1 = clCreateKernel(state->fixed, opencl_detail::kMatMulStrips1, &err);
+  if (err != CL_SUCCESS) return clError("creating the one-row product kernel", err);
+  state->matmulColumn = clCreateKernel(state->fixed, opencl_detail::kMatMulColumn, &err);
+  if (err != CL_SUCCESS) return clError("creating the one-column product kernel", err);
+  state->matmulLimits = {workGroupLimits(state->matmulStrips8, pick.device),
+                         workGroupLimits(state->matmulStrips1, pick.device),
+                         workGroupLimits(state->matmulColumn, pick.device)};
   state->indexOf = clCreateKernel(state->fixed, "osprey_index_of", &err);
   if (err != CL_SUCCESS) return clError("creating the search kernel", err);
 
@@ -337,20 +367,27 @@ Result<void> OpenClDevice::matMul(Scalar* out, View a, View b, Index rows, Index
   const auto [outMemory, outOffset] = OSPREY_TRY(m->resolve(out));
   const auto [aMemory, aOffset] = OSPREY_TRY(m->resolve(a.data));
   const auto [bMemory, bOffset] = OSPREY_TRY(m->resolve(b.data));
+  const opencl_detail::MatMulPlan plan = opencl_detail::planMatMul(rows, cols, m->matmulLimits);
+  using opencl_detail::MatMulKernel;
+  cl_kernel k = plan.kernel == MatMulKernel::Strips1  ? m->matmulStrips1
+                : plan.kernel == MatMulKernel::Column ? m->matmulColumn
+                                                      : m->matmulStrips8;
   cl_uint arg = 0;
-  cl_int err = setArg(m->matmul, arg, outMemory);
-  err |= setArg(m->matmul, arg, static_cast<cl_long>(outOffset));
-  err |= setArg(m->matmul, arg, aMemory);
-  err |= setArg(m->matmul, arg, static_cast<cl_long>(aOffset));
-  err |= setArg(m->matmul, arg, bMemory);
-  err |= setArg(m->matmul, arg, static_cast<cl_long>(bOffset));
-  err |= setArg(m->matmul, arg, static_cast<cl_long>(rows));
-  err |= setArg(m->matmul, arg, static_cast<cl_long>(inner));
-  err |= setArg(m->matmul, arg, static_cast<cl_long>(cols));
-  const std::size_t global[2] = {static_cast<std::size_t>(cols), static_cast<std::size_t>(rows)};
-  if (err == CL_SUCCESS) err = clEnqueueNDRangeKernel(m->queue, m->matmul, 2, nullptr, global, nullptr, 0, nullptr, nullptr);
+  cl_int err = setArg(k, arg, outMemory);
+  err |= setArg(k, arg, static_cast<cl_long>(outOffset));
+  err |= setArg(k, arg, aMemory);
+  err |= setArg(k, arg, static_cast<cl_long>(aOffset));
+  err |= setArg(k, arg, bMemory);
+  err |= setArg(k, arg, static_cast<cl_long>(bOffset));
+  err |= setArg(k, arg, static_cast<cl_long>(rows));
+  err |= setArg(k, arg, static_cast<cl_long>(inner));
+  err |= setArg(k, arg, static_cast<cl_long>(cols));
+  const std::size_t* local = plan.local[0] == 0 ? nullptr : plan.local;
+  if (err == CL_SUCCESS) err = clEnqueueNDRangeKernel(m->queue, k, 2, nullptr, plan.global, local, 0, nullptr, nullptr);
   if (err == CL_SUCCESS) err = clFinish(m->queue);
-  if (err != CL_SUCCESS) return clError("matMul", err);
+  if (err != CL_SUCCESS)
+    return clError(fmt::format("matMul {}x{}x{} (work-group {}x{})", rows, inner, cols, plan.local[0], plan.local[1]),
+                   err);
   return {};
 }
 
