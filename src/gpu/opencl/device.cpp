@@ -10,9 +10,11 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -56,7 +58,8 @@ struct OpenClDevice::State {
   cl_mem fault = nullptr;  // kind, a, b
   cl_mem empty = nullptr;  // stands for an empty view's memory
   cl_program fixed = nullptr;
-  cl_kernel matmulStrips8 = nullptr, matmulStrips1 = nullptr, matmulColumn = nullptr, indexOf = nullptr;
+  cl_kernel indexOf = nullptr;
+  std::array<cl_kernel, opencl_detail::kMatMulKernelCount> matmul{};  // by opencl_detail::slotOf(MatMulKernel)
   opencl_detail::MatMulLimits matmulLimits;
 
   struct Compiled {
@@ -82,9 +85,8 @@ struct OpenClDevice::State {
       clReleaseProgram(c.program);
     }
     for (auto& [base, b] : blocks) clReleaseMemObject(b.memory);
-    if (matmulStrips8) clReleaseKernel(matmulStrips8);
-    if (matmulStrips1) clReleaseKernel(matmulStrips1);
-    if (matmulColumn) clReleaseKernel(matmulColumn);
+    for (cl_kernel k : matmul)
+      if (k) clReleaseKernel(k);
     if (indexOf) clReleaseKernel(indexOf);
     if (fixed) clReleaseProgram(fixed);
     if (fault) clReleaseMemObject(fault);
@@ -183,15 +185,13 @@ Result<std::shared_ptr<OpenClDevice>> OpenClDevice::open() {
   if (err != CL_SUCCESS) return clError("allocating", err);
   state->fixed = OSPREY_TRY(
       state->build(trace::openClPrelude() + kFixedKernels + kMatMulKernels, "the product and search kernels"));
-  state->matmulStrips8 = clCreateKernel(state->fixed, opencl_detail::kMatMulStrips8, &err);
-  if (err != CL_SUCCESS) return clError("creating the product kernel", err);
-  state->matmulStrips1 = clCreateKernel(state->fixed, opencl_detail::kMatMulStrips1, &err);
-  if (err != CL_SUCCESS) return clError("creating the one-row product kernel", err);
-  state->matmulColumn = clCreateKernel(state->fixed, opencl_detail::kMatMulColumn, &err);
-  if (err != CL_SUCCESS) return clError("creating the one-column product kernel", err);
-  state->matmulLimits = {workGroupLimits(state->matmulStrips8, pick.device),
-                         workGroupLimits(state->matmulStrips1, pick.device),
-                         workGroupLimits(state->matmulColumn, pick.device)};
+  static_assert(std::size(opencl_detail::kMatMulKernelNames) == opencl_detail::kMatMulKernelCount);
+  for (std::size_t i = 0; i < opencl_detail::kMatMulKernelCount; ++i) {
+    state->matmul[i] = clCreateKernel(state->fixed, opencl_detail::kMatMulKernelNames[i], &err);
+    if (err != CL_SUCCESS)
+      return clError(fmt::format("creating the product kernel {}", opencl_detail::kMatMulKernelNames[i]), err);
+    state->matmulLimits[i] = workGroupLimits(state->matmul[i], pick.device);
+  }
   state->indexOf = clCreateKernel(state->fixed, "osprey_index_of", &err);
   if (err != CL_SUCCESS) return clError("creating the search kernel", err);
 
@@ -368,10 +368,7 @@ Result<void> OpenClDevice::matMul(Scalar* out, View a, View b, Index rows, Index
   const auto [aMemory, aOffset] = OSPREY_TRY(m->resolve(a.data));
   const auto [bMemory, bOffset] = OSPREY_TRY(m->resolve(b.data));
   const opencl_detail::MatMulPlan plan = opencl_detail::planMatMul(rows, cols, m->matmulLimits);
-  using opencl_detail::MatMulKernel;
-  cl_kernel k = plan.kernel == MatMulKernel::Strips1  ? m->matmulStrips1
-                : plan.kernel == MatMulKernel::Column ? m->matmulColumn
-                                                      : m->matmulStrips8;
+  cl_kernel k = m->matmul[opencl_detail::slotOf(plan.kernel)];
   cl_uint arg = 0;
   cl_int err = setArg(k, arg, outMemory);
   err |= setArg(k, arg, static_cast<cl_long>(outOffset));

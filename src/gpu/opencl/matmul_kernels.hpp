@@ -22,9 +22,9 @@ namespace osprey::opencl_detail {
 // products: a wider strip would only repeat the row's chains). A one-column product (a matrix
 // times a vector: decoding's lm head) would use one lane of eight, so it has its own kernel, the
 // same strips one column wide: 8 rows' chains per work item, one double each.
-inline constexpr const char* kMatMulStrips8 = "osprey_matmul_strips8";
-inline constexpr const char* kMatMulStrips1 = "osprey_matmul_strips1";
-inline constexpr const char* kMatMulColumn = "osprey_matmul_column";
+// In MatMulKernel's order (matmul_plan.hpp).
+inline constexpr const char* kMatMulKernelNames[] = {"osprey_matmul_strips8", "osprey_matmul_strips1",
+                                                     "osprey_matmul_column"};
 // Columns per strip (the double8 lanes).
 inline constexpr long kMatMulStripColumns = 8;
 

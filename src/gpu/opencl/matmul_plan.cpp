@@ -15,9 +15,7 @@ std::size_t roundUp(std::size_t n, std::size_t step) { return (n + step - 1) / s
 MatMulPlan planMatMul(Index rows, Index cols, const MatMulLimits& all) {
   const MatMulKernel kernel = rows < 8 ? MatMulKernel::Strips1 : cols == 1 ? MatMulKernel::Column : MatMulKernel::Strips8;
   const int ry = kernel == MatMulKernel::Strips1 ? 1 : 8;
-  const WorkGroupLimits& limits = kernel == MatMulKernel::Strips1 ? all.strips1
-                                  : kernel == MatMulKernel::Column ? all.column
-                                                                   : all.strips8;
+  const WorkGroupLimits& limits = all[slotOf(kernel)];
   const auto strips = static_cast<std::size_t>((cols + kMatMulStripColumns - 1) / kMatMulStripColumns);
   const auto rowGroups = static_cast<std::size_t>((rows + ry - 1) / ry);
   MatMulPlan plan{kernel, ry, {strips, rowGroups}, {0, 0}};

@@ -3,6 +3,7 @@
 // it can be checked without a device (tests/opencl/matmul_opencl_test.cpp).
 #pragma once
 
+#include <array>
 #include <cstddef>
 
 #include "osprey/config.hpp"
@@ -17,12 +18,13 @@ struct WorkGroupLimits {
   std::size_t items[2] = {0, 0};
 };
 
+// The product's kernels, in the order of kMatMulKernelNames (matmul_kernels.hpp).
 enum class MatMulKernel { Strips8, Strips1, Column };
+inline constexpr std::size_t kMatMulKernelCount = 3;
+constexpr std::size_t slotOf(MatMulKernel k) { return static_cast<std::size_t>(k); }
 
-// Each kernel's limits on the device.
-struct MatMulLimits {
-  WorkGroupLimits strips8, strips1, column;
-};
+// Each kernel's limits on the device, indexed by slotOf(kernel).
+using MatMulLimits = std::array<WorkGroupLimits, kMatMulKernelCount>;
 
 struct MatMulPlan {
   MatMulKernel kernel;
