@@ -9,7 +9,8 @@
 #     run    with an existing build: host tests (unless --no-host-tests), compile-fail tests,
 #            the cuda test programs, osprey_cuda_bench, then every hook in scripts/gpu-check.d/
 #     hooks  the hooks alone (HOOKS: which, e.g. "30 35"; default all), after a `run` in an earlier
-#            call on the same machine: they take that run's cuda test results
+#            call on the same machine: they take that run's cuda test results, and their rows join
+#            that run's table when the tree is the same commit (a FAIL row otherwise)
 #
 #   Environment: OUT (logs and the table are copied to $OUT/gpu-check/ when set), BUILD_DIR
 #   (default build-gpu), BUILD_TARGETS (build only these, e.g. "osprey-gpt2", for a quick
@@ -80,11 +81,18 @@ commit_line() {
   fi
 }
 
+# The rows files of this call's table: the build's, the run's (in a hooks call, only when it joined
+# that run), the hooks'.
+table_files() {
+  [[ -f $state/build.rows ]] && echo "$state/build.rows"
+  [[ -f $state/run.rows && ($phase == run || $phase == all || ${joined:-0} == 1) ]] && echo "$state/run.rows"
+  [[ -f $state/hooks.rows && $phase == hooks ]] && echo "$state/hooks.rows"
+  return 0
+}
+
 print_table() {
-  local files=()
-  [[ -f $state/build.rows ]] && files+=("$state/build.rows")
-  [[ -f $state/run.rows && $phase != build && $phase != hooks ]] && files+=("$state/run.rows")
-  [[ -f $state/hooks.rows && $phase == hooks ]] && files+=("$state/hooks.rows")
+  local files
+  mapfile -t files < <(table_files)
   ((${#files[@]})) || return 0
   {
     echo
@@ -111,10 +119,8 @@ finish() {
     cp "$state/table.txt" "$OUT/gpu-check-table.txt" 2>/dev/null
     tar czf "$OUT/gpu-check-logs.tgz" -C "$state" . 2>/dev/null
   fi
-  local files=()
-  [[ -f $state/build.rows ]] && files+=("$state/build.rows")
-  [[ -f $state/run.rows && $phase != build && $phase != hooks ]] && files+=("$state/run.rows")
-  [[ -f $state/hooks.rows && $phase == hooks ]] && files+=("$state/hooks.rows")
+  local files
+  mapfile -t files < <(table_files)
   ((${#files[@]})) || exit 1
   if cut -d'|' -f2 "${files[@]}" | grep -q '^FAIL'; then exit 1; fi
   exit 0
@@ -213,6 +219,8 @@ ctest_rows() {
 run_checks() {
   rows=$state/run.rows
   : > "$rows"
+  : > "$state/hooks.rows"  # hooks of a later call complete this run's table
+  commit_line > "$state/run.commit"
   if [[ ! -f $build/CMakeCache.txt ]]; then
     record "run" "FAIL" "no build in $build: run \`scripts/gpu-check.sh build\` first"
     return
@@ -300,14 +308,23 @@ run_hooks() {
   done
 }
 
+# Hooks after a `run` of the same commit on this machine join that run's table (build, run and
+# every later call's hooks, in order), so a check too long for one call still makes one table.
 hooks_only() {
   rows=$state/hooks.rows
-  : > "$rows"
-  if [[ -f $state/cuda-tests.status ]]; then
-    read -r exact_tests fast_tests < "$state/cuda-tests.status"
-  else
-    exact_tests=FAIL fast_tests=FAIL
+  touch "$rows"
+  local ran now
+  ran=$(cat "$state/run.commit" 2>/dev/null)
+  now=$(commit_line)
+  exact_tests=FAIL fast_tests=FAIL
+  if [[ ! -f $state/cuda-tests.status || -z $ran ]]; then
     record "hooks" "FAIL" "no earlier \`run\` on this machine: its cuda test results are what the hooks' timings rest on"
+  elif [[ ${ran%%, stamped*} != "${now%%, stamped*}" ]]; then
+    : > "$rows"
+    record "hooks" "FAIL" "the earlier \`run\` on this machine was of ${ran%%, stamped*}), not this tree's ${now%%, stamped*})"
+  else
+    read -r exact_tests fast_tests < "$state/cuda-tests.status"
+    joined=1
   fi
   run_hooks
 }
