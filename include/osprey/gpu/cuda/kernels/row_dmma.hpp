@@ -63,8 +63,8 @@ constexpr int kDmmaRun = 16;  // steps unrolled together (a stage's 256 k)
 // The operands load into the registers their step has just read (no operand waits for a load
 // issued right before its step; with the loads inside lane conditions, a step took 390 cycles
 // instead of 97: tools/profile/row_dmma_probe.cu), so load must read without conditions on the
-// lane. Runs of kDmmaRun steps are unrolled whole: on the H100 a 3072-deep chain's steps took
-// 139 cycles each stepped two at a time and 120 unrolled (bench/RESULTS.md, 2026-12-05).
+// lane. Runs of kDmmaRun steps are unrolled whole (in a probe kernel 120 cycles a step against 139
+// stepped two at a time; in the product kernel no faster: bench/RESULTS.md, 2026-12-05).
 template <class Load>
 __device__ __forceinline__ void dmmaSteps(double (&d)[4], int steps, Load load) {
   static_assert(kDmmaAhead == 2 && kDmmaRun % 2 == 0, "step i's operands live in register set i % 2");
@@ -238,9 +238,8 @@ inline bool rowDmmaTakes(long long IC) {
   return cudaFuncGetAttributes(&compiled, rowDmmaCompiledFor) == cudaSuccess && compiled.ptxVersion >= 90;
 }
 
-// The kernel's plain prologue (warp 0's lanes): the row as it is. Every lane's loads are in flight
-// at once (asynchronous copies, then one wait): loaded and stored four at a time, a 3072 row took
-// 24 round trips to the L2, several microseconds of every decoding product.
+// The kernel's plain prologue (warp 0's lanes): the row as it is, every lane's loads in flight at
+// once (asynchronous copies, then one wait) rather than four at a time.
 struct CopyRow {
   const double* in;
   __device__ void operator()(double* row, int IC) const {
