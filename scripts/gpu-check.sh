@@ -60,6 +60,7 @@ for arg in "$@"; do
 done
 
 state=$build/gpu-check          # survives between calls with the build tree
+joined=0                        # a hooks call whose rows join the earlier run's table
 logs=$state/logs
 mkdir -p "$logs"
 started=$(date +%s)
@@ -85,7 +86,7 @@ commit_line() {
 # that run), the hooks'.
 table_files() {
   [[ -f $state/build.rows ]] && echo "$state/build.rows"
-  [[ -f $state/run.rows && ($phase == run || $phase == all || ${joined:-0} == 1) ]] && echo "$state/run.rows"
+  [[ -f $state/run.rows && ($phase == run || $phase == all || $joined == 1) ]] && echo "$state/run.rows"
   [[ -f $state/hooks.rows && $phase == hooks ]] && echo "$state/hooks.rows"
   return 0
 }
@@ -312,19 +313,21 @@ run_hooks() {
 # every later call's hooks, in order), so a check too long for one call still makes one table.
 hooks_only() {
   rows=$state/hooks.rows
-  touch "$rows"
   local ran now
   ran=$(cat "$state/run.commit" 2>/dev/null)
   now=$(commit_line)
   exact_tests=FAIL fast_tests=FAIL
-  if [[ ! -f $state/cuda-tests.status || -z $ran ]]; then
-    record "hooks" "FAIL" "no earlier \`run\` on this machine: its cuda test results are what the hooks' timings rest on"
-  elif [[ ${ran%%, stamped*} != "${now%%, stamped*}" ]]; then
-    : > "$rows"
-    record "hooks" "FAIL" "the earlier \`run\` on this machine was of ${ran%%, stamped*}), not this tree's ${now%%, stamped*})"
-  else
+  if [[ -f $state/cuda-tests.status && -n $ran && ${ran%%, stamped*} == "${now%%, stamped*}" ]]; then
     read -r exact_tests fast_tests < "$state/cuda-tests.status"
     joined=1
+    touch "$rows"
+  else
+    : > "$rows"
+    if [[ ! -f $state/cuda-tests.status || -z $ran ]]; then
+      record "hooks" "FAIL" "no earlier \`run\` on this machine: its cuda test results are what the hooks' timings rest on"
+    else
+      record "hooks" "FAIL" "the earlier \`run\` on this machine was of ${ran%%, stamped*}), not this tree's ${now%%, stamped*})"
+    fi
   fi
   run_hooks
 }

@@ -57,34 +57,23 @@ __device__ __forceinline__ void dmma16816(double (&d)[4], const double (&a)[8], 
 constexpr int kDmmaK = 16;     // terms of each output a step
 constexpr int kDmmaAhead = 2;  // steps whose operands are in registers, loaded before their step
 
-constexpr int kDmmaRun = 16;  // steps unrolled together (a stage's 256 k)
-
-// `steps` dependent mma steps on d, step i's operands from load(i, a, b) into register set i % 2.
-// The operands load into the registers their step has just read (no operand waits for a load
-// issued right before its step; with the loads inside lane conditions, a step took 390 cycles
-// instead of 97: tools/profile/row_dmma_probe.cu), so load must read without conditions on the
-// lane. Runs of kDmmaRun steps are unrolled whole (in a probe kernel 120 cycles a step against 139
-// stepped two at a time; in the product kernel no faster: bench/RESULTS.md, 2026-12-05).
+// `steps` dependent mma steps on d, step i's operands from load(i, a, b). The operands load into
+// the registers their step has just read (no operand waits for a load issued right before its
+// step; with the loads inside lane conditions, a step took 390 cycles instead of 97:
+// tools/profile/row_dmma_probe.cu), so load must read without conditions on the lane.
 template <class Load>
 __device__ __forceinline__ void dmmaSteps(double (&d)[4], int steps, Load load) {
-  static_assert(kDmmaAhead == 2 && kDmmaRun % 2 == 0, "step i's operands live in register set i % 2");
   double a[kDmmaAhead][8], b[kDmmaAhead][4];
-  if (steps > 0) load(0, a[0], b[0]);
-  if (steps > 1) load(1, a[1], b[1]);
-  int s = 0;
-  for (; s + kDmmaRun <= steps; s += kDmmaRun) {
 #pragma unroll
-    for (int i = 0; i < kDmmaRun; ++i) {
-      dmma16816(d, a[i % 2], b[i % 2]);
-      if (s + i + 2 < steps) load(s + i + 2, a[i % 2], b[i % 2]);
-    }
-  }
-  for (; s < steps; s += 2) {  // fewer than kDmmaRun left; s is even, so step s is in set 0
-    dmma16816(d, a[0], b[0]);
-    if (s + 2 < steps) load(s + 2, a[0], b[0]);
-    if (s + 1 < steps) {
-      dmma16816(d, a[1], b[1]);
-      if (s + 3 < steps) load(s + 3, a[1], b[1]);
+  for (int r = 0; r < kDmmaAhead; ++r)
+    if (r < steps) load(r, a[r], b[r]);
+  for (int s0 = 0; s0 < steps; s0 += kDmmaAhead) {
+#pragma unroll
+    for (int r = 0; r < kDmmaAhead; ++r) {
+      if (s0 + r < steps) {
+        dmma16816(d, a[r], b[r]);
+        if (s0 + r + kDmmaAhead < steps) load(s0 + r + kDmmaAhead, a[r], b[r]);
+      }
     }
   }
 }
@@ -238,15 +227,11 @@ inline bool rowDmmaTakes(long long IC) {
   return cudaFuncGetAttributes(&compiled, rowDmmaCompiledFor) == cudaSuccess && compiled.ptxVersion >= 90;
 }
 
-// The kernel's plain prologue (warp 0's lanes): the row as it is, every lane's loads in flight at
-// once (asynchronous copies, then one wait) rather than four at a time.
+// The kernel's plain prologue (warp 0's lanes): the row as it is.
 struct CopyRow {
   const double* in;
   __device__ void operator()(double* row, int IC) const {
-    for (int c = static_cast<int>(threadIdx.x % 32); c < IC; c += 32) copyAsync<8>(row + c, in + c, true);
-    commitCopies();
-    waitCopies<0>();
-    __syncwarp();
+    for (int c = static_cast<int>(threadIdx.x % 32); c < IC; c += 32) row[c] = in[c];
   }
 };
 
