@@ -8,6 +8,9 @@
 // backward see the same tanh argument bit for bit.
 #pragma once
 
+#include <type_traits>
+
+#include "gpt2/host/gelu_lanes.hpp"
 #include "gpt2/layers/common.hpp"
 
 namespace gpt2 {
@@ -29,11 +32,23 @@ OSPREY_INLINE S geluValue(S v) {
   return (0.5 * v) * (1.0 + osprey::math::tanh(geluInner(v)));
 }
 
+// dout * gelu'(v): the backward's element.
+template <class S = osprey::Scalar>
+OSPREY_INLINE S geluSlope(S dout, S v) {
+  const S th = osprey::math::tanh(geluInner(v));
+  const S sech2 = 1.0 - th * th;
+  const S du = kGeluScale * (1.0 + (3.0 * kGeluCubic) * (v * v));
+  const S local = 0.5 * (1.0 + th) + ((0.5 * v) * sech2) * du;
+  return dout * local;
+}
+
 namespace reference {
 
-// out = gelu(x), element-wise, any shape.
+// out = gelu(x), element-wise, any shape. gpu/host evaluates it over its vector lanes: the same
+// doubles (gpt2/host/gelu_lanes.hpp).
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> geluForward(H& h, const Buf<H>& x) {
+  if constexpr (std::is_same_v<H, osprey::GpuHost>) return host_lanes::geluForward(h, x);
   const auto xv = x.view();
   return h.build(h.length(x), [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> { return geluValue(xv[i]); });
 }
@@ -42,15 +57,10 @@ osprey::Result<Buf<H>> geluForward(H& h, const Buf<H>& x) {
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> geluBackward(H& h, const Buf<H>& dout, const Buf<H>& x) {
   OSPREY_CHECK(checkLength(h, dout, h.length(x), "gelu backward", "dout"));
+  if constexpr (std::is_same_v<H, osprey::GpuHost>) return host_lanes::geluBackward(h, dout, x);
   const auto xv = x.view(), dv = dout.view();
   return h.build(h.length(x), [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
-    using S = KernelScalar<H>;
-    const S v = xv[i];
-    const S th = osprey::math::tanh(geluInner(v));
-    const S sech2 = 1.0 - th * th;
-    const S du = kGeluScale * (1.0 + (3.0 * kGeluCubic) * (v * v));
-    const S local = 0.5 * (1.0 + th) + ((0.5 * v) * sech2) * du;
-    return dv[i] * local;
+    return geluSlope<KernelScalar<H>>(dv[i], xv[i]);
   });
 }
 
