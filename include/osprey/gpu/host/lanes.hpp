@@ -187,6 +187,7 @@ inline LaneInts toIndexTraced(Lanes x) {
   return bitsOfTraced(x + kShifter) - std::uint64_t{0x4338000000000000ULL};
 }
 
+// An integer in every lane as a double (log's exponent), as static_cast rounds it.
 inline Lanes toScalarTraced(LaneInts i) {
   F64x r;
   for (int j = 0; j < kLanes; ++j) r[j] = static_cast<double>(static_cast<std::int64_t>(i.u[j]));
