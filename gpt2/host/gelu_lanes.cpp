@@ -1,9 +1,12 @@
-// GELU on gpu/host over the vector lanes (gelu_lanes.hpp says why).
-#include "gpt2/host/gelu_lanes.hpp"
-
+// GELU on gpu/host, four elements at a time: the shared geluValue and geluSlope (gpt2/layers/
+// gelu.hpp) evaluated over the host's vector lanes (osprey/gpu/host/lanes.hpp), each lane the double
+// computation bit for bit. GELU's tanh was the host training step's largest element-wise cost
+// (bench/RESULTS.md). Defined here, for gpu/host alone, so that only the host compiler sees the
+// vector types: gelu.hpp declares the two functions, and nvcc's units never instantiate them.
 #include <algorithm>
 
 #include "gpt2/layers/gelu.hpp"
+#include "osprey/gpu/host/handler.hpp"
 #include "osprey/gpu/host/lanes.hpp"
 
 namespace gpt2::host_lanes {
@@ -45,13 +48,19 @@ osprey::Result<osprey::GpuHost::Buffer> eachLane(osprey::GpuHost& h, Index n, F 
 
 }  // namespace
 
-osprey::Result<osprey::GpuHost::Buffer> geluForward(osprey::GpuHost& h, const osprey::GpuHost::Buffer& x) {
+template <class H>
+osprey::Result<Buf<H>> geluForward(H& h, const Buf<H>& x) {
   return eachLane(h, h.length(x), [](Lanes v) { return geluValue(v); }, x.data());
 }
 
-osprey::Result<osprey::GpuHost::Buffer> geluBackward(osprey::GpuHost& h, const osprey::GpuHost::Buffer& dout,
-                                                     const osprey::GpuHost::Buffer& x) {
+template <class H>
+osprey::Result<Buf<H>> geluBackward(H& h, const Buf<H>& dout, const Buf<H>& x) {
   return eachLane(h, h.length(x), [](Lanes d, Lanes v) { return geluSlope(d, v); }, dout.data(), x.data());
 }
+
+// The one handler gelu.hpp sends here (host_lanes::answers).
+template osprey::Result<Buf<osprey::GpuHost>> geluForward(osprey::GpuHost&, const Buf<osprey::GpuHost>&);
+template osprey::Result<Buf<osprey::GpuHost>> geluBackward(osprey::GpuHost&, const Buf<osprey::GpuHost>&,
+                                                           const Buf<osprey::GpuHost>&);
 
 }  // namespace gpt2::host_lanes

@@ -8,10 +8,15 @@
 // backward see the same tanh argument bit for bit.
 #pragma once
 
+#include <memory>
 #include <type_traits>
+#include <utility>
 
-#include "gpt2/host/gelu_lanes.hpp"
 #include "gpt2/layers/common.hpp"
+
+namespace osprey {
+class HostDevice;  // osprey/gpu/host/device.hpp: named here, never needed whole
+}  // namespace osprey
 
 namespace gpt2 {
 
@@ -42,13 +47,33 @@ OSPREY_INLINE S geluSlope(S dout, S v) {
   return dout * local;
 }
 
+// gpu/host (the gpu handler on the host device, storing doubles) evaluates GELU four elements at
+// a time over its vector lanes: the same doubles (gpt2/host/gelu_lanes.cpp defines these, for that
+// handler alone, compiled by the host compiler; docs/EXACTNESS.md).
+namespace host_lanes {
+template <class H>
+osprey::Result<Buf<H>> geluForward(H& h, const Buf<H>& x);
+template <class H>
+osprey::Result<Buf<H>> geluBackward(H& h, const Buf<H>& dout, const Buf<H>& x);
+
+template <class H>
+constexpr bool answers() {
+  if constexpr (requires(H& h) { h.runtime()->name(); }) {
+    using D = std::remove_cvref_t<decltype(*std::declval<H&>().runtime())>;
+    return std::is_same_v<D, osprey::HostDevice> &&
+           std::is_same_v<decltype(std::declval<const Buf<H>&>().data()), double*>;
+  } else {
+    return false;
+  }
+}
+}  // namespace host_lanes
+
 namespace reference {
 
-// out = gelu(x), element-wise, any shape. gpu/host evaluates it over its vector lanes: the same
-// doubles (gpt2/host/gelu_lanes.hpp).
+// out = gelu(x), element-wise, any shape.
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> geluForward(H& h, const Buf<H>& x) {
-  if constexpr (std::is_same_v<H, osprey::GpuHost>) return host_lanes::geluForward(h, x);
+  if constexpr (host_lanes::answers<H>()) return host_lanes::geluForward(h, x);
   const auto xv = x.view();
   return h.build(h.length(x), [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> { return geluValue(xv[i]); });
 }
@@ -57,7 +82,7 @@ osprey::Result<Buf<H>> geluForward(H& h, const Buf<H>& x) {
 template <osprey::Tensor H>
 osprey::Result<Buf<H>> geluBackward(H& h, const Buf<H>& dout, const Buf<H>& x) {
   OSPREY_CHECK(checkLength(h, dout, h.length(x), "gelu backward", "dout"));
-  if constexpr (std::is_same_v<H, osprey::GpuHost>) return host_lanes::geluBackward(h, dout, x);
+  if constexpr (host_lanes::answers<H>()) return host_lanes::geluBackward(h, dout, x);
   const auto xv = x.view(), dv = dout.view();
   return h.build(h.length(x), [=] OSPREY_FN(KernelIndex<H> i) -> KernelScalar<H> {
     return geluSlope<KernelScalar<H>>(dv[i], xv[i]);
