@@ -30,8 +30,8 @@ void storePart(const Lanes& v, double* p, Index valid) {
 }
 
 // out[i] = f(a[i], b[i]...) lanes at a time, the blocks spread over the host's threads.
-template <class F, class... In>
-osprey::Result<osprey::GpuHost::Buffer> eachLane(osprey::GpuHost& h, Index n, F f, const In*... in) {
+template <class H, class F, class... In>
+osprey::Result<Buf<H>> eachLane(H& h, Index n, F f, const In*... in) {
   auto out = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(h.runtime(), n));
   double* o = out.data();
   const Index blocks = (n + kLanes - 1) / kLanes;

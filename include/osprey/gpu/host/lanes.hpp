@@ -24,8 +24,6 @@
 #include <immintrin.h>
 #endif
 
-#include "osprey/config.hpp"
-
 #if defined(__CUDACC__)
 #error "osprey/gpu/host/lanes.hpp is host code for the host compiler (nvcc takes no vector types into __host__ __device__ code)"
 #endif
