@@ -32,6 +32,7 @@
 #include "gpt2/layers/attention.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
+#include "osprey/gpu/cuda/kernels/dependent_launch.hpp"
 #include "osprey/math.hpp"
 
 namespace gpt2::attend_row {
@@ -64,6 +65,8 @@ __global__ void __launch_bounds__(kThreads)
   double* q = held;
   double* row = held + kMostHeadSize;
   const int t = static_cast<int>(threadIdx.x);
+  osprey::cuda_detail::startDependents();      // the projection after it may stage its weights
+  osprey::cuda_detail::awaitEarlierKernels();  // the position, qkv and the cache are earlier kernels'
   const int at = *position;
   if (at < 0 || at >= maxT) return;  // never replayed (recorded_cuda.hpp queues no step past the context)
   const int P = at + 1;
@@ -142,10 +145,10 @@ osprey::Result<Buf<H>> attendAppendingOneRow(H& h, const Buf<H>& qkvRow, const B
   Buf<H> out = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, C));
   const osprey::math::DivideBy bySqrtHs(osprey::math::sqrt(static_cast<osprey::Scalar>(hs)));
   OSPREY_CHECK(device->launchOwn(L, [&](cudaStream_t stream) {
-    attendRow<<<static_cast<unsigned>(NH), kThreads, static_cast<std::size_t>(sharedBytes(maxT)), stream>>>(
-        out.data(), keyRoom.data(), valueRoom.data(), qkvRow.data(), position, static_cast<int>(maxT),
-        static_cast<int>(C), static_cast<int>(hs), bySqrtHs);
-    return cudaGetLastError();
+    return osprey::cuda_detail::launchOverlapped(
+        dim3(static_cast<unsigned>(NH)), dim3(kThreads), static_cast<std::size_t>(sharedBytes(maxT)), stream,
+        attendRow<osprey::math::DivideBy>, out.data(), keyRoom.data(), valueRoom.data(), qkvRow.data(), position,
+        static_cast<int>(maxT), static_cast<int>(C), static_cast<int>(hs), bySqrtHs);
   }));
   return out;
 }

@@ -30,6 +30,7 @@ struct StoreResidual {
   double* out;
   const double* x;
   const double* bias;
+  __device__ void warm(osprey::Index o) const { osprey::cuda_detail::warmLines(bias + o, 1, 0, 1); }
   __device__ void operator()(osprey::Index o, double acc) const { out[o] = x[o] + (acc + bias[o]); }
   __device__ void operator()(osprey::Index o, int, double acc) const { (*this)(o, acc); }
 };

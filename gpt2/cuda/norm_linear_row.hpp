@@ -3,9 +3,10 @@
 // Decoding otherwise runs three launches there, each a wait: the LayerNorm (gpt2/cuda/
 // layernorm_rows.hpp), the few-columns product Wᵀ · ln (src/gpu/cuda/matmul.cu) and the bias's build.
 // Here the device's one-row tensor-core kernel (osprey/gpu/cuda/kernels/row_dmma.hpp) takes 16 rows
-// of wT (OC, IC) a block, its copier warps staging them while warp 0 normalises the row:
-//   * the lanes copy x; the LayerNorm's two chains (its sum, then fma(d, d, acc) of the deviations
-//     d = x - mean) run as tensor-core chains; the lanes build ln = (d · rstd) · w + b;
+// of wT (OC, IC) a block, its copier warps staging them while the block normalises the row:
+//   * every thread loads its share of x; warp 0 runs the LayerNorm's two chains (its sum, then
+//     fma(d, d, acc) of the deviations d = x - mean) as tensor-core chains; every thread builds
+//     ln = (d · rstd) · w + b, w and b sent toward the L2 before the kernel waited for x;
 //   * then the product's chains, acc = fma(wT[row][k], ln[k], acc) from +0.0, k ascending, and
 //     then(row, acc + bias[row]).
 // Every block repeats the row's chains (they overlap the copies), so the row is normalised once per
@@ -45,30 +46,45 @@ struct Gelu {
   __device__ double operator()(double y) const { return geluValue(y); }
 };
 
-// Warp 0's prologue: ln = layernorm(x) into the kernel's operand, as layernormForward builds it;
-// the row's mean and rstd to *mean and *rstd where they are given.
+// The kernel's prologue: ln = layernorm(x) into its operand, as layernormForward builds it (the
+// row's mean and rstd to *mean and *rstd where they are given). Every thread loads x and builds ln;
+// warp 0 runs the two chains between (osprey/gpu/cuda/kernels/row_dmma.hpp names the phases).
 struct Normalise {
   const double* x;
   const double* lnW;
   const double* lnB;
   double* mean = nullptr;
   double* rstd = nullptr;
-  __device__ void operator()(double* ln, int C) const {
+  static constexpr bool kChains = true;
+  __device__ void warm(int tid, int threads, int C) const {
+    osprey::cuda_detail::warmLines(lnW, C, tid, threads);
+    osprey::cuda_detail::warmLines(lnB, C, tid, threads);
+  }
+  __device__ void load(double* ln, int C, int tid, int threads) const {
+    osprey::cuda_detail::loadRow(ln, x, C, tid, threads);
+  }
+  // Warp 0: the mean's chain, the deviations d = x - mean (as the variance's chain and the build
+  // read them), the variance's chain fma(d, d, acc); stats = {mean, rstd}.
+  __device__ void chains(double* ln, int C, double* stats) const {
     const int lane = static_cast<int>(threadIdx.x % 32);
-    osprey::cuda_detail::CopyRow{x}(ln, C);
-    __syncwarp();
     const auto Cs = static_cast<double>(C);
     const double m = osprey::cuda_detail::warpSum(ln, C, 0.0) / Cs;
-    for (int c = lane; c < C; c += 32) ln[c] = ln[c] - m;  // d, as the variance's chain and the build read it
+    for (int c = lane; c < C; c += 32) ln[c] = ln[c] - m;
     __syncwarp();
-    const double acc = osprey::cuda_detail::warpDot(ln, ln, C, 0.0);
+    const double acc = osprey::cuda_detail::warpSquares(ln, C, 0.0);
     const double r = 1.0 / osprey::math::sqrt(acc / Cs + kLayerNormEps);
-    if (mean != nullptr && lane == 0) {
-      *mean = m;
-      *rstd = r;
+    if (lane == 0) {
+      stats[0] = m;
+      stats[1] = r;
+      if (mean != nullptr) {
+        *mean = m;
+        *rstd = r;
+      }
     }
-    __syncwarp();
-    for (int c = lane; c < C; c += 32) {
+  }
+  __device__ void build(double* ln, int C, const double* stats, int tid, int threads) const {
+    const double r = stats[1];
+    for (int c = tid; c < C; c += threads) {
       const double norm = ln[c] * r;
       ln[c] = norm * lnW[c] + lnB[c];
     }
@@ -81,15 +97,27 @@ struct StoreBiased {
   double* out;
   const double* bias;
   Then then;
+  __device__ void warm(osprey::Index o) const { osprey::cuda_detail::warmLines(bias + o, 1, 0, 1); }
   __device__ void operator()(osprey::Index o, double acc) const { out[o] = then(acc + bias[o]); }
 };
 
-// One row's LayerNorm alone (the last one, before the lm head): one warp, the row in shared memory.
-__global__ void __launch_bounds__(32) normaliseRow(double* __restrict__ out, Normalise n, int C) {
+constexpr int kNormaliseThreads = 128;
+
+// One row's LayerNorm alone (the last one, before the lm head): one block, the row in shared memory.
+__global__ void __launch_bounds__(kNormaliseThreads) normaliseRow(double* __restrict__ out, Normalise n, int C) {
   extern __shared__ __align__(16) double normalised[];
-  n(normalised, C);
-  __syncwarp();
-  for (int c = static_cast<int>(threadIdx.x); c < C; c += 32) out[c] = normalised[c];
+  __shared__ double stats[2];
+  const int tid = static_cast<int>(threadIdx.x);
+  osprey::cuda_detail::startDependents();
+  n.warm(tid, kNormaliseThreads, C);
+  osprey::cuda_detail::awaitEarlierKernels();
+  n.load(normalised, C, tid, kNormaliseThreads);
+  __syncthreads();
+  if (tid < 32) n.chains(normalised, C, stats);
+  __syncthreads();
+  n.build(normalised, C, stats, tid, kNormaliseThreads);
+  __syncthreads();
+  for (int c = tid; c < C; c += kNormaliseThreads) out[c] = normalised[c];
 }
 
 }  // namespace
@@ -106,9 +134,9 @@ osprey::Result<LayerNormOut<H>> layernormOneRow(H& h, const Buf<H>& x, const Buf
   Buf<H> rstd = OSPREY_TRY(osprey::gpuAllocate<osprey::Scalar>(device, 1));
   // At most kRowDmmaMostIC doubles (32 KiB): within the shared memory a launch has without opting in.
   OSPREY_CHECK(device->launchOwn("layernorm, one row", [&](cudaStream_t stream) {
-    normaliseRow<<<1, 32, sizeof(double) * static_cast<std::size_t>(C), stream>>>(
+    return osprey::cuda_detail::launchOverlapped(
+        dim3(1), dim3(kNormaliseThreads), sizeof(double) * static_cast<std::size_t>(C), stream, normaliseRow,
         out.data(), Normalise{x.data(), w.data(), b.data(), mean.data(), rstd.data()}, static_cast<int>(C));
-    return cudaGetLastError();
   }));
   return LayerNormOut<H>{std::move(out), std::move(mean), std::move(rstd)};
 }

@@ -30,6 +30,7 @@ __global__ void appendAtPosition(double* keys, double* values, const double* qkv
 }
 
 constexpr int kChooseThreads = 1024;
+constexpr int kChooseAhead = 8;
 
 // Two candidates for the first occurrence of the largest logit: the other one wins if it is larger,
 // or equal (-0.0 and +0.0 included) and earlier.
@@ -61,9 +62,19 @@ __global__ void __launch_bounds__(kChooseThreads)
   __shared__ int next;
   const int t = static_cast<int>(threadIdx.x);
   Candidate mine{-HUGE_VAL, LLONG_MAX};
-  for (long long i = t; i < V; i += kChooseThreads) {
-    const double v = logits[i];
-    if (v > mine.value) mine = Candidate{v, i};
+  // The thread's elements in order, kChooseAhead loads in flight before their comparisons.
+  for (long long i0 = t; i0 < V; i0 += kChooseAhead * kChooseThreads) {
+    double v[kChooseAhead];
+#pragma unroll
+    for (int u = 0; u < kChooseAhead; ++u) {
+      const long long i = i0 + static_cast<long long>(u) * kChooseThreads;
+      v[u] = i < V ? logits[i] : 0.0;
+    }
+#pragma unroll
+    for (int u = 0; u < kChooseAhead; ++u) {
+      const long long i = i0 + static_cast<long long>(u) * kChooseThreads;
+      if (i < V && v[u] > mine.value) mine = Candidate{v[u], i};
+    }
   }
   for (int offset = 16; offset > 0; offset /= 2) {
     const Candidate other{__shfl_xor_sync(0xffffffffu, mine.value, offset),

@@ -89,12 +89,7 @@ __global__ void stepTimes(long long* cycles, double* sink, const double* u) {
   }
 }
 
-struct CopyIn {
-  const double* in;
-  __device__ void operator()(double* row, int IC) const {
-    for (int c = static_cast<int>(threadIdx.x % 32); c < IC; c += 32) row[c] = in[c];
-  }
-};
+using CopyIn = CopyRow;
 struct Plain {
   double* out;
   __device__ void operator()(osprey::Index o, double acc) const { out[o] = acc; }

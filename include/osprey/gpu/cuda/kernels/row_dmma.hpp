@@ -8,15 +8,19 @@
 // term, against 8.4 for a dependent fma. So:
 //   * warpChain runs one chain acc = fma(u[k], v[k], acc) on one warp: u in every row of A, v in
 //     every column of B (every output is then that chain);
-//   * rowDmmaKernel gives each block 16 rows of wT (OC x IC), or 4 repeated in A's 16: warp 0
-//     runs a prologue that leaves the row's operand in shared memory (a LayerNorm, or a copy),
-//     then walks k in steps of 16, one mma a step with the rows as A and the operand as every
-//     column of B; warps 1-3 copy the rows into shared memory, the first stages in flight from the
-//     start, so the copies overlap the prologue.
+//   * rowDmmaKernel gives each block 16 rows of wT (OC x IC), or 4 repeated in A's 16: every
+//     thread loads its share of the row into shared memory (one round trip to the L2, every load in
+//     flight), warp 0 runs the prologue's chains if it has any (a LayerNorm's) and every thread
+//     builds the operand from them; then warp 0 walks k in steps of 16, one mma a step with the
+//     rows as A and the operand as every column of B, a stage's 16 steps unrolled with their
+//     operands loaded two steps ahead; warps 1-3 copy the rows into shared memory, the first
+//     stages in flight from the start, so the copies overlap the prologue.
 //   * it is launched as a programmatic dependent of the kernel before it (dependent_launch.hpp):
 //     its blocks may start while that kernel finishes, the copiers staging weights (which no
-//     kernel writes) at once, while warp 0 waits for the earlier kernel's results before it reads
-//     the row or writes anything. Each block lets the next such kernel start as soon as it runs.
+//     kernel writes) and every thread sending the prologue's and the store's own weights (a
+//     LayerNorm's, a bias) toward the L2 at once; then they wait for the earlier kernel's results
+//     before reading the row or writing anything. Each block lets the next such kernel start as
+//     soon as it runs.
 // Terms past the end are (-0.0) · (+0.0) or (+0.0) · (-0.0) = -0.0, which leaves every accumulator
 // as it was (x + -0.0 == x for every x, -0.0 and NaN included), so no length needs to be a multiple
 // of 16.
@@ -78,40 +82,66 @@ __device__ __forceinline__ void dmmaSteps(double (&d)[4], int steps, Load load) 
   }
 }
 
+// Steps dependent mma steps on d, unrolled, step i's operands from load(i, a, b) two steps ahead in a
+// ring of three registers sets, so no step waits for a load issued right before it: the same mma
+// operations, with the same operands in the same order, as dmmaSteps, in fewer cycles a step.
+template <int Steps, class Load>
+__device__ __forceinline__ void dmmaUnrolled(double (&d)[4], Load load) {
+  double a[3][8], b[3][4];
+  load(0, a[0], b[0]);
+  if constexpr (Steps > 1) load(1, a[1], b[1]);
+#pragma unroll
+  for (int step = 0; step < Steps; ++step) {
+    if (step + 2 < Steps) load(step + 2, a[(step + 2) % 3], b[(step + 2) % 3]);
+    dmma16816(d, a[step % 3], b[step % 3]);
+  }
+}
+constexpr int kDmmaRun = 16;  // steps a run of dmmaUnrolled
+
 // One chain on the calling warp (every lane calls it, every lane gets the result):
-// acc = fma(u[k], v[k], acc) for k = 0 .. n - 1 from acc0; Ones reads ones for v, which makes the
-// chain acc + u[k] (fma(u, 1, acc) rounds u + acc once, as the addition does).
-template <bool Ones>
+// acc = fma(u[k], v[k], acc) for k = 0 .. n - 1 from acc0, where V says what v is: the ones (the
+// chain acc + u[k]: fma(u, 1, acc) rounds u + acc once, as the addition does), u itself (the chain
+// of squares), or v.
+enum class ChainOf { Ones, Squares, Products };
+template <ChainOf V>
 __device__ __forceinline__ double warpChain(const double* u, const double* v, int n, double acc0) {
   const int t = static_cast<int>(threadIdx.x % 32) % 4;
   double d[4] = {acc0, acc0, acc0, acc0};
   const int full = n / kDmmaK;
   // Every row of A and every column of B hold the same values: every output is the chain.
-  dmmaSteps(d, full, [&](int step, double (&a)[8], double (&b)[4]) {
+  auto loadAt = [&](int k0) {
+    return [=](int step, double (&a)[8], double (&b)[4]) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int k = step * kDmmaK + t + 4 * j;
-      a[2 * j] = a[2 * j + 1] = u[k];
-      b[j] = Ones ? 1.0 : v[k];
-    }
-  });
+      for (int j = 0; j < 4; ++j) {
+        const int k = k0 + step * kDmmaK + t + 4 * j;
+        a[2 * j] = a[2 * j + 1] = u[k];
+        b[j] = V == ChainOf::Ones ? 1.0 : V == ChainOf::Squares ? a[2 * j] : v[k];
+      }
+    };
+  };
+  int done = 0;
+  for (; done + kDmmaRun <= full; done += kDmmaRun) dmmaUnrolled<kDmmaRun>(d, loadAt(done * kDmmaK));
+  dmmaSteps(d, full - done, loadAt(done * kDmmaK));
   if (full * kDmmaK < n) {  // the last, partial step
     double at[8], bt[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int k = full * kDmmaK + t + 4 * j;
       at[2 * j] = at[2 * j + 1] = k < n ? u[k] : -0.0;
-      bt[j] = k < n ? (Ones ? 1.0 : v[k]) : 0.0;
+      bt[j] = k < n ? (V == ChainOf::Ones ? 1.0 : V == ChainOf::Squares ? u[k] : v[k]) : 0.0;
     }
     dmma16816(d, at, bt);
   }
   return __shfl_sync(0xffffffffu, d[0], 0);
 }
 __device__ __forceinline__ double warpSum(const double* u, int n, double acc0) {
-  return warpChain<true>(u, nullptr, n, acc0);
+  return warpChain<ChainOf::Ones>(u, nullptr, n, acc0);
+}
+__device__ __forceinline__ double warpSquares(const double* u, int n, double acc0) {
+  return warpChain<ChainOf::Squares>(u, nullptr, n, acc0);
 }
 __device__ __forceinline__ double warpDot(const double* u, const double* v, int n, double acc0) {
-  return warpChain<false>(u, v, n, acc0);
+  return warpChain<ChainOf::Products>(u, v, n, acc0);
 }
 
 constexpr int kRowDmmaThreads = 128;  // warp 0 computes; warps 1-3 copy
@@ -138,13 +168,68 @@ std::size_t rowDmmaSharedBytes(long long IC) {
   return sizeof(double) * (Shape::kStages * Shape::kStageDoubles + static_cast<std::size_t>(rowDmmaOperandLength(IC)));
 }
 
-// Block b: outputs Rows b .. Rows b + Rows - 1 of wT (OC x IC) times the row that prologue(operand,
-// IC) leaves in shared memory (run by warp 0 alone, its lanes together), each given to store(o, acc).
+// Sends the 128-byte lines of p[0 .. n) toward the L2, the block's threads sharing them: for weights
+// a kernel reads after its wait for the kernels before it (none of them writes weights).
+__device__ __forceinline__ void warmLines(const double* p, int n, int tid, int threads) {
+  for (int e = tid * 16; e < n; e += threads * 16) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + e));
+}
+
+// in[0 .. n) into row[0 .. n) in shared memory, the block's threads sharing it with every load
+// issued before any store (one round trip instead of one a few elements).
+__device__ __forceinline__ void loadRow(double* row, const double* in, int n, int tid, int threads) {
+  constexpr int kBatch = 8;
+  for (int base = tid; base < n; base += kBatch * threads) {
+    double v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int c = base + u * threads;
+      v[u] = c < n ? in[c] : 0.0;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int c = base + u * threads;
+      if (c < n) row[c] = v[u];
+    }
+  }
+}
+
+// A prologue leaves the row's operand in shared memory in phases, each called by the kernel:
+//   warm(tid, threads, IC)            every thread, before the wait: its own weights toward the L2;
+//   load(row, IC, tid, threads)       every thread, after the wait: the row into shared memory;
+//   chains(row, IC, stats)            warp 0's lanes, if kChains: the row's chains into stats[2];
+//   build(row, IC, stats, tid, threads) every thread, if kChains: the operand from row and stats.
+// A store may have warm(o) (every storing lane, before the wait) besides store(o, acc).
+
+// Named barriers between warp 0 and the copiers (0 is __syncthreads'): a stage is full (two ids,
+// by the slice's parity) and a stage is empty (two more). Every thread of the block takes part.
+// The ids are immediates (a register id would reserve all sixteen).
+constexpr int kRowFull = 1, kRowEmpty = 3;
+template <int Id>
+__device__ __forceinline__ void arriveAt() {
+  asm volatile("bar.arrive %0, %1;" ::"n"(Id), "n"(kRowDmmaThreads) : "memory");
+}
+template <int Id>
+__device__ __forceinline__ void syncAt() {
+  asm volatile("bar.sync %0, %1;" ::"n"(Id), "n"(kRowDmmaThreads) : "memory");
+}
+// Barrier Base + parity % 2.
+template <int Base>
+__device__ __forceinline__ void arriveAt(int parity) {
+  if (parity % 2 == 0) arriveAt<Base>(); else arriveAt<Base + 1>();
+}
+template <int Base>
+__device__ __forceinline__ void syncAt(int parity) {
+  if (parity % 2 == 0) syncAt<Base>(); else syncAt<Base + 1>();
+}
+
+// Block b: outputs Rows b .. Rows b + Rows - 1 of wT (OC x IC) times the row the prologue leaves in
+// shared memory, each given to store(o, acc).
 template <class Shape, bool Wide, class Prologue, class Store>
-__global__ void __launch_bounds__(kRowDmmaThreads)
+__global__ void __launch_bounds__(kRowDmmaThreads, 1)
     rowDmmaKernel(Prologue prologue, Store store, const double* __restrict__ wT, Index OC, int IC) {
   constexpr int Rows = Shape::kRows, Stages = Shape::kStages;
   extern __shared__ __align__(16) double rowDmmaShared[];
+  __shared__ double rowStats[2];
   double* stages = rowDmmaShared;                                 // [stage][r][k]
   double* operand = rowDmmaShared + Stages * Shape::kStageDoubles;  // the row, IC
   const int tid = static_cast<int>(threadIdx.x);
@@ -171,48 +256,79 @@ __global__ void __launch_bounds__(kRowDmmaThreads)
   };
 
   const int lane = tid % 32, g = lane / 4, t = lane % 4;
+  // Lanes with t == 0 store column 0 of D: rows g (d[0]) and g + 8 (d[2]), the block's rows r < Rows.
+  const bool stores0 = tid < 32 && t == 0 && g < Rows && row0 + g < OC;
+  const bool stores1 = tid < 32 && t == 0 && g + 8 < Rows && row0 + g + 8 < OC;
   double d[4] = {0.0, 0.0, 0.0, 0.0};
   startDependents();
-  if (tid >= 32) {
+  if (tid >= 32)
     for (int s = 0; s < Stages; ++s) copySlice(s);
-    waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
-  } else {
-    awaitEarlierKernels();  // the row, and whatever store reads, come from the kernels before
-    prologue(operand, IC);
-    __syncwarp();
-    for (int k = IC + lane; k < rowDmmaOperandLength(IC); k += 32) operand[k] = -0.0;  // against A's +0.0 there
+  prologue.warm(tid, kRowDmmaThreads, IC);
+  if constexpr (requires { store.warm(row0); }) {
+    if (stores0) store.warm(row0 + g);
+    if (stores1) store.warm(row0 + g + 8);
   }
-  __syncthreads();  // slice 0 has landed and the operand is ready
-  for (int s = 0; s < slices; ++s) {
-    if (tid < 32) {
+  awaitEarlierKernels();  // the row, and whatever store reads, come from the kernels before
+  prologue.load(operand, IC, tid, kRowDmmaThreads);
+  for (int k = IC + tid; k < rowDmmaOperandLength(IC); k += kRowDmmaThreads) operand[k] = -0.0;  // against A's +0.0 there
+  if (tid >= 32) waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
+  __syncthreads();  // slice 0 has landed and the row is in shared memory
+  if constexpr (Prologue::kChains) {
+    if (tid < 32) prologue.chains(operand, IC, rowStats);
+    __syncthreads();
+    prologue.build(operand, IC, rowStats, tid, kRowDmmaThreads);
+    __syncthreads();  // the operand is ready
+  }
+  // Slice s: warp 0 waits for its stage to be full (slice 0: the barrier above), computes, and
+  // says the stage is empty; the copiers say slice s + 1 has landed before they refill the stage
+  // warp 0 has just left, so the refill's issue never delays warp 0. Named barriers of both
+  // parities: no side can reach a barrier's next use before the other has left its last.
+  if (tid >= 32) {
+    for (int s = 0; s + 1 < slices; ++s) {
+      waitCopies<Stages - 2>();  // groups 0 .. s + 1 have landed: slice s + 1
+      arriveAt<kRowFull>(s + 1);
+      syncAt<kRowEmpty>(s);
+      copySlice(s + Stages);
+    }
+  } else {
+    for (int s = 0; s < slices; ++s) {
+      if (s > 0) syncAt<kRowFull>(s);
       const double* stage = stages + (s % Stages) * Shape::kStageDoubles;
       const int k0 = s * kRowDmmaDepth;
       const int depth = IC - k0 < kRowDmmaDepth ? IC - k0 : kRowDmmaDepth;
       // A step's operands: A's rows g and g + 8 at k0 + t + 4j; B's columns all the operand at
       // k0 + t + 4i (so every column of D is the same outputs). Past IC: A's zeros against the
-      // operand's -0.0.
-      dmmaSteps(d, (depth + kDmmaK - 1) / kDmmaK, [&](int step, double (&a)[8], double (&b)[4]) {
-        const int kk = step * kDmmaK;
+      // operand's -0.0. With fewer than 16 rows, rows g and g + 8 are the same row.
+      constexpr bool kSameRows = Rows < 16;
+      const double* aRow0 = stage + (g % Rows) * kRowDmmaLd + t;
+      const double* aRow1 = stage + ((g + 8) % Rows) * kRowDmmaLd + t;
+      if (depth == kRowDmmaDepth) {
+        const double* bRow = operand + k0 + t;
+        dmmaUnrolled<kRowDmmaDepth / kDmmaK>(d, [&](int step, double (&a)[8], double (&b)[4]) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          a[2 * j] = stage[(g % Rows) * kRowDmmaLd + kk + t + 4 * j];
-          a[2 * j + 1] = stage[((g + 8) % Rows) * kRowDmmaLd + kk + t + 4 * j];
-          b[j] = operand[k0 + kk + t + 4 * j];
-        }
-      });
+          for (int j = 0; j < 4; ++j) {
+            const int k = step * kDmmaK + 4 * j;
+            a[2 * j] = aRow0[k];
+            a[2 * j + 1] = kSameRows ? a[2 * j] : aRow1[k];
+            b[j] = bRow[k];
+          }
+        });
+      } else {
+        dmmaSteps(d, (depth + kDmmaK - 1) / kDmmaK, [&](int step, double (&a)[8], double (&b)[4]) {
+          const int kk = step * kDmmaK;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            a[2 * j] = aRow0[kk + 4 * j];
+            a[2 * j + 1] = aRow1[kk + 4 * j];
+            b[j] = operand[k0 + kk + t + 4 * j];
+          }
+        });
+      }
+      if (s + 1 < slices) arriveAt<kRowEmpty>(s);
     }
-    __syncthreads();  // stage s % Stages is free
-    if (tid >= 32) {
-      copySlice(s + Stages);
-      waitCopies<Stages - 1>();  // this copier's part of slice s + 1 has landed
-    }
-    __syncthreads();  // slice s + 1 has landed
   }
-  // Column 0 of D: lanes with t == 0 hold rows g (d[0]) and g + 8 (d[2]), the block's rows r < Rows.
-  if (tid < 32 && t == 0 && g < Rows) {
-    if (row0 + g < OC) store(row0 + g, d[0]);
-    if (g + 8 < Rows && row0 + g + 8 < OC) store(row0 + g + 8, d[2]);
-  }
+  if (stores0) store(row0 + g, d[0]);
+  if (stores1) store(row0 + g + 8, d[2]);
 }
 
 // Marks what this translation unit's device code was compiled for (its PTX architecture).
@@ -227,12 +343,12 @@ inline bool rowDmmaTakes(long long IC) {
   return cudaFuncGetAttributes(&compiled, rowDmmaCompiledFor) == cudaSuccess && compiled.ptxVersion >= 90;
 }
 
-// The kernel's plain prologue (warp 0's lanes): the row as it is.
+// The kernel's plain prologue: the row as it is.
 struct CopyRow {
   const double* in;
-  __device__ void operator()(double* row, int IC) const {
-    for (int c = static_cast<int>(threadIdx.x % 32); c < IC; c += 32) row[c] = in[c];
-  }
+  static constexpr bool kChains = false;
+  __device__ void warm(int, int, int) const {}
+  __device__ void load(double* row, int IC, int tid, int threads) const { loadRow(row, in, IC, tid, threads); }
 };
 
 template <class Shape, bool Wide, class Prologue, class Store>
