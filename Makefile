@@ -60,8 +60,9 @@ gpt2: tokenizer
 
 # Tests run JOBS at a time, each with its OpenMP threads: passive waiting keeps a finished thread
 # from spinning on a core that another test needs (about a tenth off the sanitizer run's tests).
+# The tests' scratch folders live in memory where they can (scripts/in-memory-tmpdir.sh says why).
 test: build
-	cd $(BUILD) && OMP_WAIT_POLICY=passive ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && OMP_WAIT_POLICY=passive $(CURDIR)/scripts/in-memory-tmpdir.sh ctest --output-on-failure -j $(JOBS)
 
 # CUDA units are compiled (and checked) by `make test`; the sanitizer build is host-only, without
 # the benchmarks, at -O1 with line tables only (-g1: enough for ASan's stack traces, and a third
@@ -76,7 +77,8 @@ sanitize-test: deps
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
 	  -DOSPREY_SANITIZE=ON -DOSPREY_CUDA=OFF -DOSPREY_BENCHMARKS=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && OMP_WAIT_POLICY=passive ctest --output-on-failure -j $(JOBS) $(SANITIZE_CTEST_ARGS)
+	cd $(ASAN_BUILD) && OMP_WAIT_POLICY=passive $(CURDIR)/scripts/in-memory-tmpdir.sh \
+	  ctest --output-on-failure -j $(JOBS) $(SANITIZE_CTEST_ARGS)
 
 bench: configure
 	cmake --build $(BUILD) -j $(JOBS) --target bench
