@@ -113,10 +113,7 @@ __global__ void __launch_bounds__(kNormaliseThreads) normaliseRow(double* __rest
   osprey::cuda_detail::awaitEarlierKernels();
   n.load(normalised, C, tid, kNormaliseThreads);
   __syncthreads();
-  if (tid < 32) n.chains(normalised, C, stats);
-  __syncthreads();
-  n.build(normalised, C, stats, tid, kNormaliseThreads);
-  __syncthreads();
+  osprey::cuda_detail::buildOperand(n, normalised, C, stats, tid, kNormaliseThreads);
   for (int c = tid; c < C; c += kNormaliseThreads) out[c] = normalised[c];
 }
 

@@ -200,6 +200,19 @@ __device__ __forceinline__ void loadRow(double* row, const double* in, int n, in
 //   build(row, IC, stats, tid, threads) every thread, if kChains: the operand from row and stats.
 // A store may have warm(o) (every storing lane, before the wait) besides store(o, acc).
 
+// After every thread's load and a barrier: a prologue with chains runs them on warp 0 and every
+// thread builds the operand from them (a barrier after each), so the row is ready for all.
+template <class Prologue>
+__device__ __forceinline__ void buildOperand(const Prologue& prologue, double* row, int IC, double* stats, int tid,
+                                             int threads) {
+  if constexpr (Prologue::kChains) {
+    if (tid < 32) prologue.chains(row, IC, stats);
+    __syncthreads();
+    prologue.build(row, IC, stats, tid, threads);
+    __syncthreads();
+  }
+}
+
 // Named barriers between warp 0 and the copiers (0 is __syncthreads'): a stage is full (two ids,
 // by the slice's parity) and a stage is empty (two more). Every thread of the block takes part.
 // The ids are immediates (a register id would reserve all sixteen).
@@ -273,12 +286,7 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   for (int k = IC + tid; k < rowDmmaOperandLength(IC); k += kRowDmmaThreads) operand[k] = -0.0;  // against A's +0.0 there
   if (tid >= 32) waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
   __syncthreads();  // slice 0 has landed and the row is in shared memory
-  if constexpr (Prologue::kChains) {
-    if (tid < 32) prologue.chains(operand, IC, rowStats);
-    __syncthreads();
-    prologue.build(operand, IC, rowStats, tid, kRowDmmaThreads);
-    __syncthreads();  // the operand is ready
-  }
+  buildOperand(prologue, operand, IC, rowStats, tid, kRowDmmaThreads);
   // Slice s: warp 0 waits for its stage to be full (slice 0: the barrier above), computes, and
   // says the stage is empty; the copiers say slice s + 1 has landed before they refill the stage
   // warp 0 has just left, so the refill's issue never delays warp 0. Named barriers of both
@@ -302,8 +310,8 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
       constexpr bool kSameRows = Rows < 16;
       const double* aRow0 = stage + (g % Rows) * kRowDmmaLd + t;
       const double* aRow1 = stage + ((g + 8) % Rows) * kRowDmmaLd + t;
+      const double* bRow = operand + k0 + t;
       if (depth == kRowDmmaDepth) {
-        const double* bRow = operand + k0 + t;
         dmmaUnrolled<kRowDmmaDepth / kDmmaK>(d, [&](int step, double (&a)[8], double (&b)[4]) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
@@ -320,7 +328,7 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
           for (int j = 0; j < 4; ++j) {
             a[2 * j] = aRow0[kk + 4 * j];
             a[2 * j + 1] = aRow1[kk + 4 * j];
-            b[j] = operand[k0 + kk + t + 4 * j];
+            b[j] = bRow[kk + 4 * j];
           }
         });
       }
