@@ -10,14 +10,14 @@ namespace gpt2::train {
 namespace {
 
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-constexpr int kCount = sizeof kSignals / sizeof kSignals[0];
+constexpr int kSignalCount = sizeof kSignals / sizeof kSignals[0];
 constexpr int kRequested = -1;  // g_signal's value after requestInterrupt()
 
 std::atomic<int> g_signal{0};  // 0: no request; else the signal number (or kRequested)
 static_assert(std::atomic<int>::is_always_lock_free, "the flag must be safe to set in a signal handler");
 
-struct sigaction g_previous[kCount];
-bool g_installed[kCount] = {};
+struct sigaction g_previous[kSignalCount];
+bool g_installed[kSignalCount] = {};
 
 extern "C" void onStopSignal(int sig) {
   int none = 0;
@@ -26,7 +26,7 @@ extern "C" void onStopSignal(int sig) {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
-  for (int i = 0; i < kCount; ++i)
+  for (int i = 0; i < kSignalCount; ++i)
     if (g_installed[i]) sigaction(kSignals[i], &dfl, nullptr);
 }
 
@@ -37,7 +37,7 @@ InterruptGuard::InterruptGuard() {
   struct sigaction action {};
   action.sa_handler = onStopSignal;
   sigemptyset(&action.sa_mask);
-  for (int i = 0; i < kCount; ++i) {
+  for (int i = 0; i < kSignalCount; ++i) {
     g_installed[i] = false;
     if (sigaction(kSignals[i], nullptr, &g_previous[i]) != 0) continue;
     if (g_previous[i].sa_handler == SIG_IGN) continue;  // nohup, or a background job: stays ignored
@@ -46,7 +46,7 @@ InterruptGuard::InterruptGuard() {
 }
 
 InterruptGuard::~InterruptGuard() {
-  for (int i = 0; i < kCount; ++i)
+  for (int i = 0; i < kSignalCount; ++i)
     if (g_installed[i]) sigaction(kSignals[i], &g_previous[i], nullptr);
   for (bool& installed : g_installed) installed = false;
 }
