@@ -300,6 +300,9 @@ run_hooks() {
     name=$(basename "$hook" .sh)
     if [[ -n ${HOOKS:-} ]] && ! grep -qw "${name%%-*}" <<< "$HOOKS"; then continue; fi
     say "hook $name"
+    # OSPREY_TRAIN_DATA relative to the root, where every hook runs: a training command prints its
+    # data's path and the digests cover that line, so they stay the same wherever the tree lies.
+    OSPREY_TRAIN_DATA=${OSPREY_TRAIN_DATA:-data/tinyshakespeare.txt} \
     OSPREY_ROOT=$root OSPREY_BUILD_DIR=$build OSPREY_GPU_CHECK_LOGS=$logs OSPREY_EXACT_CUDA_TESTS=$exact_tests OSPREY_FAST_CUDA_TESTS=$fast_tests \
       timeout "${HOOK_TIMEOUT:-300}" "$hook" > "$logs/hook-$name.log" 2>&1
     local status=$?

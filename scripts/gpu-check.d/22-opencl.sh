@@ -12,9 +12,7 @@ cd "$OSPREY_ROOT"
 gpt2=$OSPREY_BUILD_DIR/gpt2/osprey-gpt2
 tests=$OSPREY_BUILD_DIR/tests/osprey_opencl_tests
 logs=$OSPREY_GPU_CHECK_LOGS
-# Relative to the root (the hook runs there): a training run prints its data's path, which the digest
-# covers, so the digests stay the same wherever the tree was copied to.
-data=${OSPREY_TRAIN_DATA:-data/tinyshakespeare.txt}
+data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/data/tinyshakespeare.txt}
 prompt="The capital of France is"
 
 library=$(ldconfig -p 2>/dev/null | awk '/libnvidia-opencl\.so\.1 /{print $NF; exit}')

@@ -5,9 +5,7 @@ set -uo pipefail
 cd "$OSPREY_ROOT"
 gpt2=$OSPREY_BUILD_DIR/gpt2/osprey-gpt2
 logs=$OSPREY_GPU_CHECK_LOGS
-# Relative to the root (the hook runs there): a training run prints its data's path, which the digest
-# covers, so the digests stay the same wherever the tree was copied to.
-data=${OSPREY_TRAIN_DATA:-data/tinyshakespeare.txt}
+data=${OSPREY_TRAIN_DATA:-$OSPREY_ROOT/data/tinyshakespeare.txt}
 export PYTHONUNBUFFERED=1
 
 python3 bench/peers/torch_gpt2_fp64.py --batch 4 --seq 1024 --tokens 100 > "$logs/torch-peers.log" 2>&1
