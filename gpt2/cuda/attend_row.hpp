@@ -4,15 +4,17 @@
 // detail::attendCached's four row folds (the scores, their maxima, the sums of exp, the output).
 // Here one block takes one head and does all of it, the block's threads computing terms and one
 // thread running each fold that is a single chain:
-//   * the head's channels of the new key and value are written at *position (appendAtPosition's
-//     doubles), q's into shared memory, and V's rows are sent toward L2 for the last phase;
+//   * before its wait for the kernels before it, the head's earlier keys and values are sent toward
+//     the L2; then the head's channels of the new key and value are written at *position
+//     (appendAtPosition's doubles), q's into shared memory;
 //   * every thread takes positions t2 <= *position: pre[t2] = scale(fma chain of q · k over the
-//     head's channels, from +0.0, channel ascending) into shared memory;
+//     head's channels, from +0.0, channel ascending, the key's loads a group ahead) into shared
+//     memory;
 //   * thread 0 folds the maximum from pre[0] (Larger: the earlier of equal values is kept); the
 //     threads write e[t2] = exp(pre[t2] - max); thread 0 sums them from 0.0, t2 ascending; the
 //     threads write att[t2] = e[t2] / sum;
 //   * lanes c < hs run out[c] = fma chain of att[t2] · v[t2][c] from +0.0, t2 ascending, the next
-//     group of values loaded while the current group's fmas run.
+//     group of values loaded while the current group's fmas run (chains::dotAhead).
 // These are the reference's terms (the same functions: osprey::math::exp, the scale's DivideBy,
 // the folds' combines) combined in the reference's order, so the same doubles;
 // tests/cuda/recorded_decoding_test.cu compares them bit for bit.
@@ -41,7 +43,8 @@ namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 constexpr int kThreads = 256;
 constexpr int kMostHeadSize = 128;          // lanes of the output chains (GPT-2's heads are 64)
 constexpr long long kMostPositions = 4096;  // the score row in shared memory: 32 KiB, no opt-in
-constexpr int kValuesAhead = 16;            // positions of V a lane holds in registers, per group
+constexpr int kKeysAhead = 32;    // a key's channels a thread holds in registers, per group
+constexpr int kValuesAhead = 32;  // positions of V a lane holds in registers, per group
 
 __host__ __device__ inline long long sharedBytes(long long maxT) {
   return (maxT + kMostHeadSize) * static_cast<long long>(sizeof(double));
@@ -65,12 +68,22 @@ __global__ void __launch_bounds__(kThreads)
   double* q = held;
   double* row = held + kMostHeadSize;
   const int t = static_cast<int>(threadIdx.x);
-  osprey::cuda_detail::startDependents();      // the projection after it may stage its weights
+  const long long head = static_cast<long long>(blockIdx.x) * hs;
+  osprey::cuda_detail::startDependents();  // the projection after it may stage its weights
+  // Before the wait: the head's keys and values at the positions before this one (earlier steps
+  // wrote them, no kernel of this step does) go toward the L2, a 128-byte line at a time, so that
+  // the chains below read the L2 rather than the memory. The position is only a hint here, read
+  // past the L1 (ld.global.cg): in a replay it is this step's (the previous step's choice finished
+  // before this step began); a stale one would only send other rows of the room.
+  if (const int before = __ldcg(position); before > 0 && before < maxT)
+    for (long long e = static_cast<long long>(t) * 16; e < 2LL * before * hs; e += kThreads * 16LL) {
+      const long long i = e % (static_cast<long long>(before) * hs);
+      prefetchToL2((e < static_cast<long long>(before) * hs ? keys : values) + (i / hs) * C + head + i % hs);
+    }
   osprey::cuda_detail::awaitEarlierKernels();  // the position, qkv and the cache are earlier kernels'
   const int at = *position;
   if (at < 0 || at >= maxT) return;  // never replayed (recorded_cuda.hpp queues no step past the context)
   const int P = at + 1;
-  const long long head = static_cast<long long>(blockIdx.x) * hs;
   const long long newRow = static_cast<long long>(at) * C + head;
   for (int d = t; d < hs; d += kThreads) {
     const double k = qkv[C + head + d], v = qkv[2LL * C + head + d];
@@ -78,13 +91,11 @@ __global__ void __launch_bounds__(kThreads)
     values[newRow + d] = v;
     q[d] = qkv[head + d];
   }
-  // V's rows of this head, a 128-byte line at a time, for the output chains at the end.
-  for (long long e = static_cast<long long>(t) * 16; e < static_cast<long long>(P) * hs; e += kThreads * 16LL)
-    prefetchToL2(values + (e / hs) * C + head + e % hs);
   __syncthreads();  // the new key and value and q are written (the block's writes are visible to it)
 
   // The scores: the reference's dot fold over the head's channels, then its finish (the scale).
-  for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = scale(chains::dot(q, keys + static_cast<long long>(t2) * C + head, hs));
+  for (int t2 = t; t2 < P; t2 += kThreads)
+    row[t2] = scale(chains::dotAhead<kKeysAhead>(q, keys + static_cast<long long>(t2) * C + head, 1, hs));
   __syncthreads();
   if (t == 0) stats[0] = chains::fold(row, 1, P, row[0], Larger{});  // the maximum, from the first score
   __syncthreads();
@@ -97,30 +108,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = row[t2] / s;
   __syncthreads();
 
-  // The output: lane c's chain over the positions, a group of values ahead of the fmas.
-  if (t < hs) {
-    const double* v = values + head + t;
-    double acc = 0.0;
-    const int groups = P / kValuesAhead;
-    double cur[kValuesAhead];
-    if (groups > 0) {
-#pragma unroll
-      for (int u = 0; u < kValuesAhead; ++u) cur[u] = v[static_cast<long long>(u) * C];
-    }
-    for (int g = 0; g < groups; ++g) {
-      const int base = g * kValuesAhead;
-      const int next = (g + 1 < groups ? g + 1 : g) * kValuesAhead;
-      double nxt[kValuesAhead];
-#pragma unroll
-      for (int u = 0; u < kValuesAhead; ++u) nxt[u] = v[static_cast<long long>(next + u) * C];
-#pragma unroll
-      for (int u = 0; u < kValuesAhead; ++u) acc = osprey::math::fma(row[base + u], cur[u], acc);
-#pragma unroll
-      for (int u = 0; u < kValuesAhead; ++u) cur[u] = nxt[u];
-    }
-    for (int t2 = groups * kValuesAhead; t2 < P; ++t2) acc = osprey::math::fma(row[t2], v[static_cast<long long>(t2) * C], acc);
-    out[head + t] = acc;
-  }
+  // The output: lane c's chain over the positions, the values a group ahead of the fmas.
+  if (t < hs) out[head + t] = chains::dotAhead<kValuesAhead>(row, values + head + t, C, P);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-// One thread's in-order chains over values it reads from memory, for the recorded decoding step's
-// attention kernel (attend_row.hpp; the products and LayerNorms use the tensor cores' chains of
-// osprey/gpu/cuda/kernels/row_dmma.hpp): kAhead terms are loaded together before their
-// combines run, so the loads overlap while the combines keep their order, and their bits.
+// One thread's in-order chains over values it reads, for the recorded decoding step's attention
+// kernel (attend_row.hpp; the products and LayerNorms use the tensor cores' chains of
+// osprey/gpu/cuda/kernels/row_dmma.hpp): terms are loaded a group at a time before their combines
+// run, so the loads overlap while the combines keep their order, and their bits.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -12,7 +12,7 @@
 
 namespace gpt2::chains {
 
-constexpr int kAhead = 8;  // terms a chain reads together
+constexpr int kAhead = 8;  // terms fold reads together (from shared memory)
 
 // acc = combine(acc, v[i]) for i = from .. end - 1, in order.
 template <class Combine>
@@ -29,21 +29,29 @@ __device__ __forceinline__ double fold(const double* v, int from, int end, doubl
   return acc;
 }
 
-// The contract's dot product: acc = fma(a[i], b[i], acc) for i = 0 .. n - 1 from +0.0, in order.
-__device__ __forceinline__ double dot(const double* a, const double* b, int n) {
+// The contract's dot product acc = fma(a[i], b[i * stride], acc) for i = 0 .. n - 1 from +0.0, in
+// order, b's terms read a group of Group ahead: group g + 1's loads are issued before group g's
+// fmas run, so b's loads are two groups in flight at a time (for b in the L2 or memory, a round
+// trip each group would otherwise bound the chain) while the fmas keep their order, and their bits.
+// a is read as the fmas need it (shared memory).
+template <int Group>
+__device__ __forceinline__ double dotAhead(const double* a, const double* b, long long stride, int n) {
+  auto loadGroup = [&](double (&into)[Group], int base) {
+#pragma unroll
+    for (int u = 0; u < Group; ++u) into[u] = base + u < n ? b[static_cast<long long>(base + u) * stride] : 0.0;
+  };
   double acc = 0.0;
-  int i = 0;
-  for (; i + kAhead <= n; i += kAhead) {
-    double x[kAhead], y[kAhead];
+  double cur[Group];
+  loadGroup(cur, 0);
+  for (int base = 0; base < n; base += Group) {
+    double next[Group];
+    loadGroup(next, base + Group);
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      x[u] = a[i + u];
-      y[u] = b[i + u];
-    }
+    for (int u = 0; u < Group; ++u)
+      if (base + u < n) acc = osprey::math::fma(a[base + u], cur[u], acc);
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) acc = osprey::math::fma(x[u], y[u], acc);
+    for (int u = 0; u < Group; ++u) cur[u] = next[u];
   }
-  for (; i < n; ++i) acc = osprey::math::fma(a[i], b[i], acc);
   return acc;
 }
 
