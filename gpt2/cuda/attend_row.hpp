@@ -76,10 +76,8 @@ __global__ void __launch_bounds__(kThreads)
   // past the L1 (ld.global.cg): in a replay it is this step's (the previous step's choice finished
   // before this step began); a stale one would only send other rows of the room.
   if (const int before = __ldcg(position); before > 0 && before < maxT)
-    for (long long e = static_cast<long long>(t) * 16; e < 2LL * before * hs; e += kThreads * 16LL) {
-      const long long i = e % (static_cast<long long>(before) * hs);
-      prefetchToL2((e < static_cast<long long>(before) * hs ? keys : values) + (i / hs) * C + head + i % hs);
-    }
+    for (const double* room : {keys, values})
+      for (int e = t * 16; e < before * hs; e += kThreads * 16) prefetchToL2(room + (e / hs) * static_cast<long long>(C) + head + e % hs);
   osprey::cuda_detail::awaitEarlierKernels();  // the position, qkv and the cache are earlier kernels'
   const int at = *position;
   if (at < 0 || at >= maxT) return;  // never replayed (recorded_cuda.hpp queues no step past the context)
