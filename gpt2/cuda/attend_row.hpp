@@ -69,6 +69,8 @@ __global__ void __launch_bounds__(kThreads)
   double* row = held + kMostHeadSize;
   const int t = static_cast<int>(threadIdx.x);
   const long long head = static_cast<long long>(blockIdx.x) * hs;
+  // Position p's row of this head in a cache room (maxT, C).
+  const auto rowOf = [&](double* room, int p) { return room + static_cast<long long>(p) * C + head; };
   osprey::cuda_detail::startDependents();  // the projection after it may stage its weights
   // Before the wait: the head's keys and values at the positions before this one (earlier steps
   // wrote them, no kernel of this step does) go toward the L2, a 128-byte line at a time, so that
@@ -76,24 +78,24 @@ __global__ void __launch_bounds__(kThreads)
   // past the L1 (ld.global.cg): in a replay it is this step's (the previous step's choice finished
   // before this step began); a stale one would only send other rows of the room.
   if (const int before = __ldcg(position); before > 0 && before < maxT)
-    for (const double* room : {keys, values})
-      for (int e = t * 16; e < before * hs; e += kThreads * 16) prefetchToL2(room + (e / hs) * static_cast<long long>(C) + head + e % hs);
+    for (double* room : {keys, values})
+      for (int e = t * 16; e < before * hs; e += kThreads * 16) prefetchToL2(rowOf(room, e / hs) + e % hs);
   osprey::cuda_detail::awaitEarlierKernels();  // the position, qkv and the cache are earlier kernels'
   const int at = *position;
   if (at < 0 || at >= maxT) return;  // never replayed (recorded_cuda.hpp queues no step past the context)
   const int P = at + 1;
-  const long long newRow = static_cast<long long>(at) * C + head;
+  double *newKey = rowOf(keys, at), *newValue = rowOf(values, at);
   for (int d = t; d < hs; d += kThreads) {
     const double k = qkv[C + head + d], v = qkv[2LL * C + head + d];
-    keys[newRow + d] = k;
-    values[newRow + d] = v;
+    newKey[d] = k;
+    newValue[d] = v;
     q[d] = qkv[head + d];
   }
   __syncthreads();  // the new key and value and q are written (the block's writes are visible to it)
 
   // The scores: the reference's dot fold over the head's channels, then its finish (the scale).
   for (int t2 = t; t2 < P; t2 += kThreads)
-    row[t2] = scale(chains::dotAhead<kKeysAhead>(q, keys + static_cast<long long>(t2) * C + head, 1, hs));
+    row[t2] = scale(chains::dotAhead<kKeysAhead>(q, rowOf(keys, t2), 1, hs));
   __syncthreads();
   if (t == 0) stats[0] = chains::fold(row, 1, P, row[0], Larger{});  // the maximum, from the first score
   __syncthreads();
@@ -107,7 +109,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
 
   // The output: lane c's chain over the positions, the values a group ahead of the fmas.
-  if (t < hs) out[head + t] = chains::dotAhead<kValuesAhead>(row, values + head + t, C, P);
+  if (t < hs) out[head + t] = chains::dotAhead<kValuesAhead>(row, rowOf(values, 0) + t, C, P);
 }
 
 }  // namespace
