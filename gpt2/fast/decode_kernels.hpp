@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kRowWarpsPerBlock * 32)
   if constexpr (kNormalised) {
     extern __shared__ float4 normalisedRow[];
     float* xs = reinterpret_cast<float*>(normalisedRow);
-    HeldRow held;
+    HeldRow<> held;
     const float2 statistics = rowStatistics(x, IC, row.eps, held);
     const float m = statistics.x, s = statistics.y;
     const auto normalised = [&](float v, float w, float b) { return ((v - m) * s) * w + b; };

@@ -175,6 +175,10 @@ class FastHandler : public osprey::Fast {
       const std::vector<Buffer>& params, const std::vector<Buffer>& grads, const std::vector<Buffer>& ms,
       const std::vector<Buffer>& vs, osprey::Index t, osprey::Scalar lr, osprey::Scalar beta1, osprey::Scalar beta2,
       osprey::Scalar eps, osprey::Scalar weightDecay, const std::vector<bool>& decay);
+  // Whether an element of the tensors is NaN or infinite (train::anyNonFinite): one read of each
+  // in a few launches (fast_kernels::nonFiniteTensors), where the reference takes about four
+  // launches a tensor.
+  osprey::Result<bool> anyNonFinite(const std::vector<Buffer>& tensors);
   // The embedding backward (layers/encoder.hpp; fast/token_sums.hpp), alone and onto the lm
   // head's share of dwte.
   osprey::Result<EncoderGrads<FastHandler>> encoderBackward(const Buffer& dout, const Buffer& tokens, osprey::Index N,

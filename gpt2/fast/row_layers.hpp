@@ -1,4 +1,5 @@
-// The fast handler's row-wise layers: LayerNorm, cross-entropy, AdamW and GELU as the fused float
+// The fast handler's row-wise layers: LayerNorm, cross-entropy, AdamW (and the check of its new
+// weights for NaN and infinities) and GELU as the fused float
 // kernels of fast/row_kernels.hpp; GELU's backward also with its output's column sums
 // (fast/column_sums.hpp).
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
@@ -34,7 +35,10 @@ inline osprey::Result<LayerNormOut<FastHandler>> FastHandler::layernormForward(c
   auto out = OSPREY_TRY(twinOnly(N * C, [x, w, b, N, Ci, statistics](cudaStream_t stream, float* floats,
                                                                      __nv_bfloat16* twin) mutable {
     if (N == 0) return osprey::Result<void>{};
-    fast_kernels::layerNormForward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream>>>(
+    const auto kernel = fast_kernels::withHeldGroups(Ci, []<int Groups>(std::integral_constant<int, Groups>) {
+      return &fast_kernels::layerNormForward<Groups>;
+    });
+    kernel<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, stream>>>(
         floats, statistics[0], statistics[1], x.data(), w.data(), b.data(), N, Ci, static_cast<float>(kLayerNormEps),
         twin);
     statistics[0] = statistics[1] = nullptr;
@@ -82,13 +86,17 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormGradien
   auto db = OSPREY_TRY(allocate(C));
   Buffer dxSums;
   if (sets == 3) dxSums = OSPREY_TRY(allocate(C));
-  OSPREY_CUDA_CHECK(cudaFuncSetAttribute(fast_kernels::layerNormBackward, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  // Rows held in registers (fast_kernels::withHeldGroups): the kernel for C's groups.
+  const auto kernel = fast_kernels::withHeldGroups(Ci, []<int Groups>(std::integral_constant<int, Groups>) {
+    return &fast_kernels::layerNormBackward<Groups>;
+  });
+  OSPREY_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(shared)),
                     "fast layernorm backward: shared memory");
   // As many blocks as the multiprocessors hold at once, each warp taking rows a grid apart: one
   // wave, and few partial sums to add.
   int resident = 0;
-  OSPREY_CUDA_CHECK(m_occupancy.residentBlocks(&resident, fast_kernels::layerNormBackward, fast_kernels::kRowWarps * 32, shared),
+  OSPREY_CUDA_CHECK(m_occupancy.residentBlocks(&resident, kernel, fast_kernels::kRowWarps * 32, shared),
                     "fast layernorm backward: occupancy");
   const auto blocks = static_cast<int>(std::min<osprey::Index>(std::max<osprey::Index>(fast_kernels::rowBlocks(N), 1),
                                                                osprey::Index{std::max(resident, 1)} *
@@ -97,7 +105,7 @@ inline osprey::Result<LayerNormGrads<FastHandler>> FastHandler::layernormGradien
   // dx (the residual stream's gradient, where dresid is given) is the dout of the linear layer
   // before the LayerNorm: its twin is written beside it.
   OSPREY_CHECK(withTwin(dx, [&](__nv_bfloat16* twin) {
-    fast_kernels::layerNormBackward<<<blocks, fast_kernels::kRowWarps * 32, shared, stream()>>>(
+    kernel<<<blocks, fast_kernels::kRowWarps * 32, shared, stream()>>>(
         dx.data(), partials.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, Ci,
         dresid ? dresid->data() : nullptr, twin, sets == 3);
     return fast_detail::launched("fast layernorm backward launch");
@@ -198,6 +206,20 @@ inline osprey::Result<std::vector<AdamWOut<FastHandler>>> FastHandler::adamwUpda
   }
   OSPREY_CUDA_CHECK(fast_kernels::adamwTensors(stream(), bodies, sizes), "fast adamw launch");
   return out;
+}
+
+inline osprey::Result<bool> FastHandler::anyNonFinite(const std::vector<Buffer>& tensors) {
+  auto flag = OSPREY_TRY(allocate(1));
+  OSPREY_CUDA_CHECK(cudaMemsetAsync(flag.data(), 0, sizeof(float), stream()), "fast non-finite check");
+  std::vector<fast_kernels::NonFiniteBody> bodies;
+  std::vector<osprey::Index> sizes;
+  for (const Buffer& x : tensors)
+    if (x.size() > 0) {
+      bodies.push_back({x.data(), flag.data()});
+      sizes.push_back(x.size());
+    }
+  OSPREY_CUDA_CHECK(fast_kernels::nonFiniteTensors(stream(), bodies, sizes), "fast non-finite check launch");
+  return get(flag, 0) != 0.0;
 }
 
 template <class Body>

@@ -17,9 +17,11 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "gpt2/layers/common.hpp"  // OSPREY_GPT2_DERIVED
 #include "gpt2/layers/fold_rows.hpp"
 #include "gpt2/model/finite_weights.hpp"  // firstNonFinite: the host-side check
 #include "gpt2/model/weights.hpp"
@@ -102,24 +104,40 @@ osprey::Result<bool> holdsNonFinite(H& h, const Buf<H>& x) {
   return h.get(count, 0) != 0.0;
 }
 
-// The index of the first tensor of w holding a NaN or an infinity, or nullopt. Every step asks,
-// so the common answer (none) waits on the device once: each tensor's runs are counted on the
-// device (countOnDevice) into one running total, read once; only a non-zero total looks for the
-// tensor, one by one.
+namespace reference {
+// Whether some element of some tensor is NaN or infinite: each tensor's runs are counted on the
+// device (countOnDevice) into one running total, and the total is read once.
 template <osprey::Tensor H>
-osprey::Result<std::optional<std::size_t>> firstNonFiniteTensor(H& h, const Weights<Buf<H>>& w) {
+osprey::Result<bool> anyNonFinite(H& h, const std::vector<Buf<H>>& tensors) {
   std::optional<Buf<H>> total;
-  for (const Buf<H>& x : w.tensors) {
+  for (const Buf<H>& x : tensors) {
     if (h.length(x) == 0) continue;
     auto runs = OSPREY_TRY(nonFiniteRuns(h, x));
-    auto count = OSPREY_TRY(countOnDevice(h, std::move(runs)));  // (1)
+    auto count = OSPREY_TRY(countOnDevice(h, std::move(runs)));
     total = total ? OSPREY_TRY(h.zipWith(*total, count,
                                          [=] OSPREY_FN(KernelScalar<H> a, KernelScalar<H> b) -> KernelScalar<H> {
                                            return a + b;
                                          }))
                   : std::move(count);
   }
-  if (!total || h.get(*total, 0) == 0.0) return std::optional<std::size_t>();
+  return total && h.get(*total, 0) != 0.0;
+}
+}  // namespace reference
+
+// Whether some element of some tensor is NaN or infinite; a handler may answer it itself (the fast
+// handler: a few launches for a step's tensors, where the reference takes about four a tensor).
+template <osprey::Tensor H>
+osprey::Result<bool> anyNonFinite(H& h, const std::vector<Buf<H>>& tensors) {
+  OSPREY_GPT2_DERIVED(anyNonFinite, tensors)
+  return reference::anyNonFinite(h, tensors);
+}
+
+// The index of the first tensor of w holding a NaN or an infinity, or nullopt. Every step asks,
+// so the common answer (none) waits on the device once (anyNonFinite); only a bad step looks for
+// the tensor, one by one.
+template <osprey::Tensor H>
+osprey::Result<std::optional<std::size_t>> firstNonFiniteTensor(H& h, const Weights<Buf<H>>& w) {
+  if (!OSPREY_TRY(anyNonFinite(h, w.tensors))) return std::optional<std::size_t>();
   for (std::size_t i = 0; i < w.tensors.size(); ++i)
     if (OSPREY_TRY(holdsNonFinite(h, w.tensors[i]))) return std::optional<std::size_t>(i);
   return std::optional<std::size_t>();

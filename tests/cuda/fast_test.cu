@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
@@ -21,6 +22,7 @@
 #include "gpt2/fast/fast_handler.hpp"
 #include "gpt2/model/init.hpp"
 #include "gpt2/model_cases.hpp"
+#include "gpt2/train/finite.hpp"
 #include "gpt2/train/step.hpp"
 #include "handlers.hpp"
 #include "train/train_helpers.hpp"
@@ -529,7 +531,9 @@ TEST(Fast, FusedLayersMatchTheirReferences) {
   auto h = makeFast();
   auto read = [&](const FastHandler::Buffer& b) { return osprey::testing::readAll(h, b); };
   Gaps gaps;
-  for (Index C : {1, 31, 768, 1600}) {  // 1600 (GPT-2 XL): rows walked, not held in registers
+  // GPT-2's widths 768, 1024, 1280 and 1600 held in registers (6, 8, 10 and 13 groups a lane);
+  // 1, 31, 1602 (not a multiple of 4) and 2052 (wider than 13 groups) walked.
+  for (Index C : {1, 31, 768, 1024, 1280, 1600, 1602, 2052}) {
     SCOPED_TRACE(::testing::Message() << "C " << C);
     const Index N = 37;
     auto x = ok(h.build(N * C, Mixed{11})), w = ok(h.build(C, Mixed{12})), b = ok(h.build(C, Mixed{13}));
@@ -1120,6 +1124,58 @@ TEST(Fast, CrossEntropyCacheChangesNoBit) {
   }
 }
 
+// The LayerNorm kernels hold a row in registers where fast_kernels::withHeldGroups gives a lane
+// enough groups (every GPT-2 width) and walk it otherwise, with the same sums in the same order:
+// at the widths past 124M's, each held kernel's outputs are the bits of the same kernel given 6
+// groups (too few: it walks the row). Forward: out, its twin, mean and rstd; backward (with the
+// residual stream's gradient and the dx sums): dx, its twin and the blocks' partial column sums,
+// with more rows than the grid's warps.
+TEST(Fast, LayerNormHeldRowsChangeNoBit) {
+  auto h = makeFast();
+  const auto bitsOf = [&](const void* p, std::size_t bytes) {
+    std::vector<unsigned char> bits(bytes);
+    EXPECT_EQ(cudaMemcpy(bits.data(), p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return bits;
+  };
+  using Halves = osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>;
+  for (int C : {1024, 1280, 1600}) {
+    SCOPED_TRACE(::testing::Message() << "C " << C);
+    const Index N = 611, n = N * C;
+    const int blocks = 23, sets = 3;  // 184 warps for 611 rows
+    auto x = ok(h.build(n, Mixed{41})), w = ok(h.build(C, Mixed{42})), b = ok(h.build(C, Mixed{43}));
+    auto dout = ok(h.build(n, Mixed{44})), dresid = ok(h.build(n, Mixed{45}));
+    const std::size_t shared = fast_shapes::layernormBackwardShared(C, sets);
+    const auto run = [&](auto forward, auto backward) {
+      std::vector<std::vector<unsigned char>> all;
+      auto out = ok(h.allocate(n)), mean = ok(h.allocate(N)), rstd = ok(h.allocate(N));
+      auto dx = ok(h.allocate(n)), partials = ok(h.allocate(Index{blocks} * sets * C));
+      Halves twin(h.runtime(), ok(h.runtime()->allocate<__nv_bfloat16>(n)), n);
+      Halves dxTwin(h.runtime(), ok(h.runtime()->allocate<__nv_bfloat16>(n)), n);
+      forward<<<fast_kernels::rowBlocks(N), fast_kernels::kRowWarps * 32, 0, h.stream()>>>(
+          out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f, twin.data());
+      EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+      EXPECT_EQ(cudaFuncSetAttribute(backward, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+                cudaSuccess);
+      backward<<<blocks, fast_kernels::kRowWarps * 32, shared, h.stream()>>>(
+          dx.data(), partials.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C, dresid.data(),
+          dxTwin.data(), true);
+      EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(h.stream()), cudaSuccess);
+      for (const auto* f : {&out, &mean, &rstd, &dx, &partials}) all.push_back(bitsOf(f->data(), f->size() * 4));
+      all.push_back(bitsOf(twin.data(), n * 2));
+      all.push_back(bitsOf(dxTwin.data(), n * 2));
+      return all;
+    };
+    const auto held = fast_kernels::withHeldGroups(C, [&]<int Groups>(std::integral_constant<int, Groups>) {
+      EXPECT_GT(Groups, 6);
+      return run(fast_kernels::layerNormForward<Groups>, fast_kernels::layerNormBackward<Groups>);
+    });
+    const auto walked = run(fast_kernels::layerNormForward<6>, fast_kernels::layerNormBackward<6>);
+    const char* names[] = {"out", "mean", "rstd", "dx", "partial column sums", "out's twin", "dx's twin"};
+    for (std::size_t i = 0; i < held.size(); ++i) EXPECT_TRUE(held[i] == walked[i]) << names[i];
+  }
+}
+
 // adamwUpdates answers a list of tensors in a few launches (fast_kernels::adamwTensors, 24 tensors
 // a launch): each tensor's update and twin are those of adamwUpdate on it alone, bit for bit, over
 // more tensors than one launch takes, of sizes that fill many blocks, one, or less than a group.
@@ -1157,6 +1213,40 @@ TEST(Fast, AdamWOverTensorsIsEachTensorsUpdate) {
   const auto refused = h.adamwUpdates(ps, gs, ms, vs, 4, 1e-3, 0.9, 0.95, 1e-8, 0.1, decay);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("first and"), std::string::npos) << refused.error().message;
+}
+
+// The check of a step's new weights for NaN and infinities (train::anyNonFinite) in a few launches
+// (fast_kernels::nonFiniteTensors), over more tensors than one launch takes, of sizes that fill many
+// blocks, one element, or less than a group of four: one bad element anywhere (the first, the
+// last, past the last group of four, in the second launch's tensors) is found, as the reference
+// definition finds it, and the largest floats are not bad.
+TEST(Fast, NonFiniteCheckFindsOneBadElementInAnyTensor) {
+  auto h = makeFast();
+  const Index count = fast_kernels::kNonFiniteTensors + 7;
+  const Scalar top = std::numeric_limits<float>::max();
+  const auto filled = [&](Index n, Index at, Scalar bad) {
+    std::vector<Scalar> values(static_cast<std::size_t>(n), n % 2 ? top : -top);
+    if (at >= 0) values[static_cast<std::size_t>(at)] = bad;
+    return ok(h.fromList(std::span<const Scalar>(values)));
+  };
+  std::vector<FastHandler::Buffer> clean;
+  for (Index k = 0; k < count; ++k)
+    clean.push_back(filled(k % 4 == 0 ? 70001 + k : k % 4 == 1 ? 1 + k % 3 : 768 * (1 + k % 3) + k % 4, -1, 0.0));
+  EXPECT_FALSE(ok(h.anyNonFinite(clean)));
+  EXPECT_FALSE(ok(gpt2::train::reference::anyNonFinite(h, clean)));
+  for (Scalar bad : {std::numeric_limits<Scalar>::quiet_NaN(), std::numeric_limits<Scalar>::infinity(),
+                     -std::numeric_limits<Scalar>::infinity()})
+    for (Index k : {Index{0}, Index{1}, Index{2}, Index{3}, Index{fast_kernels::kNonFiniteTensors}, count - 1}) {
+      const Index n = clean[static_cast<std::size_t>(k)].size();
+      for (Index at : {Index{0}, n / 2, 4 * (n / 4), n - 1}) {
+        if (at >= n) continue;
+        SCOPED_TRACE(::testing::Message() << bad << " in tensor " << k << " of " << n << " at " << at);
+        auto tensors = clean;
+        tensors[static_cast<std::size_t>(k)] = filled(n, at, bad);
+        EXPECT_TRUE(ok(h.anyNonFinite(tensors)));
+        EXPECT_TRUE(ok(gpt2::train::reference::anyNonFinite(h, tensors)));
+      }
+    }
 }
 
 // The embedding backward: each token's rows found by a sort, then summed in float in segments of

@@ -62,53 +62,12 @@ struct AdamWBody {
 };
 
 
-// AdamW over up to kAdamWTensors tensors in one launch, their bodies passed as the kernel's
-// parameter: tensor i's blocks are [firstBlock[i], firstBlock[i + 1]), each thread about
-// kAdamWGroups groups of four. A GPT-2 step's 148 tensors take 7 launches instead of 148, and its
-// 100 small ones (biases, LayerNorm gains: a few µs each, mostly waiting for their launch) ride
-// along with the large ones. Each element's update is AdamWBody's, so the bits are those of one
-// launch a tensor.
+// AdamW over a step's tensors, kAdamWTensors a launch (eachBodyListed).
 constexpr int kAdamWTensors = 24;  // 24 bodies of 88 bytes: within a kernel's 4 KB of parameters
 constexpr int kAdamWGroups = 4;
-struct AdamWTensors {
-  AdamWBody body[kAdamWTensors];
-  osprey::Index n[kAdamWTensors];
-  unsigned firstBlock[kAdamWTensors + 1];
-  bool fours[kAdamWTensors];
-  int count;
-};
-namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
-__global__ void __launch_bounds__(256) adamwTensorsKernel(AdamWTensors list) {
-  const unsigned block = blockIdx.x;
-  int i = 0;
-  while (i + 1 < list.count && block >= list.firstBlock[i + 1]) ++i;
-  const osprey::Index blocks = list.firstBlock[i + 1] - list.firstBlock[i];
-  eachByFours(list.body[i], list.n[i], list.fours[i],
-              static_cast<osprey::Index>(block - list.firstBlock[i]) * blockDim.x + threadIdx.x, blocks * blockDim.x);
-}
-}  // namespace
-
-// Every body's update (sizes[i] elements each), kAdamWTensors tensors a launch.
 inline cudaError_t adamwTensors(cudaStream_t stream, const std::vector<AdamWBody>& bodies,
                                 const std::vector<osprey::Index>& sizes) {
-  constexpr osprey::Index kThreads = 256, kMostBlocks = 1 << 16;  // a tensor's blocks: at most 2^16
-  for (std::size_t start = 0; start < bodies.size(); start += kAdamWTensors) {
-    AdamWTensors list{};
-    list.count = static_cast<int>(std::min<std::size_t>(kAdamWTensors, bodies.size() - start));
-    unsigned blocks = 0;
-    for (int j = 0; j < list.count; ++j) {
-      const AdamWBody& body = bodies[start + j];
-      const bool fours = body.aligned();
-      const osprey::Index n = sizes[start + j], units = fours ? (n + 3) / 4 : n;
-      list.body[j] = body, list.n[j] = n, list.fours[j] = fours, list.firstBlock[j] = blocks;
-      blocks += static_cast<unsigned>(
-          std::clamp<osprey::Index>((units + kThreads * kAdamWGroups - 1) / (kThreads * kAdamWGroups), 1, kMostBlocks));
-    }
-    list.firstBlock[list.count] = blocks;
-    adamwTensorsKernel<<<blocks, kThreads, 0, stream>>>(list);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
+  return eachBodyListed<kAdamWTensors, kAdamWGroups>(stream, bodies, sizes);
 }
 
 }  // namespace gpt2::fast_kernels

@@ -22,6 +22,8 @@ namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 // out = (x - mean)·rstd·w + b, with rowStatistics' mean and rstd; where `twin` is given, out's
 // bf16 rounding there too (the next product's operand). A null out, or null mean and rstd, is not
 // written: the twin alone, then out's floats alone when they are read (FastHandler::twinOnly).
+// Rows of up to 32·Groups groups of four are held in registers (withHeldGroups chooses Groups).
+template <int Groups>
 __global__ void __launch_bounds__(kRowWarps * 32)
     layerNormForward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* b,
                      osprey::Index N, int C, float eps, __nv_bfloat16* twin = nullptr) {
@@ -29,7 +31,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   if (n >= N) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const float* row = x + n * C;
-  HeldRow held;
+  HeldRow<Groups> held;
   const float2 statistics = rowStatistics(row, C, eps, held);
   const float m = statistics.x, s = statistics.y;
   float* o = out ? out + n * C : nullptr;
@@ -45,7 +47,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   const bool wide = alignedTo(w, 16) && alignedTo(b, 16);
   if (held.inRegisters) {
 #pragma unroll
-    for (int j = 0; j < kHeldGroups; ++j)
+    for (int j = 0; j < Groups; ++j)
       if (lane + 32 * j < C / 4) {
         const int c = 4 * (lane + 32 * j);
         const float4 v = held.held[j];
@@ -75,9 +77,10 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 // kRowWarps × sets·C floats of dynamic shared memory, sets = 2 or 3); then the block adds its
 // warps' columns in warp order into partials[blockIdx] (sets·C: the dw sums, the db sums, the dx
 // sums), and columnTotals adds the blocks' in block order.
-// Rows of up to 32·kHeldGroups groups of four, every operand on 16 bytes, are read once into
+// Rows of up to 32·Groups groups of four, every operand on 16 bytes, are read once into
 // registers and written 16 bytes at a time (lane l holds groups l, l + 32, ...); others element
 // by element, the sums in the same order: the same results either way.
+template <int Groups>
 __global__ void __launch_bounds__(kRowWarps * 32)
     layerNormBackward(float* dx, float* partials, const float* dout, const float* x, const float* w,
                       const float* mean, const float* rstd, osprey::Index N, int C, const float* dresid = nullptr,
@@ -88,7 +91,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   const int width = (sumsDx ? 3 : 2) * C;  // the columns of a warp's sums and of a block's partials
   float* mine = sums + static_cast<std::size_t>(warp) * width;
   for (int c = lane; c < width; c += 32) mine[c] = 0.0f;
-  const bool held = C % 4 == 0 && C / 4 <= 32 * kHeldGroups && alignedTo(dx, 16) && alignedTo(dout, 16) &&
+  const bool held = C % 4 == 0 && C / 4 <= 32 * Groups && alignedTo(dx, 16) && alignedTo(dout, 16) &&
                     alignedTo(x, 16) && alignedTo(w, 16) && alignedTo(dresid, 16) && alignedTo(twin, 8);
   // One element's dx (before dresid), and its terms of the two column sums: dout·norm, dout.
   const auto element = [](float g, float v, float wc, float m, float s, float meanDnorm, float meanDnormNorm,
@@ -107,16 +110,16 @@ __global__ void __launch_bounds__(kRowWarps * 32)
       // dresid's groups are loaded with dout's and x's, all in flight at once: loaded where they
       // are added, each waited on in turn (dx's stores before it may alias it, for the compiler),
       // they kept the kernel at two thirds of the memory's bandwidth.
-      float4 gh[kHeldGroups], xh[kHeldGroups], rh[kHeldGroups];
+      float4 gh[Groups], xh[Groups], rh[Groups];
 #pragma unroll
-      for (int j = 0; j < kHeldGroups; ++j)
+      for (int j = 0; j < Groups; ++j)
         if (lane + 32 * j < C / 4) {
           gh[j] = reinterpret_cast<const float4*>(g)[lane + 32 * j];
           xh[j] = reinterpret_cast<const float4*>(row)[lane + 32 * j];
           if (dresid) rh[j] = reinterpret_cast<const float4*>(dresid + n * C)[lane + 32 * j];
         }
 #pragma unroll
-      for (int j = 0; j < kHeldGroups; ++j)
+      for (int j = 0; j < Groups; ++j)
         if (lane + 32 * j < C / 4) {
           const float4 wc = reinterpret_cast<const float4*>(w)[lane + 32 * j];
           const float gs[4] = {gh[j].x, gh[j].y, gh[j].z, gh[j].w}, xs[4] = {xh[j].x, xh[j].y, xh[j].z, xh[j].w};
@@ -131,7 +134,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
       const float meanDnorm = warpSum(sumDnorm) / static_cast<float>(C);
       const float meanDnormNorm = warpSum(sumDnormNorm) / static_cast<float>(C);
 #pragma unroll
-      for (int j = 0; j < kHeldGroups; ++j)
+      for (int j = 0; j < Groups; ++j)
         if (lane + 32 * j < C / 4) {
           const int c = 4 * (lane + 32 * j);
           const float4 wc = reinterpret_cast<const float4*>(w)[lane + 32 * j];

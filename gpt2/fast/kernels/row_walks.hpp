@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "gpt2/fast/causal_softmax.hpp"  // warpSum, warpMax
@@ -62,17 +63,32 @@ __device__ __forceinline__ void walkGroups(const float* row, int C, int lane, F 
 // A row's LayerNorm statistics, summed by one warp (walkGroups' order; every lane gets the same
 // bits, as warpSum's butterfly adds the same pairs on every lane):
 // mean = Σx / C;  var = Σ(x - mean)² / C;  rstd = 1 / sqrt(var + eps)
-// Rows of up to 32·kHeldGroups groups on 16 bytes are read once, into registers (`held`, group
+// Rows of up to 32·Groups groups on 16 bytes are read once, into registers (`held`, group
 // l + 32j of lane l in held[j]); longer or unaligned rows are walked twice, with the same sums.
 constexpr int kHeldGroups = 6;  // rows up to 768 floats (GPT-2 124M's width): 24 registers
+template <int Groups = kHeldGroups>
 struct HeldRow {
-  float4 held[kHeldGroups];
+  float4 held[Groups];
   bool inRegisters = false;
 };
-__device__ __forceinline__ float2 rowStatistics(const float* row, int C, float eps, HeldRow& r) {
+// The groups a lane holds for a training LayerNorm's rows of C floats: the fewest of 6, 8, 10 and
+// 13 that hold the row (GPT-2's widths 768, 1024, 1280 and 1600), so every GPT-2 size reads its
+// rows once, 16 bytes at a time (a 1024-float row walked twice took its LayerNorm backward over
+// three times as long as the bytes: bench/RESULTS.md, thirty-ninth run). Wider rows take 6 and
+// are walked. f(std::integral_constant<int, Groups>{}).
+template <class F>
+decltype(auto) withHeldGroups(int C, F f) {
+  if (C <= 4 * 32 * 6) return f(std::integral_constant<int, 6>{});
+  if (C <= 4 * 32 * 8) return f(std::integral_constant<int, 8>{});
+  if (C <= 4 * 32 * 10) return f(std::integral_constant<int, 10>{});
+  if (C <= 4 * 32 * 13) return f(std::integral_constant<int, 13>{});
+  return f(std::integral_constant<int, 6>{});
+}
+template <int Groups>
+__device__ __forceinline__ float2 rowStatistics(const float* row, int C, float eps, HeldRow<Groups>& r) {
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int groups = C / 4;
-  r.inRegisters = C % 4 == 0 && alignedTo(row, 16) && groups <= 32 * kHeldGroups;
+  r.inRegisters = C % 4 == 0 && alignedTo(row, 16) && groups <= 32 * Groups;
   float sum = 0.0f, m = 0.0f, squares = 0.0f;
   const auto square = [&](float v) {
     const float d = v - m;
@@ -81,14 +97,14 @@ __device__ __forceinline__ float2 rowStatistics(const float* row, int C, float e
   if (r.inRegisters) {
     const float4* row4 = reinterpret_cast<const float4*>(row);
 #pragma unroll
-    for (int j = 0; j < kHeldGroups; ++j)
+    for (int j = 0; j < Groups; ++j)
       if (lane + 32 * j < groups) r.held[j] = row4[lane + 32 * j];
 #pragma unroll
-    for (int j = 0; j < kHeldGroups; ++j)
+    for (int j = 0; j < Groups; ++j)
       if (lane + 32 * j < groups) sum = (((sum + r.held[j].x) + r.held[j].y) + r.held[j].z) + r.held[j].w;
     m = warpSum(sum) / static_cast<float>(C);
 #pragma unroll
-    for (int j = 0; j < kHeldGroups; ++j)
+    for (int j = 0; j < Groups; ++j)
       if (lane + 32 * j < groups) {
         square(r.held[j].x);
         square(r.held[j].y);
