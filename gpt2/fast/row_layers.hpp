@@ -296,13 +296,16 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackwardSummed(const
               <<<blocks, fast_kernels::kSumThreads, 0, stream>>>(floats, twin, partials, douts.data, xs.data, N,
                                                                  widthInt);
         };
-        static_assert(fast_kernels::kSumGroups == 4, "a case for each count of groups");
+        static_assert(fast_kernels::kSumGroups == 7, "a case for each count of groups");
         switch ((widthInt / 8 + fast_kernels::kSumThreads - 1) / fast_kernels::kSumThreads) {
           case 0:  // no columns: nothing to write
           case 1: summed(std::integral_constant<int, 1>{}); break;
           case 2: summed(std::integral_constant<int, 2>{}); break;
           case 3: summed(std::integral_constant<int, 3>{}); break;
-          default: summed(std::integral_constant<int, 4>{}); break;
+          case 4: summed(std::integral_constant<int, 4>{}); break;
+          case 5: summed(std::integral_constant<int, 5>{}); break;
+          case 6: summed(std::integral_constant<int, 6>{}); break;
+          default: summed(std::integral_constant<int, 7>{}); break;
         }
         return fast_detail::launched("fast gelu backward with column sums launch");
       });

@@ -89,6 +89,18 @@ inline std::optional<std::string> normalisedRowProblem(Index IC) {
   return std::nullopt;
 }
 
+// The LayerNorm kernels (fast/kernels/layernorm.hpp, a warp a row) hold a row of C floats in
+// registers, Groups groups of four a lane: the fewest of 6, 8, 10 and 13 that hold it (GPT-2's 768,
+// 1024, 1280 and 1600), or 0 where none does (C not a multiple of 4, or past 1,664), and the row is
+// walked twice, with the same sums in the same order (fast_kernels::withHeldGroups).
+inline constexpr int kLayerNormHeldGroups[] = {6, 8, 10, 13};
+inline int layernormHeldGroups(Index C) {
+  if (C % 4 != 0) return 0;
+  for (int groups : kLayerNormHeldGroups)
+    if (C / 4 <= 32 * groups) return groups;
+  return 0;
+}
+
 // The LayerNorm backward (layerNormBackward, fast/kernels/layernorm.hpp) keeps each of its 8 warps'
 // column sums in shared memory, `sets` rows of C floats a warp: 3 (dw's, db's and dx's, the bias
 // gradient of the linear layer before it), else 2, else 0: rows too wide for even two sets take
@@ -107,10 +119,10 @@ inline int layernormBackwardSets(Index C, std::size_t sharedPerBlock) {
 }
 
 // GELU's backward with its output's column sums (geluBackwardSummed, fast/kernels/gelu.hpp): rows
-// whose width is a multiple of 8, at most 4096 (128 threads of 4 groups of 8). Wider rows (4C of
-// 774M and 1558M) take the elementwise backward, and the fc layer's bias gradient is then summed
+// whose width is a multiple of 8, at most 7168 (128 threads of 7 groups of 8: every GPT-2 size's
+// 4C). Other rows take the elementwise backward, and the fc layer's bias gradient is then summed
 // by its backward's products (FastHandler::matmulBackward): the same definition, another grouping.
-inline constexpr Index kGeluSumsMaxWidth = 4096;
+inline constexpr Index kGeluSumsMaxWidth = 7168;
 inline bool geluSumsWidthFits(Index width) { return width % 8 == 0 && width <= kGeluSumsMaxWidth; }
 
 // Why decoding a GPT-2 of config c on the fast handler cannot run (the kernel and the shape named),
@@ -126,13 +138,14 @@ inline std::optional<std::string> decodingProblem(const Config& c) {
 // device with sharedPerBlock bytes of shared memory a block.
 struct Paths {
   bool flashAttention = false;      // else per-head products around the fused softmax
+  int layernormHeldGroups = 0;      // 6, 8, 10, 13, or 0 (rows walked)
   int layernormBackwardSets = 0;    // 3, 2, or 0 (the reference definition)
   bool geluColumnSums = false;      // the fc bias gradient summed by GELU's backward
   std::optional<std::string> decoding;  // decodingProblem
 };
 inline Paths pathsFor(const Config& c, Index B, std::size_t sharedPerBlock = kH200SharedPerBlock) {
-  return {flashFits(B, c.C, c.NH), layernormBackwardSets(c.C, sharedPerBlock), geluSumsWidthFits(4 * c.C),
-          decodingProblem(c)};
+  return {flashFits(B, c.C, c.NH), layernormHeldGroups(c.C), layernormBackwardSets(c.C, sharedPerBlock),
+          geluSumsWidthFits(4 * c.C), decodingProblem(c)};
 }
 
 }  // namespace gpt2::fast_shapes

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "gpt2/fast/shape_support.hpp"
 #include "gpt2/model/config.hpp"
@@ -16,21 +17,30 @@ namespace {
 TEST(FastShapes, EveryGpt2SizeTakesEveryFusedKernel) {
   struct Expected {
     Config config;
-    bool geluColumnSums;  // 4C within geluBackwardSummed's 4096 columns
+    int layernormHeldGroups;  // C / 4 groups of four in 32 lanes
   };
-  for (const Expected& e : {Expected{kGpt2_124M, true}, Expected{kGpt2_350M, true}, Expected{kGpt2_774M, false},
-                            Expected{kGpt2_1558M, false}}) {
+  for (const Expected& e : {Expected{kGpt2_124M, 6}, Expected{kGpt2_350M, 8}, Expected{kGpt2_774M, 10},
+                            Expected{kGpt2_1558M, 13}}) {
     SCOPED_TRACE(sizeLabel(e.config));
     for (Index B : {1, 4, 16, 64}) {  // the training shapes up to B64, and decoding's B1
       const Paths p = pathsFor(e.config, B);
       EXPECT_TRUE(p.flashAttention) << "B " << B;
       EXPECT_EQ(p.layernormBackwardSets, 3);
-      EXPECT_EQ(p.geluColumnSums, e.geluColumnSums);
+      EXPECT_EQ(p.layernormHeldGroups, e.layernormHeldGroups);
+      EXPECT_TRUE(p.geluColumnSums);  // 4C within geluBackwardSummed's 7,168 columns
       EXPECT_FALSE(p.decoding.has_value()) << *p.decoding;
     }
     // Batch rows past the flash grid's 65535 (batch, head) blocks take the per-head path.
     EXPECT_FALSE(pathsFor(e.config, kFlashMaxGridHeads / e.config.NH + 1).flashAttention);
   }
+}
+
+// The LayerNorm's rows held in registers: the fewest groups a lane that hold the row, at each
+// count's edge; rows that are not whole groups of four, or wider than 13 groups a lane, are walked.
+TEST(FastShapes, LayerNormRowsAreHeldInTheFewestGroups) {
+  for (const auto& [C, groups] : {std::pair<Index, int>{4, 6}, {768, 6}, {772, 8}, {1024, 8}, {1028, 10},
+                                  {1280, 10}, {1284, 13}, {1664, 13}, {1668, 0}, {1, 0}, {1602, 0}, {2048, 0}})
+    EXPECT_EQ(layernormHeldGroups(C), groups) << "C " << C;
 }
 
 TEST(FastShapes, OtherHeadSizesTakeThePerHeadPath) {

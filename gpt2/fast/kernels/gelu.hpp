@@ -169,7 +169,8 @@ struct GeluSumRow {
 // time, bit for bit.
 // width is a multiple of 8 of at most 8·kSumThreads·kSumGroups, every operand on 16 bytes
 // (geluSumsFit); dx or twin may be null, as in GeluBackwardBody, whose values these are.
-constexpr int kSumThreads = 128, kSumGroups = 4;  // rows up to 4,096 wide: GPT-2's 4C takes 3 groups a thread
+// Rows up to 7,168 wide: GPT-2's 4C takes 3 groups a thread at 124M, 4 at 350M, 5 at 774M and 7 at 1558M.
+constexpr int kSumThreads = 128, kSumGroups = 7;
 static_assert(8 * kSumThreads * kSumGroups == fast_shapes::kGeluSumsMaxWidth, "the widths shape_support.hpp says fit");
 // Whether rows of `width` from these operands fit geluBackwardSummed (its outputs, dx and the twin,
 // are fresh allocations: on 16 bytes, and so are their rows then).

@@ -11,10 +11,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <type_traits>
 #include <vector>
 
 #include "gpt2/fast/causal_softmax.hpp"  // warpSum, warpMax
+#include "gpt2/fast/shape_support.hpp"   // layernormHeldGroups
 #include "osprey/config.hpp"
 
 namespace gpt2::fast_kernels {
@@ -71,18 +73,19 @@ struct HeldRow {
   float4 held[Groups];
   bool inRegisters = false;
 };
-// The groups a lane holds for a training LayerNorm's rows of C floats: the fewest of 6, 8, 10 and
-// 13 that hold the row (GPT-2's widths 768, 1024, 1280 and 1600), so every GPT-2 size reads its
-// rows once, 16 bytes at a time (a 1024-float row walked twice took its LayerNorm backward over
-// three times as long as the bytes: bench/RESULTS.md, thirty-ninth run). Wider rows take 6 and
-// are walked. f(std::integral_constant<int, Groups>{}).
+// f(std::integral_constant<int, Groups>{}) with the groups a lane holds for a training LayerNorm's
+// rows of C floats (fast_shapes::layernormHeldGroups), so every GPT-2 size reads its rows once, 16
+// bytes at a time: a 1,280-float row walked twice took the LayerNorm backward over three times as
+// long as its bytes (bench/RESULTS.md, thirty-ninth run). Rows no count holds take 6, and are walked.
 template <class F>
 decltype(auto) withHeldGroups(int C, F f) {
-  if (C <= 4 * 32 * 6) return f(std::integral_constant<int, 6>{});
-  if (C <= 4 * 32 * 8) return f(std::integral_constant<int, 8>{});
-  if (C <= 4 * 32 * 10) return f(std::integral_constant<int, 10>{});
-  if (C <= 4 * 32 * 13) return f(std::integral_constant<int, 13>{});
-  return f(std::integral_constant<int, 6>{});
+  static_assert(std::size(fast_shapes::kLayerNormHeldGroups) == 4, "a case for each count of groups");
+  switch (fast_shapes::layernormHeldGroups(C)) {
+    case 8: return f(std::integral_constant<int, 8>{});
+    case 10: return f(std::integral_constant<int, 10>{});
+    case 13: return f(std::integral_constant<int, 13>{});
+    default: return f(std::integral_constant<int, 6>{});
+  }
 }
 template <int Groups>
 __device__ __forceinline__ float2 rowStatistics(const float* row, int C, float eps, HeldRow<Groups>& r) {
