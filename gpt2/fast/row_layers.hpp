@@ -290,7 +290,9 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackwardSummed(const
         if (!std::exchange(first, false))
           return byFours(stream, multiprocessors, "fast gelu backward launch",
                          fast_kernels::GeluBackwardBody<X, D>{floats, douts.data, xs.data, twin}, N * widthInt);
-        // Registers for the groups a thread takes (1 .. kSumGroups, geluSumsFit), no more.
+        // Registers for the groups a thread takes (1 .. kSumGroupsFor, geluSumsFit), no more; no
+        // kernel past kSumGroupsFor is made (geluSumsFit sends no such row).
+        constexpr int most = fast_kernels::kSumGroupsFor<X, D>;
         const auto summed = [&](auto groups) {
           fast_kernels::geluBackwardSummed<X, D, decltype(groups)::value>
               <<<blocks, fast_kernels::kSumThreads, 0, stream>>>(floats, twin, partials, douts.data, xs.data, N,
@@ -304,8 +306,8 @@ inline osprey::Result<FastHandler::Buffer> FastHandler::geluBackwardSummed(const
           case 3: summed(std::integral_constant<int, 3>{}); break;
           case 4: summed(std::integral_constant<int, 4>{}); break;
           case 5: summed(std::integral_constant<int, 5>{}); break;
-          case 6: summed(std::integral_constant<int, 6>{}); break;
-          default: summed(std::integral_constant<int, 7>{}); break;
+          case 6: summed(std::integral_constant<int, std::min(6, most)>{}); break;
+          default: summed(std::integral_constant<int, most>{}); break;
         }
         return fast_detail::launched("fast gelu backward with column sums launch");
       });

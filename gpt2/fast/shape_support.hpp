@@ -120,10 +120,14 @@ inline int layernormBackwardSets(Index C, std::size_t sharedPerBlock) {
 
 // GELU's backward with its output's column sums (geluBackwardSummed, fast/kernels/gelu.hpp): rows
 // whose width is a multiple of 8, at most 7168 (128 threads of 7 groups of 8: every GPT-2 size's
-// 4C). Other rows take the elementwise backward, and the fc layer's bias gradient is then summed
-// by its backward's products (FastHandler::matmulBackward): the same definition, another grouping.
-inline constexpr Index kGeluSumsMaxWidth = 7168;
-inline bool geluSumsWidthFits(Index width) { return width % 8 == 0 && width <= kGeluSumsMaxWidth; }
+// 4C), or 5120 where both operands are floats (TF32 products: a group's loads take twice the
+// registers, and past 5 groups a thread the kernel spills). Other rows take the elementwise
+// backward, and the fc layer's bias gradient is then summed by its backward's products
+// (FastHandler::matmulBackward): the same definition, another grouping.
+inline constexpr Index kGeluSumsMaxWidth = 7168, kGeluSumsMaxFloatWidth = 5120;
+inline bool geluSumsWidthFits(Index width, bool floatOperands = false) {
+  return width % 8 == 0 && width <= (floatOperands ? kGeluSumsMaxFloatWidth : kGeluSumsMaxWidth);
+}
 
 // Why decoding a GPT-2 of config c on the fast handler cannot run (the kernel and the shape named),
 // or nothing: asked before a continuation starts. Training and the full forward pass have no such

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "gpt2/fast/fast_math.hpp"       // fastExp2, fastReciprocal
@@ -172,11 +173,17 @@ struct GeluSumRow {
 // Rows up to 7,168 wide: GPT-2's 4C takes 3 groups a thread at 124M, 4 at 350M, 5 at 774M and 7 at 1558M.
 constexpr int kSumThreads = 128, kSumGroups = 7;
 static_assert(8 * kSumThreads * kSumGroups == fast_shapes::kGeluSumsMaxWidth, "the widths shape_support.hpp says fit");
+// The most groups a thread takes from these operands: 5 where both are floats (shape_support.hpp).
+template <class X, class D>
+inline constexpr int kSumGroupsFor = std::is_same_v<X, float> && std::is_same_v<D, float> ? 5 : kSumGroups;
+static_assert(8 * kSumThreads * kSumGroupsFor<float, float> == fast_shapes::kGeluSumsMaxFloatWidth,
+              "the widths shape_support.hpp says fit");
 // Whether rows of `width` from these operands fit geluBackwardSummed (its outputs, dx and the twin,
 // are fresh allocations: on 16 bytes, and so are their rows then).
 template <class X, class D>
 inline bool geluSumsFit(const D* dout, const X* x, osprey::Index width) {
-  return fast_shapes::geluSumsWidthFits(width) && alignedTo(dout, 16) && alignedTo(x, 16);
+  return fast_shapes::geluSumsWidthFits(width, kSumGroupsFor<X, D> < kSumGroups) && alignedTo(dout, 16) &&
+         alignedTo(x, 16);
 }
 // G: the groups a thread takes, (width / 8) / kSumThreads rounded up (a larger G is only slower).
 template <class X, class D, int G>
