@@ -1,7 +1,6 @@
 // The fast handler's row-wise layers: LayerNorm, cross-entropy, AdamW (and the check of its new
-// weights for NaN and infinities) and GELU as the fused float
-// kernels of fast/row_kernels.hpp; GELU's backward also with its output's column sums
-// (fast/column_sums.hpp).
+// weights for NaN and infinities) and GELU as the fused float kernels of fast/row_kernels.hpp;
+// GELU's backward also with its output's column sums (fast/column_sums.hpp).
 // A part of gpt2/fast/fast_handler.hpp, which includes it after the class: include that header.
 #pragma once
 

@@ -95,15 +95,6 @@ osprey::Result<Buf<H>> countOnDevice(H& h, Buf<H> flags) {
       [=] OSPREY_FN(KernelIndex<H>, KernelIndex<H> c) -> KernelScalar<H> { return fv[c]; }, AsIs{});
 }
 
-// Whether some element of x is NaN or infinite.
-template <osprey::Tensor H>
-osprey::Result<bool> holdsNonFinite(H& h, const Buf<H>& x) {
-  if (h.length(x) == 0) return false;
-  auto runs = OSPREY_TRY(nonFiniteRuns(h, x));
-  const auto count = OSPREY_TRY(countOnDevice(h, std::move(runs)));
-  return h.get(count, 0) != 0.0;
-}
-
 namespace reference {
 // Whether some element of some tensor is NaN or infinite: each tensor's runs are counted on the
 // device (countOnDevice) into one running total, and the total is read once.
@@ -130,6 +121,12 @@ template <osprey::Tensor H>
 osprey::Result<bool> anyNonFinite(H& h, const std::vector<Buf<H>>& tensors) {
   OSPREY_GPT2_DERIVED(anyNonFinite, tensors)
   return reference::anyNonFinite(h, tensors);
+}
+
+// Whether some element of x is NaN or infinite.
+template <osprey::Tensor H>
+osprey::Result<bool> holdsNonFinite(H& h, const Buf<H>& x) {
+  return anyNonFinite(h, std::vector<Buf<H>>{x});
 }
 
 // The index of the first tensor of w holding a NaN or an infinity, or nullopt. Every step asks,
