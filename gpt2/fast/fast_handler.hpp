@@ -11,8 +11,7 @@
 //   matmulForwardTransposed  out = x · wtᵀ            (the tied lm head, and linear() in inference)
 //   matmulBackward           dx = dout · wᵀ, dw = xᵀ · dout, dbias = 1ᵀ · dout (float sums: taken by
 //                            the kernel that wrote dout where it kept them (fast/column_sums.hpp),
-//                            else of dout's bf16 twin in dw's epilogue with bf16 products, else of
-//                            the floats)
+//                            else of the floats)
 //   residualMatmulForward    out = x + (in · w + bias)   the residual stream too in the epilogue
 //   matmulAttentionForward   qkv = x · w + bias, then attention: with bf16 products and flash
 //                            attention, qkv written by the product as bf16 (its only reader's form)

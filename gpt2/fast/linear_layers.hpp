@@ -194,7 +194,7 @@ inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulGradients(con
   } else {
     dbias = OSPREY_TRY(allocate(OC));
   }
-  bool summed = producerSums != nullptr;  // dbias taken by its producer or by dw's product
+  const bool summed = producerSums != nullptr;  // dbias taken by its producer
   OSPREY_CHECK(m_products.by([&]<class E>(E) -> osprey::Result<void> {
     using Op = osprey::OperandOf<E>;
     const auto d = OSPREY_TRY(operandOf<E>(dout)), xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
@@ -210,17 +210,12 @@ inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulGradients(con
       dx = OSPREY_TRY(allocate(N * IC));
       OSPREY_CHECK(product(dx.data(), Op{d.data}, Op{ws.data, true}, N, OC, IC));  // (N, OC) · wᵀ
     }
-    // With bf16 operands, dbias = 1ᵀ · dout is summed in dw's product's epilogue from the dout
-    // that product reads (float sums of dout's bf16 values): no pass over dout of its own.
-    if constexpr (std::is_same_v<E, __nv_bfloat16>)
-      if (!summed && N > 0 && IC > 0 && OC > 0 &&
-          OSPREY_TRY(productSummingB(dw.data(), Op{xs.data, true}, Op{d.data}, IC, N, OC, dbias.data()))) {
-        summed = true;
-        return {};
-      }
     return product(dw.data(), Op{xs.data, true}, Op{d.data}, IC, N, OC);          // xᵀ · (N, OC)
   }));
-  if (!summed)  // float sums of dout's floats
+  // Else float sums of dout's floats. (cuBLASLt's bias-gradient epilogue summed the bf16 values dw's
+  // product reads: at 3,000 rows of 7,176 columns 3.2% of the largest sum off the float sums, twice
+  // the bf16 products' bound; no GPT-2 layer's dout comes without its producer's sums.)
+  if (!summed)
     OSPREY_CHECK(product(dbias.data(), {OSPREY_TRY(ones(N))}, {dout.data()}, 1, N, OC, 0.0f, 1,
                          osprey::Precision::Float));
   return MatmulGrads<FastHandler>{std::move(dx), std::move(dw), std::move(dbias)};

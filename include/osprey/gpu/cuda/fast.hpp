@@ -206,17 +206,6 @@ class Fast : public Gpu<CudaDevice, float> {
     return epilogueProduct(out, a, b, rows, inner, cols, CUBLASLT_EPILOGUE_DEFAULT,
                            static_cast<__nv_bfloat16*>(nullptr), nullptr);
   }
-  // out (rows x cols) = op(a) · op(b), packed, and bSums (cols) the column sums of op(b), Σ_k
-  // op(b)[k][j], taken by the product's epilogue from the operand it reads (CUBLASLT_EPILOGUE_BGRADA,
-  // cuBLAS's A being op(b)ᵀ): a linear layer's weight gradient xᵀ · dout and its bias gradient in
-  // one pass over dout. The sums are of op(b)'s elements as the product reads them (bf16 operands:
-  // their bf16 values), in float. False when cuBLASLt has no algorithm for it; an Error when a call
-  // fails.
-  template <class E>
-  Result<bool> productSummingB(float* out, OperandOf<E> a, OperandOf<E> b, Index rows, Index inner, Index cols,
-                               float* bSums) {
-    return epilogueProduct(out, a, b, rows, inner, cols, CUBLASLT_EPILOGUE_BGRADA, bSums, nullptr);
-  }
 
   // `batch` products of one shape whose operands and outputs lie anywhere: product p reads op(a)
   // at as[p] and op(b) at bs[p] and writes out at outs[p] (device arrays of pointers), each matrix
@@ -285,7 +274,7 @@ class Fast : public Gpu<CudaDevice, float> {
                                cublasLtEpilogue_t epilogue, O* vector, const std::type_identity_t<O>* addend) {
     const auto label = [&] {
       return fmt::format("fast linear ({} x {}) * ({} x {}){}{}", rows, inner, inner, cols,
-                         epilogue == CUBLASLT_EPILOGUE_BIAS ? " + bias" : vector ? " with column sums" : "", addend ? " + addend" : "");
+                         epilogue == CUBLASLT_EPILOGUE_BIAS ? " + bias" : "", addend ? " + addend" : "");
     };
     for (Index d : {rows, inner, cols})
       if (d < 1 || d > INT_MAX) return Error{label() + ": a dimension is outside [1, 2^31)"};
