@@ -186,14 +186,10 @@ inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulGradients(con
   OSPREY_CHECK(fast_detail::checkShape(*this, w, IC, OC, L, "weight"));
   Buffer dx, dbias;
   auto dw = OSPREY_TRY(allocate(IC * OC));
-  // dbias = 1ᵀ · dout where dout's producer summed its columns (column_sums.hpp): float sums of
-  // its float values, and no pass over dout for them.
+  // dbias = 1ᵀ · dout: the sums dout's producer kept as it wrote dout (column_sums.hpp: float sums
+  // of its float values, and no pass over dout for them), else summed after the products below.
   const Buffer* producerSums = m_columnSums.take(dout, OC);
-  if (producerSums) {
-    dbias = *producerSums;
-  } else {
-    dbias = OSPREY_TRY(allocate(OC));
-  }
+  if (producerSums) dbias = *producerSums;
   OSPREY_CHECK(m_products.by([&]<class E>(E) -> osprey::Result<void> {
     using Op = osprey::OperandOf<E>;
     const auto d = OSPREY_TRY(operandOf<E>(dout)), xs = OSPREY_TRY(operandOf<E>(x)), ws = OSPREY_TRY(operandOf<E>(w));
@@ -214,9 +210,11 @@ inline osprey::Result<MatmulGrads<FastHandler>> FastHandler::matmulGradients(con
   // Else float sums of dout's floats: not cuBLASLt's bias-gradient epilogue, whose sums of the bf16
   // values dw's product reads fall outside the bf16 bound on wide layers (bench/RESULTS.md,
   // 2026-12-06); no GPT-2 layer's dout comes without its producer's sums.
-  if (!producerSums)
+  if (!producerSums) {
+    dbias = OSPREY_TRY(allocate(OC));
     OSPREY_CHECK(product(dbias.data(), {OSPREY_TRY(ones(N))}, {dout.data()}, 1, N, OC, 0.0f, 1,
                          osprey::Precision::Float));
+  }
   return MatmulGrads<FastHandler>{std::move(dx), std::move(dw), std::move(dbias)};
 }
 

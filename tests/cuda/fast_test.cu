@@ -48,6 +48,13 @@ T ok(osprey::Result<T> r) {
   return std::move(r).value();
 }
 
+// The bytes of device memory at p, for comparisons bit for bit.
+std::vector<unsigned char> bitsOf(const void* p, Index bytes) {
+  std::vector<unsigned char> bits(static_cast<std::size_t>(bytes));
+  EXPECT_EQ(cudaMemcpy(bits.data(), p, bits.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return bits;
+}
+
 // ---- Tolerances (docs/FAST.md; each measured gap is printed) -------------------------------------
 // A product's element: TF32 rounds each input to 11 significant bits (relative 2^-11 each, so
 // 2^-10 a term), and float sums add up to `inner` roundings of 2^-24; relative to Σ|a||b|.
@@ -311,11 +318,6 @@ TEST(Fast, Bf16ProductsWithinTheFloatSumBound) {
 TEST(Fast, TunedProductsKeepTheFirstCandidatesBits) {
   auto h = makeFast();
   using Halves = osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>;
-  const auto bitsOf = [&](const void* p, Index bytes) {
-    std::vector<unsigned char> bits(static_cast<std::size_t>(bytes));
-    EXPECT_EQ(cudaMemcpy(bits.data(), p, bits.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    return bits;
-  };
   struct Shape {
     Index rows, inner, cols;
     bool aT, bT;
@@ -1132,11 +1134,6 @@ TEST(Fast, CrossEntropyCacheChangesNoBit) {
 // with more rows than the grid's warps.
 TEST(Fast, LayerNormHeldRowsChangeNoBit) {
   auto h = makeFast();
-  const auto bitsOf = [&](const void* p, std::size_t bytes) {
-    std::vector<unsigned char> bits(bytes);
-    EXPECT_EQ(cudaMemcpy(bits.data(), p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    return bits;
-  };
   using Halves = osprey::GpuBuffer<osprey::CudaDevice, __nv_bfloat16>;
   for (int C : {1024, 1280, 1600}) {
     SCOPED_TRACE(::testing::Message() << "C " << C);
@@ -1167,10 +1164,11 @@ TEST(Fast, LayerNormHeldRowsChangeNoBit) {
       return all;
     };
     const auto held = fast_kernels::withHeldGroups(C, [&]<int Groups>(std::integral_constant<int, Groups>) {
-      EXPECT_GT(Groups, 6);
+      EXPECT_GT(Groups, fast_kernels::kHeldGroups);
       return run(fast_kernels::layerNormForward<Groups>, fast_kernels::layerNormBackward<Groups>);
     });
-    const auto walked = run(fast_kernels::layerNormForward<6>, fast_kernels::layerNormBackward<6>);
+    constexpr int kWalked = fast_kernels::kHeldGroups;  // too few for these widths: the row is walked
+    const auto walked = run(fast_kernels::layerNormForward<kWalked>, fast_kernels::layerNormBackward<kWalked>);
     const char* names[] = {"out", "mean", "rstd", "dx", "partial column sums", "out's twin", "dx's twin"};
     for (std::size_t i = 0; i < held.size(); ++i) EXPECT_TRUE(held[i] == walked[i]) << names[i];
   }

@@ -67,7 +67,9 @@ __device__ __forceinline__ void walkGroups(const float* row, int C, int lane, F 
 // mean = Σx / C;  var = Σ(x - mean)² / C;  rstd = 1 / sqrt(var + eps)
 // Rows of up to 32·Groups groups on 16 bytes are read once, into registers (`held`, group
 // l + 32j of lane l in held[j]); longer or unaligned rows are walked twice, with the same sums.
-constexpr int kHeldGroups = 6;  // rows up to 768 floats (GPT-2 124M's width): 24 registers
+// The fewest groups a lane holds (rows up to 768 floats, GPT-2 124M's width: 24 registers):
+// decoding's rows, and the kernel that walks a training row no count holds.
+constexpr int kHeldGroups = fast_shapes::kLayerNormHeldGroups[0];
 template <int Groups = kHeldGroups>
 struct HeldRow {
   float4 held[Groups];
@@ -76,7 +78,8 @@ struct HeldRow {
 // f(std::integral_constant<int, Groups>{}) with the groups a lane holds for a training LayerNorm's
 // rows of C floats (fast_shapes::layernormHeldGroups), so every GPT-2 size reads its rows once, 16
 // bytes at a time: a 1,280-float row walked twice took the LayerNorm backward over three times as
-// long as its bytes (bench/RESULTS.md, thirty-ninth run). Rows no count holds take 6, and are walked.
+// long as its bytes (bench/RESULTS.md, thirty-ninth run). Rows no count holds take kHeldGroups,
+// and are walked.
 template <class F>
 decltype(auto) withHeldGroups(int C, F f) {
   static_assert(std::size(fast_shapes::kLayerNormHeldGroups) == 4, "a case for each count of groups");
@@ -84,7 +87,7 @@ decltype(auto) withHeldGroups(int C, F f) {
     case 8: return f(std::integral_constant<int, 8>{});
     case 10: return f(std::integral_constant<int, 10>{});
     case 13: return f(std::integral_constant<int, 13>{});
-    default: return f(std::integral_constant<int, 6>{});
+    default: return f(std::integral_constant<int, kHeldGroups>{});
   }
 }
 template <int Groups>
