@@ -10,8 +10,11 @@
 //     from the device position, in one launch (attend_row.hpp): the same terms, combined in the
 //     same order, so the same doubles;
 //   * the cache has room for the whole context, the new key and value written at the position;
-//   * after the lm head, one kernel makes greedyToken's choice (recorded_kernels.hpp), moves the
-//     position on and writes the chosen token's embedding and the token itself to pinned memory;
+//   * after ln_f, the lm head's products are made only where they can decide greedyToken's choice
+//     (bounded_choice.hpp: bounds from a float copy of wte first, then the exact chains of the rows
+//     the bounds leave), and one kernel makes the choice, moves the position on and writes the
+//     chosen token's embedding and the token itself to pinned memory (where the width does not fit
+//     that, the whole lm head and recorded_kernels.hpp's choice from every logit);
 //   * the next replay is queued before the host waits for the current token, so the device never
 //     waits for the host.
 //
@@ -36,6 +39,7 @@
 #include <fmt/format.h>
 
 #include "gpt2/cuda/attend_row.hpp"
+#include "gpt2/cuda/bounded_choice.hpp"
 #include "gpt2/cuda/layernorm_rows.hpp"
 #include "gpt2/cuda/linear_row.hpp"
 #include "gpt2/cuda/norm_linear_row.hpp"
@@ -117,6 +121,7 @@ class RecordedCuda::Recording {
     // stream and the held releases back, before the other members are released.
     m_graph.end();
     recorded.reset();
+    logits.reset();
   }
 
   // A stream of its own, ordered after what the device's stream holds (the prompt's pass), made
@@ -140,6 +145,17 @@ class RecordedCuda::Recording {
                                                         m_bestsOnDevice, embedding.data(), wte, wpe, C, maxT);
     OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the greedy choice's launch");
     return {};
+  }
+
+  // The same choice from the hidden row (C) the lm head reads (bounded_choice.hpp), where `bounded`
+  // holds the choice's buffers; otherwise from the lm head's logits.
+  template <class Weights>
+  osprey::Result<void> launchChoiceFromHidden(RecordedCuda& h, const Weights& w, const Buffer& hidden) {
+    if (bounded)
+      return bounded->launch(hidden.data(), stream(), position(), m_tokensOnDevice, m_bestsOnDevice, embedding.data(),
+                             wpe, maxT);
+    logits = OSPREY_TRY(lmHead(h, w, hidden, 1));
+    return launchChoice(*logits);
   }
 
   template <class Body>
@@ -167,7 +183,9 @@ class RecordedCuda::Recording {
   const double* wte = nullptr;
   const double* wpe = nullptr;
   osprey::Index C = 0, maxT = 0;
-  std::optional<StepOut<RecordedCuda>> recorded;
+  std::optional<HiddenStepOut<RecordedCuda>> recorded;
+  std::optional<Buffer> logits;                         // the recorded lm head's, where not bounded
+  std::optional<bounded_choice::Choice> bounded;        // where the model's width fits it
 
  private:
   // The token chosen for `at`, as the kernel wrote it; no token is greedyToken's error.
@@ -296,6 +314,7 @@ osprey::Result<std::vector<int>> RecordedCuda::continueGreedy(const Weights& w, 
     }
     views.layers.push_back(LayerCache<RecordedCuda>{r.keys.back().prefix(Tc * C), r.values.back().prefix(Tc * C)});
   }
+  if (bounded_choice::fits(c.V, C)) r.bounded = OSPREY_TRY(bounded_choice::Choice::make(device, r.wte, c.V, C, r.stream()));
   // The first token: the prompt's logits chosen as every replay chooses.
   OSPREY_CHECK(r.launchChoice(step.logits));
   OSPREY_CHECK(r.markFirst());
@@ -306,8 +325,8 @@ osprey::Result<std::vector<int>> RecordedCuda::continueGreedy(const Weights& w, 
       ~Scoped() { slot = nullptr; }
     } scoped{m_recording = &r};
     OSPREY_CHECK(r.record([&]() -> osprey::Result<void> {
-      r.recorded = OSPREY_TRY(decodeStep(*this, w, views, token));
-      return r.launchChoice(r.recorded->logits);
+      r.recorded = OSPREY_TRY(decodeHiddenStep(*this, w, views, token));
+      return r.launchChoiceFromHidden(*this, w, r.recorded->hidden);
     }));
   }
   const osprey::Index replays = count - 1;

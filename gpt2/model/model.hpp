@@ -112,6 +112,13 @@ struct StepOut {
   KvCache<H> cache;
 };
 
+// The last position's hidden state after ln_f, which the lm head reads, and the grown cache.
+template <osprey::Tensor H>
+struct HiddenStepOut {
+  Buf<H> hidden;  // (C)
+  KvCache<H> cache;
+};
+
 // logits (N, V) of x (N, C) before ln_f: the final LayerNorm, then the lm head. A derived
 // operation: the fast handler normalises one row inside the lm head's kernel while decoding.
 template <osprey::Tensor H>
@@ -246,11 +253,22 @@ osprey::Result<StepOut<H>> prefill(H& h, const ForwardWeights<H>& w, const Buf<H
   return StepOut<H>{std::move(logits), std::move(cache)};
 }
 
-// One new position: token (1) [its id as a double] at position cache.length, attending to the
-// cached positions and itself. Returns its logits (V) and the cache grown by one position.
+// The cached step's walk without the lm head: finishes with ln_f alone, the new position's hidden
+// state (C) that the lm head reads.
 template <osprey::Tensor H>
-osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache,
-                                      const Buf<H>& token) {
+struct DecodeHiddenPass : DecodePass<H> {
+  osprey::Result<Buf<H>> finish(H& h, const Buf<H>& x) const {
+    const ForwardWeights<H>& w = this->w;
+    auto lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight, w.lnfBias, 1, w.config.C));  // (C)
+    return std::move(lnf.out);
+  }
+};
+
+// A cached step's walk `Pass` (DecodePass or DecodeHiddenPass) over token (1) [its id as a double]
+// at position cache.length: what it finishes with, and the cache grown by one position.
+template <template <class> class Pass, osprey::Tensor H>
+osprey::Result<std::pair<Buf<H>, KvCache<H>>> walkDecodeStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache,
+                                          const Buf<H>& token) {
   const Config& c = w.config;
   const osprey::Index Tc = cache.length;
   if (Tc < 1 || Tc >= c.maxT)
@@ -260,9 +278,28 @@ osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const Kv
                                      cache.layers.size(), w.blocks.size())};
   KvCache<H> next{{}, Tc + 1};
   next.layers.reserve(cache.layers.size());
-  DecodePass<H> pass{{w, 1}, cache, token, next};
-  auto logits = OSPREY_TRY(forwardWalk(h, pass, static_cast<osprey::Index>(w.blocks.size())));  // (V)
+  Pass<H> pass{DecodePass<H>{{w, 1}, cache, token, next}};
+  auto out = OSPREY_TRY(forwardWalk(h, pass, static_cast<osprey::Index>(w.blocks.size())));
+  return std::pair<Buf<H>, KvCache<H>>{std::move(out), std::move(next)};
+}
+
+// One new position: token (1) [its id as a double] at position cache.length, attending to the
+// cached positions and itself. Returns its logits (V) and the cache grown by one position.
+template <osprey::Tensor H>
+osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache,
+                                      const Buf<H>& token) {
+  auto [logits, next] = OSPREY_TRY(walkDecodeStep<DecodePass>(h, w, cache, token));  // (V)
   return StepOut<H>{std::move(logits), std::move(next)};
+}
+
+// decodeStep up to ln_f: the new position's hidden state (C) in place of its logits (the lm head
+// reads it: lmHead), and the grown cache. A recorded exact decoding step makes the lm head's
+// products only where they can decide the greedy choice (gpt2/cuda/bounded_choice.hpp).
+template <osprey::Tensor H>
+osprey::Result<HiddenStepOut<H>> decodeHiddenStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache,
+                                                  const Buf<H>& token) {
+  auto [hidden, next] = OSPREY_TRY(walkDecodeStep<DecodeHiddenPass>(h, w, cache, token));  // (C)
+  return HiddenStepOut<H>{std::move(hidden), std::move(next)};
 }
 
 }  // namespace gpt2

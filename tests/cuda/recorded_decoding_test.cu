@@ -3,6 +3,7 @@
 // was afterwards.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -30,6 +31,10 @@ template <class T>
 T ok(osprey::Result<T> r) {
   if (!r.ok()) throw std::runtime_error(r.error().message);
   return std::move(r).value();
+}
+
+void ok(osprey::Result<void> r) {
+  if (!r.ok()) throw std::runtime_error(r.error().message);
 }
 
 // A row of C values of four kinds (plain, large with a small spread, wide exponents, zeros and tiny
@@ -206,6 +211,108 @@ TEST(RecordedDecoding, OneRowAttentionRefusesWhatItCannotHold) {
   const auto shortCache = attend_row::attendAppendingOneRow(h, qkv, room, room, position.data(), 17, 512, 8);
   ASSERT_FALSE(shortCache.ok());
   EXPECT_NE(shortCache.error().message.find("key cache"), std::string::npos) << shortCache.error().message;
+}
+
+// What a greedy choice writes: the token, the largest logit, the position after it and the next
+// step's embedding.
+struct ChoiceWrites {
+  int token = 0, position = 0;
+  std::vector<Scalar> best, embedding;
+};
+
+// The choice at position 0 of a model whose lm head is wte (V, C), from the hidden row x (C): the
+// bounded choice (gpt2/cuda/bounded_choice.hpp) or chooseThenEmbed on every logit of the lm head's
+// product.
+ChoiceWrites chooseAtZero(RecordedCuda& h, const std::vector<Scalar>& x, const std::vector<Scalar>& wte, Index V,
+                          Index C, bool bounded) {
+  const auto& device = h.runtime();
+  const Index maxT = 3;
+  std::vector<Scalar> wpeValues(static_cast<std::size_t>(maxT * C));
+  for (std::size_t i = 0; i < wpeValues.size(); ++i) wpeValues[i] = 0.001 * static_cast<double>(i % 97) - 0.03;
+  const auto hidden = ok(h.fromList(x)), weights = ok(h.fromList(wte)), wpe = ok(h.fromList(wpeValues));
+  auto position = ok(osprey::gpuAllocate<int>(device, 1)), tokens = ok(osprey::gpuAllocate<int>(device, maxT));
+  auto bests = ok(osprey::gpuAllocate<double>(device, maxT)), embedding = ok(osprey::gpuAllocate<double>(device, C));
+  recorded_kernels::storePosition<<<1, 1>>>(position.data(), 0);
+  if (bounded) {
+    auto choice = ok(bounded_choice::Choice::make(device, weights.data(), V, C, nullptr));
+    ok(choice.launch(hidden.data(), nullptr, position.data(), tokens.data(), bests.data(), embedding.data(), wpe.data(),
+                     maxT));
+    ok(device->flush());
+  } else {
+    const auto logits = ok(lmHeadOf(h, hidden, weights, 1, C, V));
+    recorded_kernels::chooseThenEmbed<<<1, recorded_kernels::kChooseThreads>>>(
+        logits.data(), V, position.data(), tokens.data(), bests.data(), embedding.data(), weights.data(), wpe.data(),
+        C, maxT);
+    ok(device->flush());
+  }
+  ChoiceWrites out;
+  out.best.resize(1);
+  out.embedding.resize(static_cast<std::size_t>(C));
+  ok(device->download(&out.position, position.data(), 1));
+  ok(device->download(&out.token, tokens.data() + 1, 1));
+  ok(device->download(out.best.data(), bests.data() + 1, 1));
+  if (out.token >= 0) ok(device->download(out.embedding.data(), embedding.data(), C));
+  return out;
+}
+
+// The bounded choice writes what chooseThenEmbed writes from every exact logit, bit for bit: at
+// widths 64, 768 and 1600 (rows longer than a lane holds before its wait), for rows of every kind;
+// the largest logit held by several rows (the earliest wins); rows whose float copies are equal and
+// whose exact chains differ in their last bits, or not; every row equal (more rows left than the
+// choice holds); a weight past the float range and a hidden row with a NaN (the bounds untrusted:
+// every row's chain); a zero hidden row (every logit +0.0). Widths that are not whole float4s do
+// not take it.
+TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
+  auto h = makeRecorded();
+  std::mt19937_64 rng(2026);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  struct Shape {
+    Index V, C;
+  };
+  for (const Shape s : {Shape{3001, 64}, Shape{50257, 768}, Shape{777, 1600}}) {
+    const auto C = static_cast<std::size_t>(s.C);
+    for (int kind = 0; kind < 9; ++kind) {
+      SCOPED_TRACE(::testing::Message() << s.V << " rows of " << s.C << ", case " << kind);
+      std::vector<Scalar> x(C), wte = kindsOfValues(rng, s.V * s.C, 4);
+      for (Scalar& v : x) v = normal(rng);
+      if (kind < 5 && kind > 0) x = kindsOfValues(rng, s.C, kind - 1);
+      const auto row = [&](Index r) { return wte.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * C); };
+      std::vector<Scalar> leader(C);  // a row that leads the others: x's direction, scaled
+      for (std::size_t k = 0; k < C; ++k) leader[k] = x[k] * 0.02;
+      switch (kind) {
+        case 5:  // the leader at three rows: the earliest wins
+          for (const Index r : {s.V / 3, Index{7}, s.V - 1}) std::copy(leader.begin(), leader.end(), row(r));
+          break;
+        case 6:  // the leader, and copies one unit in the last place off at one weight each
+          std::copy(leader.begin(), leader.end(), row(s.V - 2));
+          for (Index r = 1; r < 12; ++r) {
+            std::vector<Scalar> near = leader;
+            const std::size_t k = static_cast<std::size_t>(r * 37) % C;
+            near[k] = std::nextafter(near[k], r % 2 ? HUGE_VAL : -HUGE_VAL);
+            std::copy(near.begin(), near.end(), row(r * (s.V / 13)));
+          }
+          break;
+        case 7:  // every row equal
+          for (Index r = 0; r < s.V; ++r) std::copy(leader.begin(), leader.end(), row(r));
+          break;
+        default: break;
+      }
+      if (kind == 8) wte[C * 5 + 1] = 1e39;  // past the float range
+      if (kind == 4 && s.C == 768) x[100] = std::nan("");
+      if (kind == 4 && s.C == 64) std::fill(x.begin(), x.end(), 0.0);
+      const ChoiceWrites bounded = chooseAtZero(h, x, wte, s.V, s.C, true);
+      const ChoiceWrites every = chooseAtZero(h, x, wte, s.V, s.C, false);
+      EXPECT_EQ(bounded.token, every.token);
+      EXPECT_EQ(bounded.position, every.position);
+      EXPECT_SAME_BITS(bounded.best, every.best);
+      EXPECT_SAME_BITS(bounded.embedding, every.embedding);
+      if (kind == 5) EXPECT_EQ(every.token, 7);
+      if (kind == 7) EXPECT_EQ(every.token, 0);
+    }
+  }
+  EXPECT_TRUE(bounded_choice::fits(50257, 768));
+  EXPECT_FALSE(bounded_choice::fits(50257, 770));
+  EXPECT_FALSE(bounded_choice::fits(50257, 8192));
 }
 
 // The lively model's 20 tokens vary and equal the full recomputation's and lists'.

@@ -1,0 +1,258 @@
+// The recorded exact decoding step's lm head and greedy choice (gpt2/cuda/recorded_cuda.hpp), the
+// lm head's products made only where they can decide the choice. The lm head is V products of the
+// hidden row x (C) with wte's rows, each the contract's fma chain (DESIGN.md §4), and reads 8·V·C
+// bytes a token (309 MB at 124M: a tenth of a decoded token's time, at the memory's speed). The
+// greedy choice needs only the largest logit and the first row that holds it. So:
+//
+//   1. boundLogits reads a float copy of wte (half the bytes; made once a recording) and gives each
+//      row v an estimate A_v = Σ x_k·w̃_vk and a size S_v = Σ |x_k|·|w̃_vk|, in doubles, in any order,
+//      and from them an interval [A_v - E_v, A_v + E_v] that holds the exact chain's logit L_v:
+//        E_v = 2^-21·S_v + 2^-147·Σ_k |x_k| + 2^-997
+//      (docs/EXACTNESS.md derives it: the float copy's rounding, at most 2^-23·|w̃| + 2^-150 a
+//      weight; the estimate's, the size's and the chain's own roundings, γ_2C of the size each; the
+//      underflow, 2^-1075 a step; and a factor two over the sum for the rounding of the interval's
+//      ends). Each block keeps the largest lower and upper end of its rows.
+//   2. chooseBoundedThenEmbed takes M, the largest lower end. A row whose upper end is below M has a
+//      logit below another row's, so it is not the largest; the rows left (the candidates: every
+//      row that holds the largest logit is among them) get their exact chains (chains::dotAhead:
+//      from +0.0, fma in k order, so the bits the lm head's product gives), and the earliest
+//      largest of those is the choice, as chooseThenEmbed makes it from every logit.
+//
+// Where an interval cannot be trusted (a size above 2^1000 or not finite: weights past the float
+// range, a hidden row that is not finite) or more than kMostCandidates rows are left, the choice
+// makes every row's exact chain itself: far slower, the same token.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "gpt2/cuda/bounded_choice.hpp is compiled by nvcc only (a .cu file)"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <memory>
+
+#include "gpt2/cuda/chains.hpp"
+#include "gpt2/cuda/recorded_kernels.hpp"
+#include "osprey/gpu/cuda/check.hpp"
+#include "osprey/gpu/cuda/device.hpp"
+#include "osprey/gpu/cuda/kernels/dependent_launch.hpp"
+#include "osprey/gpu/surface.hpp"
+
+namespace gpt2::bounded_choice {
+
+constexpr int kBoundThreads = 256;
+constexpr int kBoundWarps = kBoundThreads / 32;
+constexpr int kRowsPerWarp = 2;
+constexpr int kRowsPerBlock = kBoundWarps * kRowsPerWarp;
+constexpr int kHeldQuads = 6;             // float4s a lane loads of each row before its wait: 768 wide, whole
+constexpr long long kMostWidth = 4096;    // the hidden row in shared memory, 32 KB
+constexpr int kMostCandidates = 256;      // rows the choice holds for their exact chains
+
+// Whether a model of width C (and V rows) takes the bounded choice: rows of whole float4s (so each
+// row's copy starts on 16 bytes), a hidden row that fits shared memory, block indices in an int.
+inline bool fits(long long V, long long C) {
+  return C > 0 && C % 4 == 0 && C <= kMostWidth && V > 0 && V / kRowsPerBlock < INT_MAX;
+}
+
+namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
+
+__global__ void roundToFloats(const double* from, float* into, long long n) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    into[i] = __double2float_rn(from[i]);
+}
+
+// The sum of a warp's values, in any order: only the bounds read it.
+__device__ __forceinline__ double warpTotal(double v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Step 1 above for kRowsPerBlock rows a block, kRowsPerWarp a warp. Launched as a programmatic
+// dependent: a lane loads its share of its rows' floats (kHeldQuads float4s each) before the wait
+// for the hidden row. `upper` (V) gets each row's upper end, blockLower/blockUpper (a block each)
+// the largest ends of the block's rows; `untrusted` is set where a size is above 2^1000 or NaN.
+__global__ void __launch_bounds__(kBoundThreads)
+    boundLogits(const double* x, const float4* weights, long long V, int quads, double* upper, double* blockLower,
+                double* blockUpper, int* untrusted) {
+  extern __shared__ double hidden[];  // (4·quads)
+  __shared__ double lowerOfWarp[kBoundWarps], upperOfWarp[kBoundWarps];
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const long long first = static_cast<long long>(blockIdx.x) * kRowsPerBlock + warp * kRowsPerWarp;
+  float4 held[kRowsPerWarp][kHeldQuads];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+#pragma unroll
+    for (int j = 0; j < kHeldQuads; ++j) {
+      const int q = lane + 32 * j;
+      held[r][j] = first + r < V && q < quads ? __ldg(weights + (first + r) * quads + q) : make_float4(0, 0, 0, 0);
+    }
+  }
+  osprey::cuda_detail::startDependents();
+  osprey::cuda_detail::awaitEarlierKernels();
+  for (int c = static_cast<int>(threadIdx.x); c < 4 * quads; c += kBoundThreads) hidden[c] = x[c];
+  __syncthreads();
+  double size = 0.0;  // Σ |x_k|
+  for (int q = lane; q < quads; q += 32)
+    size += (fabs(hidden[4 * q]) + fabs(hidden[4 * q + 1])) + (fabs(hidden[4 * q + 2]) + fabs(hidden[4 * q + 3]));
+  size = warpTotal(size);
+  double lowest = -HUGE_VAL, highest = -HUGE_VAL;
+  bool trusted = size <= 0x1p1000;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const long long v = first + r;
+    double a = 0.0, s = 0.0;
+    auto take = [&](float4 w, int q) {
+      const double* xq = hidden + 4 * q;
+      const double wq[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        a = fma(xq[u], wq[u], a);
+        s = fma(fabs(xq[u]), fabs(wq[u]), s);
+      }
+    };
+#pragma unroll
+    for (int j = 0; j < kHeldQuads; ++j)
+      if (lane + 32 * j < quads) take(held[r][j], lane + 32 * j);
+    if (v < V)
+      for (int q = lane + 32 * kHeldQuads; q < quads; q += 32) take(__ldg(weights + v * quads + q), q);
+    a = warpTotal(a);
+    s = warpTotal(s);
+    if (v < V) {
+      const double e = s * 0x1p-21 + size * 0x1p-147 + 0x1p-997;
+      const double lo = a - e, hi = a + e;
+      trusted = trusted && s <= 0x1p1000;  // false for NaN
+      lowest = fmax(lowest, lo);
+      highest = fmax(highest, hi);
+      if (lane == 0) upper[v] = hi;
+    }
+  }
+  if (!trusted && lane == 0) *untrusted = 1;
+  if (lane == 0) {
+    lowerOfWarp[warp] = lowest;
+    upperOfWarp[warp] = highest;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kBoundWarps; ++w) {
+      lowest = fmax(lowest, lowerOfWarp[w]);
+      highest = fmax(highest, upperOfWarp[w]);
+    }
+    blockLower[blockIdx.x] = lowest;
+    blockUpper[blockIdx.x] = highest;
+  }
+}
+
+// Step 2 above, then chooseThenEmbedFrom (recorded_kernels.hpp): one block of kChooseThreads.
+// Resets `untrusted` for the next replay.
+__global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
+    chooseBoundedThenEmbed(const double* x, const double* wte, const double* upper, const double* blockLower,
+                           const double* blockUpper, long long blocks, long long V, long long C, int* untrusted,
+                           int* position, int* tokens, double* bests, double* embedding, const double* wpe,
+                           long long maxT) {
+  using recorded_kernels::Candidate;
+  constexpr int kThreads = recorded_kernels::kChooseThreads;
+  extern __shared__ double hidden[];  // (C)
+  __shared__ double lowerOfWarp[kThreads / 32];
+  __shared__ long long candidates[kMostCandidates];
+  __shared__ int count;
+  __shared__ double bar;
+  __shared__ bool everyRow;
+  const int t = static_cast<int>(threadIdx.x);
+  for (long long c = t; c < C; c += kThreads) hidden[c] = x[c];
+  double m = -HUGE_VAL;
+  for (long long b = t; b < blocks; b += kThreads) m = fmax(m, blockLower[b]);
+  for (int offset = 16; offset > 0; offset /= 2) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  if (t % 32 == 0) lowerOfWarp[t / 32] = m;
+  __syncthreads();
+  if (t == 0) {
+    for (int w = 0; w < kThreads / 32; ++w) m = fmax(m, lowerOfWarp[w]);
+    bar = m;
+    count = 0;
+    everyRow = *untrusted != 0;
+    *untrusted = 0;  // the next replay's bounds start trusted
+  }
+  __syncthreads();
+  if (!everyRow) {
+    for (long long b = t; b < blocks; b += kThreads) {
+      if (!(blockUpper[b] >= bar)) continue;
+      const long long end = min(V, (b + 1) * kRowsPerBlock);
+      for (long long v = b * kRowsPerBlock; v < end; ++v)
+        if (upper[v] >= bar) {
+          const int at = atomicAdd(&count, 1);
+          if (at < kMostCandidates) candidates[at] = v;
+        }
+    }
+  }
+  __syncthreads();
+  const int n = count;
+  Candidate mine{-HUGE_VAL, LLONG_MAX};
+  if (everyRow || n > kMostCandidates) {
+    // Every row in order, as chooseThenEmbed folds the logits: the earliest largest, NaN never wins.
+    for (long long v = t; v < V; v += kThreads) {
+      const double logit = chains::dotAhead<8>(hidden, wte + v * C, 1, static_cast<int>(C));
+      if (logit > mine.value) mine = Candidate{logit, v};
+    }
+  } else {
+    for (int i = t; i < n; i += kThreads) {
+      const long long v = candidates[i];
+      mine = recorded_kernels::earlierMaximum(
+          mine, Candidate{chains::dotAhead<8>(hidden, wte + v * C, 1, static_cast<int>(C)), v});
+    }
+  }
+  recorded_kernels::chooseThenEmbedFrom(mine, V, position, tokens, bests, embedding, wte, wpe, C, maxT);
+}
+
+}  // namespace
+
+// What the bounded choice holds for a recording: the float copy of wte, the rows' upper ends, the
+// blocks' largest ends, the untrusted flag.
+class Choice {
+ public:
+  // For wte (V, C) (fits(V, C) must hold), its float copy made on `stream`.
+  static osprey::Result<Choice> make(const std::shared_ptr<osprey::CudaDevice>& device, const double* wte,
+                                     long long V, long long C, cudaStream_t stream) {
+    Choice b;
+    b.m_V = V;
+    b.m_C = C;
+    b.m_blocks = (V + kRowsPerBlock - 1) / kRowsPerBlock;
+    b.m_wte = wte;
+    b.m_floats = OSPREY_TRY(osprey::gpuAllocate<float>(device, V * C));
+    b.m_upper = OSPREY_TRY(osprey::gpuAllocate<double>(device, V));
+    b.m_blockLower = OSPREY_TRY(osprey::gpuAllocate<double>(device, b.m_blocks));
+    b.m_blockUpper = OSPREY_TRY(osprey::gpuAllocate<double>(device, b.m_blocks));
+    b.m_untrusted = OSPREY_TRY(osprey::gpuAllocate<int>(device, 1));
+    OSPREY_CUDA_CHECK(cudaMemsetAsync(b.m_untrusted.data(), 0, sizeof(int), stream),
+                      "recorded decoding: the bounded choice's flag");
+    roundToFloats<<<1024, 256, 0, stream>>>(wte, b.m_floats.data(), V * C);
+    OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the float copy of wte");
+    return b;
+  }
+
+  // The bounds of x's logits, then the choice, the position moved on and the next embedding
+  // (chooseThenEmbed's outputs), queued on `stream`.
+  osprey::Result<void> launch(const double* x, cudaStream_t stream, int* position, int* tokens, double* bests,
+                              double* embedding, const double* wpe, long long maxT) {
+    const auto hiddenBytes = static_cast<std::size_t>(m_C) * sizeof(double);
+    OSPREY_CUDA_CHECK(osprey::cuda_detail::launchOverlapped(
+                          dim3(static_cast<unsigned>(m_blocks)), dim3(kBoundThreads), hiddenBytes, stream, boundLogits,
+                          x, reinterpret_cast<const float4*>(m_floats.data()), m_V, static_cast<int>(m_C / 4),
+                          m_upper.data(), m_blockLower.data(), m_blockUpper.data(), m_untrusted.data()),
+                      "recorded decoding: the lm head's bounds' launch");
+    chooseBoundedThenEmbed<<<1, recorded_kernels::kChooseThreads, hiddenBytes, stream>>>(
+        x, m_wte, m_upper.data(), m_blockLower.data(), m_blockUpper.data(), m_blocks, m_V, m_C, m_untrusted.data(),
+        position, tokens, bests, embedding, wpe, maxT);
+    OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the bounded greedy choice's launch");
+    return {};
+  }
+
+ private:
+  long long m_V = 0, m_C = 0, m_blocks = 0;
+  const double* m_wte = nullptr;
+  osprey::GpuBuffer<osprey::CudaDevice, float> m_floats;
+  osprey::GpuBuffer<osprey::CudaDevice, double> m_upper, m_blockLower, m_blockUpper;
+  osprey::GpuBuffer<osprey::CudaDevice, int> m_untrusted;
+};
+
+}  // namespace gpt2::bounded_choice
