@@ -15,8 +15,10 @@
 //   2. chooseBoundedThenEmbed takes M, the largest lower end. A row whose upper end is below M has a
 //      logit below another row's, so it is not the largest; the rows left (the candidates: every
 //      row that holds the largest logit is among them) get their exact chains (chains::dotAhead:
-//      from +0.0, fma in k order, so the bits the lm head's product gives), and the earliest
-//      largest of those is the choice, as chooseThenEmbed makes it from every logit.
+//      from +0.0, fma in k order, so the bits the lm head's product gives), a thread a row, over
+//      rows the block stages in shared memory a few at a time (one round trip to the memory a
+//      few rows, where a chain reading its row from the memory would wait for every few terms),
+//      and the earliest largest of those is the choice, as chooseThenEmbed makes it from every logit.
 //
 // Where an interval cannot be trusted (a size above 2^1000 or not finite: weights past the float
 // range, a hidden row that is not finite) or more than kMostCandidates rows are left, the choice
@@ -46,8 +48,10 @@ constexpr int kBoundWarps = kBoundThreads / 32;
 constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerBlock = kBoundWarps * kRowsPerWarp;
 constexpr int kHeldQuads = 6;             // float4s a lane loads of each row before its wait: 768 wide, whole
-constexpr long long kMostWidth = 4096;    // the hidden row in shared memory, 32 KB
+constexpr long long kMostWidth = 2048;    // the hidden row and a candidate row in the choice's shared memory
 constexpr int kMostCandidates = 256;      // rows the choice holds for their exact chains
+constexpr int kChoiceShared = 5376;       // doubles of the choice's shared memory (42 KB): the hidden row, staged rows
+static_assert(kChoiceShared >= 2 * kMostWidth, "the choice stages at least one row beside the hidden row");
 
 // Whether a model of width C (and V rows) takes the bounded choice: rows of whole float4s (so each
 // row's copy starts on 16 bytes), a hidden row that fits shared memory, block indices in an int.
@@ -153,7 +157,7 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
                            long long maxT) {
   using recorded_kernels::Candidate;
   constexpr int kThreads = recorded_kernels::kChooseThreads;
-  extern __shared__ double hidden[];  // (C)
+  extern __shared__ double hidden[];  // (C), then candidate rows: kChoiceShared in all
   __shared__ double lowerOfWarp[kThreads / 32];
   __shared__ long long candidates[kMostCandidates];
   __shared__ int count;
@@ -195,10 +199,19 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
       if (logit > mine.value) mine = Candidate{logit, v};
     }
   } else {
-    for (int i = t; i < n; i += kThreads) {
-      const long long v = candidates[i];
-      mine = recorded_kernels::earlierMaximum(
-          mine, Candidate{chains::dotAhead<8>(hidden, wte + v * C, 1, static_cast<int>(C)), v});
+    double* staged = hidden + C;
+    const int atOnce = static_cast<int>((kChoiceShared - C) / C);  // 1 or more: fits() bounds C
+    for (int first = 0; first < n; first += atOnce) {
+      const int rows = min(atOnce, n - first);
+      for (long long i = t; i < rows * C; i += kThreads) {
+        const long long r = i / C;
+        staged[i] = wte[candidates[first + r] * C + (i - r * C)];
+      }
+      __syncthreads();
+      if (t < rows)
+        mine = recorded_kernels::earlierMaximum(
+            mine, Candidate{chains::dotAhead<8>(hidden, staged + t * C, 1, static_cast<int>(C)), candidates[first + t]});
+      __syncthreads();
     }
   }
   recorded_kernels::chooseThenEmbedFrom(mine, V, position, tokens, bests, embedding, wte, wpe, C, maxT);
@@ -240,7 +253,7 @@ class Choice {
                           x, reinterpret_cast<const float4*>(m_floats.data()), m_V, static_cast<int>(m_C / 4),
                           m_upper.data(), m_blockLower.data(), m_blockUpper.data(), m_untrusted.data()),
                       "recorded decoding: the lm head's bounds' launch");
-    chooseBoundedThenEmbed<<<1, recorded_kernels::kChooseThreads, hiddenBytes, stream>>>(
+    chooseBoundedThenEmbed<<<1, recorded_kernels::kChooseThreads, kChoiceShared * sizeof(double), stream>>>(
         x, m_wte, m_upper.data(), m_blockLower.data(), m_blockUpper.data(), m_blocks, m_V, m_C, m_untrusted.data(),
         position, tokens, bests, embedding, wpe, maxT);
     OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the bounded greedy choice's launch");
