@@ -314,7 +314,8 @@ osprey::Result<std::vector<int>> RecordedCuda::continueGreedy(const Weights& w, 
     }
     views.layers.push_back(LayerCache<RecordedCuda>{r.keys.back().prefix(Tc * C), r.values.back().prefix(Tc * C)});
   }
-  if (bounded_choice::fits(c.V, C)) r.bounded = OSPREY_TRY(bounded_choice::Choice::make(device, r.wte, c.V, C, r.stream()));
+  if (bounded_choice::fits(c.V, C))
+    r.bounded = OSPREY_TRY(bounded_choice::Choice::make(device, r.wte, c.V, C, r.stream()));
   // The first token: the prompt's logits chosen as every replay chooses.
   OSPREY_CHECK(r.launchChoice(step.logits));
   OSPREY_CHECK(r.markFirst());

@@ -276,7 +276,7 @@ TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
       std::vector<Scalar> x(C), wte = kindsOfValues(rng, s.V * s.C, 4);
       for (Scalar& v : x) v = normal(rng);
       if (kind < 5 && kind > 0) x = kindsOfValues(rng, s.C, kind - 1);
-      const auto row = [&](Index r) { return wte.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * C); };
+      const auto row = [&](Index r) { return wte.begin() + static_cast<std::ptrdiff_t>(r * s.C); };
       std::vector<Scalar> leader(C);  // a row that leads the others: x's direction, scaled
       for (std::size_t k = 0; k < C; ++k) leader[k] = x[k] * 0.02;
       switch (kind) {
