@@ -131,13 +131,19 @@ osprey::Result<Buf<H>> normLogits(H& h, const Buf<H>& x, const Buf<H>& lnWeight,
 
 // The three stages after attention, as both inference passes take them: on the transposed
 // weights, over N rows, each a derived operation of the linear family (layers/linear.hpp) that a
-// handler may answer whole (the fast handler's one-row decoding does), keeping nothing.
+// handler may answer whole (the fast handler's one-row decoding does), keeping nothing; and ln_f,
+// with which the passes that stop before the lm head finish.
 template <osprey::Tensor H>
 struct InferenceStages {
   const ForwardWeights<H>& w;
   osprey::Index N;
 
   const BlockForwardWeights<H>& block(osprey::Index l) const { return w.blocks[static_cast<std::size_t>(l)]; }
+  // ln_f over the N rows: the hidden states (N, C) the lm head reads.
+  osprey::Result<Buf<H>> finalNorm(H& h, const Buf<H>& x) const {
+    auto lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight, w.lnfBias, N, w.config.C));  // (N, C)
+    return std::move(lnf.out);
+  }
   osprey::Result<Buf<H>> attentionResidual(H& h, osprey::Index l, const Buf<H>& x, const Buf<H>& y) const {
     const BlockForwardWeights<H>& b = block(l);
     return linearResidual(h, x, y, b.attnProjT, b.attnProjBias, N, w.config.C, w.config.C);  // (N, C)
@@ -178,10 +184,7 @@ struct FullPass : InferenceStages<H> {
     }
     return std::move(att.out);  // the attention table (B, NH, T, T), which only a backward reads, goes
   }
-  osprey::Result<Buf<H>> finish(H& h, const Buf<H>& x) const {
-    auto lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight, w.lnfBias, N, w.config.C));  // (N, C)
-    return std::move(lnf.out);
-  }
+  osprey::Result<Buf<H>> finish(H& h, const Buf<H>& x) const { return this->finalNorm(h, x); }
 };
 
 // The cached step's walk over one new position (N = 1) at position cache.length: its query
@@ -257,18 +260,14 @@ osprey::Result<StepOut<H>> prefill(H& h, const ForwardWeights<H>& w, const Buf<H
 // state (C) that the lm head reads.
 template <osprey::Tensor H>
 struct DecodeHiddenPass : DecodePass<H> {
-  osprey::Result<Buf<H>> finish(H& h, const Buf<H>& x) const {
-    const ForwardWeights<H>& w = this->w;
-    auto lnf = OSPREY_TRY(layernormForward(h, x, w.lnfWeight, w.lnfBias, 1, w.config.C));  // (C)
-    return std::move(lnf.out);
-  }
+  osprey::Result<Buf<H>> finish(H& h, const Buf<H>& x) const { return this->finalNorm(h, x); }  // (C)
 };
 
 // A cached step's walk `Pass` (DecodePass or DecodeHiddenPass) over token (1) [its id as a double]
-// at position cache.length: what it finishes with, and the cache grown by one position.
-template <template <class> class Pass, osprey::Tensor H>
-osprey::Result<std::pair<Buf<H>, KvCache<H>>> walkDecodeStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache,
-                                          const Buf<H>& token) {
+// at position cache.length: Out (StepOut or HiddenStepOut) of what it finishes with and the cache
+// grown by one position.
+template <template <class> class Pass, template <class> class Out, osprey::Tensor H>
+osprey::Result<Out<H>> walkDecodeStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache, const Buf<H>& token) {
   const Config& c = w.config;
   const osprey::Index Tc = cache.length;
   if (Tc < 1 || Tc >= c.maxT)
@@ -280,7 +279,7 @@ osprey::Result<std::pair<Buf<H>, KvCache<H>>> walkDecodeStep(H& h, const Forward
   next.layers.reserve(cache.layers.size());
   Pass<H> pass{DecodePass<H>{{w, 1}, cache, token, next}};
   auto out = OSPREY_TRY(forwardWalk(h, pass, static_cast<osprey::Index>(w.blocks.size())));
-  return std::pair<Buf<H>, KvCache<H>>{std::move(out), std::move(next)};
+  return Out<H>{std::move(out), std::move(next)};
 }
 
 // One new position: token (1) [its id as a double] at position cache.length, attending to the
@@ -288,8 +287,7 @@ osprey::Result<std::pair<Buf<H>, KvCache<H>>> walkDecodeStep(H& h, const Forward
 template <osprey::Tensor H>
 osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache,
                                       const Buf<H>& token) {
-  auto [logits, next] = OSPREY_TRY(walkDecodeStep<DecodePass>(h, w, cache, token));  // (V)
-  return StepOut<H>{std::move(logits), std::move(next)};
+  return walkDecodeStep<DecodePass, StepOut>(h, w, cache, token);
 }
 
 // decodeStep up to ln_f: the new position's hidden state (C) in place of its logits (the lm head
@@ -298,8 +296,7 @@ osprey::Result<StepOut<H>> decodeStep(H& h, const ForwardWeights<H>& w, const Kv
 template <osprey::Tensor H>
 osprey::Result<HiddenStepOut<H>> decodeHiddenStep(H& h, const ForwardWeights<H>& w, const KvCache<H>& cache,
                                                   const Buf<H>& token) {
-  auto [hidden, next] = OSPREY_TRY(walkDecodeStep<DecodeHiddenPass>(h, w, cache, token));  // (C)
-  return HiddenStepOut<H>{std::move(hidden), std::move(next)};
+  return walkDecodeStep<DecodeHiddenPass, HiddenStepOut>(h, w, cache, token);
 }
 
 }  // namespace gpt2

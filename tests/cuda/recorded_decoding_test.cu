@@ -237,7 +237,7 @@ ChoiceWrites chooseAtZero(RecordedCuda& h, const std::vector<Scalar>& x, const s
     auto choice = ok(bounded_choice::Choice::make(device, weights.data(), V, C, nullptr));
     ok(choice.launch(hidden.data(), nullptr, position.data(), tokens.data(), bests.data(), embedding.data(), wpe.data(),
                      maxT));
-    ok(device->flush());
+    ok(device->flush());  // before the choice's buffers go
   } else {
     const auto logits = ok(lmHeadOf(h, hidden, weights, 1, C, V));
     recorded_kernels::chooseThenEmbed<<<1, recorded_kernels::kChooseThreads>>>(
