@@ -63,15 +63,13 @@ struct Normalise {
   __device__ void load(double* ln, int C, int tid, int threads) const {
     osprey::cuda_detail::loadRow(ln, x, C, tid, threads);
   }
-  // Warp 0: the mean's chain, the deviations d = x - mean (as the variance's chain and the build
-  // read them), the variance's chain fma(d, d, acc); stats = {mean, rstd}.
-  __device__ void chains(double* ln, int C, double* stats) const {
+  // Warp 0: the mean's chain, then the variance's chain fma(d, d, acc) of the deviations
+  // d = x - mean (each made as the chain loads it, as the build makes it again); stats = {mean, rstd}.
+  __device__ void chains(const double* ln, int C, double* stats) const {
     const int lane = static_cast<int>(threadIdx.x % 32);
     const auto Cs = static_cast<double>(C);
     const double m = osprey::cuda_detail::warpSum(ln, C, 0.0) / Cs;
-    for (int c = lane; c < C; c += 32) ln[c] = ln[c] - m;
-    __syncwarp();
-    const double acc = osprey::cuda_detail::warpSquares(ln, C, 0.0);
+    const double acc = osprey::cuda_detail::warpSquaresAbout(ln, m, C, 0.0);
     const double r = 1.0 / osprey::math::sqrt(acc / Cs + kLayerNormEps);
     if (lane == 0) {
       stats[0] = m;
@@ -83,9 +81,9 @@ struct Normalise {
     }
   }
   __device__ void build(double* ln, int C, const double* stats, int tid, int threads) const {
-    const double r = stats[1];
+    const double m = stats[0], r = stats[1];
     for (int c = tid; c < C; c += threads) {
-      const double norm = ln[c] * r;
+      const double norm = (ln[c] - m) * r;
       ln[c] = norm * lnW[c] + lnB[c];
     }
   }
@@ -99,6 +97,9 @@ struct StoreBiased {
   Then then;
   __device__ void warm(osprey::Index o) const { osprey::cuda_detail::warmLines(bias + o, 1, 0, 1); }
   __device__ void operator()(osprey::Index o, double acc) const { out[o] = then(acc + bias[o]); }
+  // The same, the bias loaded before the chain (row_dmma.hpp's holdFor).
+  __device__ double hold(osprey::Index o) const { return bias[o]; }
+  __device__ void put(osprey::Index o, double acc, double b) const { out[o] = then(acc + b); }
 };
 
 constexpr int kNormaliseThreads = 128;

@@ -99,12 +99,14 @@ __device__ __forceinline__ void dmmaUnrolled(double (&d)[4], Load load) {
 constexpr int kDmmaRun = 16;  // steps a run of dmmaUnrolled
 
 // One chain on the calling warp (every lane calls it, every lane gets the result):
-// acc = fma(u[k], v[k], acc) for k = 0 .. n - 1 from acc0, where V says what v is: the ones (the
-// chain acc + u[k]: fma(u, 1, acc) rounds u + acc once, as the addition does), u itself (the chain
-// of squares), or v.
+// acc = fma(u[k], v[k], acc) for k = 0 .. n - 1 from acc0, where V says what the terms are: u[k]
+// and the ones (the chain acc + u[k]: fma(u, 1, acc) rounds u + acc once, as the addition does),
+// the deviation d = u[k] - center twice (the chain of squares, each d made as it is loaded, so no
+// pass writes the deviations first), or u[k] and v[k].
 enum class ChainOf { Ones, Squares, Products };
 template <ChainOf V>
-__device__ __forceinline__ double warpChain(const double* u, const double* v, int n, double acc0) {
+__device__ __forceinline__ double warpChain(const double* u, const double* v, int n, double acc0,
+                                            double center = 0.0) {
   const int t = static_cast<int>(threadIdx.x % 32) % 4;
   double d[4] = {acc0, acc0, acc0, acc0};
   const int full = n / kDmmaK;
@@ -114,7 +116,7 @@ __device__ __forceinline__ double warpChain(const double* u, const double* v, in
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int k = k0 + step * kDmmaK + t + 4 * j;
-        a[2 * j] = a[2 * j + 1] = u[k];
+        a[2 * j] = a[2 * j + 1] = V == ChainOf::Squares ? u[k] - center : u[k];
         b[j] = V == ChainOf::Ones ? 1.0 : V == ChainOf::Squares ? a[2 * j] : v[k];
       }
     };
@@ -127,8 +129,8 @@ __device__ __forceinline__ double warpChain(const double* u, const double* v, in
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int k = full * kDmmaK + t + 4 * j;
-      at[2 * j] = at[2 * j + 1] = k < n ? u[k] : -0.0;
-      bt[j] = k < n ? (V == ChainOf::Ones ? 1.0 : V == ChainOf::Squares ? u[k] : v[k]) : 0.0;
+      at[2 * j] = at[2 * j + 1] = k < n ? (V == ChainOf::Squares ? u[k] - center : u[k]) : -0.0;
+      bt[j] = k < n ? (V == ChainOf::Ones ? 1.0 : V == ChainOf::Squares ? at[2 * j] : v[k]) : 0.0;
     }
     dmma16816(d, at, bt);
   }
@@ -137,8 +139,9 @@ __device__ __forceinline__ double warpChain(const double* u, const double* v, in
 __device__ __forceinline__ double warpSum(const double* u, int n, double acc0) {
   return warpChain<ChainOf::Ones>(u, nullptr, n, acc0);
 }
-__device__ __forceinline__ double warpSquares(const double* u, int n, double acc0) {
-  return warpChain<ChainOf::Squares>(u, nullptr, n, acc0);
+// The chain fma(d, d, acc) of the deviations d = u[k] - center.
+__device__ __forceinline__ double warpSquaresAbout(const double* u, double center, int n, double acc0) {
+  return warpChain<ChainOf::Squares>(u, nullptr, n, acc0, center);
 }
 __device__ __forceinline__ double warpDot(const double* u, const double* v, int n, double acc0) {
   return warpChain<ChainOf::Products>(u, v, n, acc0);
@@ -198,7 +201,21 @@ __device__ __forceinline__ void loadRow(double* row, const double* in, int n, in
 //   load(row, IC, tid, threads)       every thread, after the wait: the row into shared memory;
 //   chains(row, IC, stats)            warp 0's lanes, if kChains: the row's chains into stats[2];
 //   build(row, IC, stats, tid, threads) every thread, if kChains: the operand from row and stats.
-// A store may have warm(o) (every storing lane, before the wait) besides store(o, acc).
+// A store may have warm(o) (every storing lane, before the wait) besides store(o, acc), and
+// hold(o) with put(o, acc, held) (holdFor below).
+
+// What a store adds to a chain's result (a bias, the residual), loaded after the wait and before
+// the chains run, so that the store at the end waits for no load: a store with hold(o) and
+// put(o, acc, held) is called that way, one with only store(o, acc) as it is.
+struct NothingHeld {};
+template <class Store>
+__device__ __forceinline__ auto holdFor(const Store& store, Index o) {
+  if constexpr (requires { store.hold(o); }) return store.hold(o); else return NothingHeld{};
+}
+template <class Store, class Held>
+__device__ __forceinline__ void storeHeld(const Store& store, Index o, double acc, const Held& held) {
+  if constexpr (requires { store.put(o, acc, held); }) store.put(o, acc, held); else store(o, acc);
+}
 
 // After every thread's load and a barrier: a prologue with chains runs them on warp 0 and every
 // thread builds the operand from them (a barrier after each), so the row is ready for all.
@@ -282,6 +299,9 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
     if (stores1) store.warm(row0 + g + 8);
   }
   awaitEarlierKernels();  // the row, and whatever store reads, come from the kernels before
+  decltype(holdFor(store, row0)) held0{}, held1{};
+  if (stores0) held0 = holdFor(store, row0 + g);
+  if (stores1) held1 = holdFor(store, row0 + g + 8);
   prologue.load(operand, IC, tid, kRowDmmaThreads);
   for (int k = IC + tid; k < rowDmmaOperandLength(IC); k += kRowDmmaThreads) operand[k] = -0.0;  // against A's +0.0 there
   if (tid >= 32) waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
@@ -335,8 +355,8 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
       if (s + 1 < slices) arriveAt<kRowEmpty>(s);
     }
   }
-  if (stores0) store(row0 + g, d[0]);
-  if (stores1) store(row0 + g + 8, d[2]);
+  if (stores0) storeHeld(store, row0 + g, d[0], held0);
+  if (stores1) storeHeld(store, row0 + g + 8, d[2], held1);
 }
 
 // Marks what this translation unit's device code was compiled for (its PTX architecture).
