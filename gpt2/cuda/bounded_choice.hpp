@@ -67,10 +67,14 @@ __global__ void roundToFloats(const double* from, float* into, long long n) {
     into[i] = __double2float_rn(from[i]);
 }
 
-// The sum of a warp's values, in any order: only the bounds read it.
-__device__ __forceinline__ double warpTotal(double v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+// combine over a warp's values, in any order (a sum only the bounds read, or a maximum), on every lane.
+template <class Combine>
+__device__ __forceinline__ double acrossWarp(double v, Combine combine) {
+  for (int offset = 16; offset > 0; offset /= 2) v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
+}
+__device__ __forceinline__ double warpTotal(double v) {
+  return acrossWarp(v, [](double a, double b) { return a + b; });
 }
 
 // Step 1 above for kRowsPerBlock rows a block, kRowsPerWarp a warp. Launched as a programmatic
@@ -167,7 +171,7 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
   for (long long c = t; c < C; c += kThreads) hidden[c] = x[c];
   double m = -HUGE_VAL;
   for (long long b = t; b < blocks; b += kThreads) m = fmax(m, blockLower[b]);
-  for (int offset = 16; offset > 0; offset /= 2) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  m = acrossWarp(m, [](double a, double b) { return fmax(a, b); });
   if (t % 32 == 0) lowerOfWarp[t / 32] = m;
   __syncthreads();
   if (t == 0) {

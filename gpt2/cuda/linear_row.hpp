@@ -31,13 +31,13 @@ struct StoreResidual {
   const double* x;
   const double* bias;
   __device__ void warm(osprey::Index o) const { osprey::cuda_detail::warmLines(bias + o, 1, 0, 1); }
-  __device__ void operator()(osprey::Index o, double acc) const { out[o] = x[o] + (acc + bias[o]); }
-  // The same sum, its addends loaded before the chain (row_dmma.hpp's holdFor).
+  // The addends, loaded before the chain where the kernel can (row_dmma.hpp's holdFor), then the sum.
   struct Held {
     double x, bias;
   };
   __device__ Held hold(osprey::Index o) const { return {x[o], bias[o]}; }
   __device__ void put(osprey::Index o, double acc, const Held& h) const { out[o] = h.x + (acc + h.bias); }
+  __device__ void operator()(osprey::Index o, double acc) const { put(o, acc, hold(o)); }
   __device__ void operator()(osprey::Index o, int, double acc) const { (*this)(o, acc); }
 };
 

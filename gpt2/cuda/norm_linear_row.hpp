@@ -96,10 +96,10 @@ struct StoreBiased {
   const double* bias;
   Then then;
   __device__ void warm(osprey::Index o) const { osprey::cuda_detail::warmLines(bias + o, 1, 0, 1); }
-  __device__ void operator()(osprey::Index o, double acc) const { out[o] = then(acc + bias[o]); }
-  // The same, the bias loaded before the chain (row_dmma.hpp's holdFor).
+  // The bias, loaded before the chain where the kernel can (row_dmma.hpp's holdFor), then the output.
   __device__ double hold(osprey::Index o) const { return bias[o]; }
   __device__ void put(osprey::Index o, double acc, double b) const { out[o] = then(acc + b); }
+  __device__ void operator()(osprey::Index o, double acc) const { put(o, acc, hold(o)); }
 };
 
 constexpr int kNormaliseThreads = 128;
