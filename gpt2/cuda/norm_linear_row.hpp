@@ -4,8 +4,8 @@
 // layernorm_rows.hpp), the few-columns product Wᵀ · ln (src/gpu/cuda/matmul.cu) and the bias's build.
 // Here the device's one-row tensor-core kernel (osprey/gpu/cuda/kernels/row_dmma.hpp) takes 16 rows
 // of wT (OC, IC) a block, its copier warps staging them while the block normalises the row:
-//   * every thread loads its share of x; warp 0 runs the LayerNorm's two chains (its sum, then
-//     fma(d, d, acc) of the deviations d = x - mean) as tensor-core chains; every thread builds
+//   * every thread loads its share of x; the computing warp runs the LayerNorm's two chains (its
+//     sum, then fma(d, d, acc) of the deviations d = x - mean) as tensor-core chains; every thread builds
 //     ln = (d · rstd) · w + b, w and b sent toward the L2 before the kernel waited for x;
 //   * then the product's chains, acc = fma(wT[row][k], ln[k], acc) from +0.0, k ascending, and
 //     then(row, acc + bias[row]).
@@ -48,7 +48,7 @@ struct Gelu {
 
 // The kernel's prologue: ln = layernorm(x) into its operand, as layernormForward builds it (the
 // row's mean and rstd to *mean and *rstd where they are given). Every thread loads x and builds ln;
-// warp 0 runs the two chains between (osprey/gpu/cuda/kernels/row_dmma.hpp names the phases).
+// one warp runs the two chains between (osprey/gpu/cuda/kernels/row_dmma.hpp names the phases).
 struct Normalise {
   const double* x;
   const double* lnW;
@@ -63,7 +63,7 @@ struct Normalise {
   __device__ void load(double* ln, int C, int tid, int threads) const {
     osprey::cuda_detail::loadRow(ln, x, C, tid, threads);
   }
-  // Warp 0: the mean's chain, then the variance's chain fma(d, d, acc) of the deviations
+  // One warp: the mean's chain, then the variance's chain fma(d, d, acc) of the deviations
   // d = x - mean (each made as the chain loads it, as the build makes it again); stats = {mean, rstd}.
   __device__ void chains(const double* ln, int C, double* stats) const {
     const int lane = static_cast<int>(threadIdx.x % 32);
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kNormaliseThreads) normaliseRow(double* __rest
   osprey::cuda_detail::awaitEarlierKernels();
   n.load(normalised, C, tid, kNormaliseThreads);
   __syncthreads();
-  osprey::cuda_detail::buildOperand(n, normalised, C, stats, tid, kNormaliseThreads);
+  osprey::cuda_detail::buildOperand(n, normalised, C, stats, tid, kNormaliseThreads, tid < 32);
   for (int c = tid; c < C; c += kNormaliseThreads) out[c] = normalised[c];
 }
 

@@ -10,17 +10,21 @@
 //     every column of B (every output is then that chain);
 //   * rowDmmaKernel gives each block 16 rows of wT (OC x IC), or 4 repeated in A's 16: every
 //     thread loads its share of the row into shared memory (one round trip to the L2, every load in
-//     flight), warp 0 runs the prologue's chains if it has any (a LayerNorm's) and every thread
-//     builds the operand from them; then warp 0 walks k in steps of 16, one mma a step with the
-//     rows as A and the operand as every column of B, a stage's 16 steps unrolled with their
-//     operands loaded two steps ahead; warps 1-3 copy the rows into shared memory, the first
-//     stages in flight from the start, so the copies overlap the prologue.
+//     flight), the computing warp runs the prologue's chains if it has any (a LayerNorm's) and
+//     every thread builds the operand from them; then that warp walks k in steps of 16, one mma a
+//     step with the rows as A and the operand as every column of B, a stage's 16 steps unrolled
+//     with their operands loaded two steps ahead; the other three warps copy the rows into shared
+//     memory, the first stages in flight from the start, so the copies overlap the prologue.
 //   * it is launched as a programmatic dependent of the kernel before it (dependent_launch.hpp):
 //     its blocks may start while that kernel finishes, the copiers staging weights (which no
 //     kernel writes) and every thread sending the prologue's and the store's own weights (a
 //     LayerNorm's, a bias) toward the L2 at once; then they wait for the earlier kernel's results
-//     before reading the row or writing anything. Each block lets the next such kernel start as
-//     soon as it runs.
+//     before reading the row or writing anything. Each block lets the next such kernel start once
+//     its own row and first slice have landed: earlier, the next kernel's copies took the memory
+//     from them (bench/RESULTS.md, forty-third run).
+//   * one warp computes and three copy; the computing warp is the one on the multiprocessor's
+//     quarter numbered by the block's place on it, so two blocks on one multiprocessor run their
+//     chains on two quarters' tensor cores, not one.
 // Terms past the end are (-0.0) · (+0.0) or (+0.0) · (-0.0) = -0.0, which leaves every accumulator
 // as it was (x + -0.0 == x for every x, -0.0 and NaN included), so no length needs to be a multiple
 // of 16.
@@ -54,7 +58,7 @@ __device__ __forceinline__ void dmma16816(double (&d)[4], const double (&a)[8], 
       : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]), "d"(b[0]), "d"(b[1]),
         "d"(b[2]), "d"(b[3]));
 #else
-  __trap();  // never launched: rowDmmaTakes is false for code compiled for these architectures
+  __trap();  // never launched: dmmaCompiled is false for code compiled for these architectures
 #endif
 }
 
@@ -97,6 +101,34 @@ __device__ __forceinline__ void dmmaUnrolled(double (&d)[4], Load load) {
   }
 }
 constexpr int kDmmaRun = 16;  // steps a run of dmmaUnrolled
+
+// Steps dependent mma steps on d, Group at a time, for A's operands read from the L2 or memory,
+// whose round trip two steps ahead (dmmaSteps) would not hide: group g + 1's A operands
+// (loadA(step, a)) are loaded before group g's steps run, B's (loadB(step, b), near: shared memory)
+// as the group starts. loadA is called for steps past the last too (with nothing to load there).
+template <int Group, class LoadA, class LoadB>
+__device__ __forceinline__ void dmmaGroups(double (&d)[4], int steps, LoadA loadA, LoadB loadB) {
+  auto loadGroup = [&](double (&a)[Group][8], int s0) {
+#pragma unroll
+    for (int s = 0; s < Group; ++s) loadA(s0 + s, a[s]);
+  };
+  double cur[Group][8];
+  loadGroup(cur, 0);
+  for (int s0 = 0; s0 < steps; s0 += Group) {
+    double next[Group][8];
+    loadGroup(next, s0 + Group);  // in flight while this group's steps run
+    double b[Group][4];
+#pragma unroll
+    for (int s = 0; s < Group; ++s) loadB(s0 + s, b[s]);
+#pragma unroll
+    for (int s = 0; s < Group; ++s)
+      if (s0 + s < steps) dmma16816(d, cur[s], b[s]);
+#pragma unroll
+    for (int s = 0; s < Group; ++s)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) cur[s][i] = next[s][i];
+  }
+}
 
 // One chain on the calling warp (every lane calls it, every lane gets the result):
 // acc = fma(u[k], v[k], acc) for k = 0 .. n - 1 from acc0, where V says what the terms are: u[k]
@@ -147,7 +179,7 @@ __device__ __forceinline__ double warpDot(const double* u, const double* v, int 
   return warpChain<ChainOf::Products>(u, v, n, acc0);
 }
 
-constexpr int kRowDmmaThreads = 128;  // warp 0 computes; warps 1-3 copy
+constexpr int kRowDmmaThreads = 128;  // one warp computes, three copy
 constexpr int kRowDmmaCopiers = kRowDmmaThreads - 32;
 constexpr int kRowDmmaDepth = 256;    // k a stage
 // A stage's rows sit 260 doubles apart: 8 banks apart, so a step's fragment loads (8 rows x 4
@@ -199,7 +231,7 @@ __device__ __forceinline__ void loadRow(double* row, const double* in, int n, in
 // A prologue leaves the row's operand in shared memory in phases, each called by the kernel:
 //   warm(tid, threads, IC)            every thread, before the wait: its own weights toward the L2;
 //   load(row, IC, tid, threads)       every thread, after the wait: the row into shared memory;
-//   chains(row, IC, stats)            warp 0's lanes, if kChains: the row's chains into stats[2];
+//   chains(row, IC, stats)            the computing warp, if kChains: the row's chains into stats[2];
 //   build(row, IC, stats, tid, threads) every thread, if kChains: the operand from row and stats.
 // A store may have warm(o) (every storing lane, before the wait) besides store(o, acc), and
 // hold(o) with put(o, acc, held) (holdFor below).
@@ -217,21 +249,21 @@ __device__ __forceinline__ void storeHeld(const Store& store, Index o, double ac
   if constexpr (requires { store.put(o, acc, held); }) store.put(o, acc, held); else store(o, acc);
 }
 
-// After every thread's load and a barrier: a prologue with chains runs them on warp 0 and every
+// After every thread's load and a barrier: a prologue with chains runs them on chainWarp and every
 // thread builds the operand from them (a barrier after each), so the row is ready for all.
 template <class Prologue>
 __device__ __forceinline__ void buildOperand(const Prologue& prologue, double* row, int IC, double* stats, int tid,
-                                             int threads) {
+                                             int threads, bool chainWarp) {
   if constexpr (Prologue::kChains) {
-    if (tid < 32) prologue.chains(row, IC, stats);
+    if (chainWarp) prologue.chains(row, IC, stats);
     __syncthreads();
     prologue.build(row, IC, stats, tid, threads);
     __syncthreads();
   }
 }
 
-// Named barriers between warp 0 and the copiers (0 is __syncthreads'): a stage is full (two ids,
-// by the slice's parity) and a stage is empty (two more). Every thread of the block takes part.
+// Named barriers between the computing warp and the copiers (0 is __syncthreads'): a stage is full
+// (two ids, by the slice's parity) and a stage is empty (two more). Every thread of the block takes part.
 // The ids are immediates (a register id would reserve all sixteen).
 constexpr int kRowFull = 1, kRowEmpty = 3;
 template <int Id>
@@ -266,9 +298,28 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   const Index row0 = static_cast<Index>(blockIdx.x) * Rows;
   const int slices = (IC + kRowDmmaDepth - 1) / kRowDmmaDepth;
 
+  // The computing warp: the one on the multiprocessor's quarter (its warp slot modulo 4, where the
+  // tensor core it issues to sits) numbered by the block's place among the multiprocessor's blocks
+  // (its lowest slot / 4), so that two blocks sharing a multiprocessor run their chains on two
+  // tensor cores: one m16n8k16 f64 chain keeps a quarter's tensor core busy most of its cycles,
+  // and two on one quarter took half again as long a step. Any warp gives the same bits.
+  __shared__ int slotOf[kRowDmmaThreads / 32];
+  const int warp = tid / 32;
+  if (tid % 32 == 0) {
+    unsigned slot;
+    asm volatile("mov.u32 %0, %%warpid;" : "=r"(slot));
+    slotOf[warp] = static_cast<int>(slot);
+  }
+  __syncthreads();
+  int base = slotOf[0], computing = 0;
+  for (int w = 1; w < kRowDmmaThreads / 32; ++w) base = slotOf[w] < base ? slotOf[w] : base;
+  for (int w = kRowDmmaThreads / 32 - 1; w >= 0; --w)
+    if (slotOf[w] % 4 == (base / 4) % 4) computing = w;
+  const bool computes = warp == computing;
+  const int ctid = warp < computing ? tid : tid - 32;  // 0 .. kRowDmmaCopiers - 1 on the copiers
+
   // Copiers: slice s of the block's rows into stage s % Stages, one commit group a slice
   // (empty past the end, so the waits count groups); past the rows or the depth, zeros.
-  const int ctid = tid - 32;
   auto copySlice = [&](int s) {
     if (s < slices) {
       double* stage = stages + (s % Stages) * Shape::kStageDoubles;
@@ -287,11 +338,10 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
 
   const int lane = tid % 32, g = lane / 4, t = lane % 4;
   // Lanes with t == 0 store column 0 of D: rows g (d[0]) and g + 8 (d[2]), the block's rows r < Rows.
-  const bool stores0 = tid < 32 && t == 0 && g < Rows && row0 + g < OC;
-  const bool stores1 = tid < 32 && t == 0 && g + 8 < Rows && row0 + g + 8 < OC;
+  const bool stores0 = computes && t == 0 && g < Rows && row0 + g < OC;
+  const bool stores1 = computes && t == 0 && g + 8 < Rows && row0 + g + 8 < OC;
   double d[4] = {0.0, 0.0, 0.0, 0.0};
-  startDependents();
-  if (tid >= 32)
+  if (!computes)
     for (int s = 0; s < Stages; ++s) copySlice(s);
   prologue.warm(tid, kRowDmmaThreads, IC);
   if constexpr (requires { store.warm(row0); }) {
@@ -303,15 +353,19 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   if (stores0) held0 = holdFor(store, row0 + g);
   if (stores1) held1 = holdFor(store, row0 + g + 8);
   prologue.load(operand, IC, tid, kRowDmmaThreads);
-  for (int k = IC + tid; k < rowDmmaOperandLength(IC); k += kRowDmmaThreads) operand[k] = -0.0;  // against A's +0.0 there
-  if (tid >= 32) waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
+  for (int k = IC + tid; k < rowDmmaOperandLength(IC); k += kRowDmmaThreads)
+    operand[k] = -0.0;  // against A's +0.0 there
+  if (!computes) waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
   __syncthreads();  // slice 0 has landed and the row is in shared memory
-  buildOperand(prologue, operand, IC, rowStats, tid, kRowDmmaThreads);
-  // Slice s: warp 0 waits for its stage to be full (slice 0: the barrier above), computes, and
-  // says the stage is empty; the copiers say slice s + 1 has landed before they refill the stage
-  // warp 0 has just left, so the refill's issue never delays warp 0. Named barriers of both
+  // Only now may the next kernel start: its copies, started earlier, took the memory from this
+  // block's first slice and row.
+  startDependents();
+  buildOperand(prologue, operand, IC, rowStats, tid, kRowDmmaThreads, computes);
+  // Slice s: the computing warp waits for its stage to be full (slice 0: the barrier above),
+  // computes, and says the stage is empty; the copiers say slice s + 1 has landed before they refill
+  // the stage it has just left, so the refill's issue never delays it. Named barriers of both
   // parities: no side can reach a barrier's next use before the other has left its last.
-  if (tid >= 32) {
+  if (!computes) {
     for (int s = 0; s + 1 < slices; ++s) {
       waitCopies<Stages - 2>();  // groups 0 .. s + 1 have landed: slice s + 1
       arriveAt<kRowFull>(s + 1);
@@ -362,14 +416,16 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
 // Marks what this translation unit's device code was compiled for (its PTX architecture).
 __global__ void rowDmmaCompiledFor() {}
 
-// Whether the kernel takes a row of IC on the calling thread's device: the row fits its shared
-// memory, and the device code was compiled for an architecture with the FP64 mma shapes (9.0 and
-// later; code compiled for an earlier one, even running on a Hopper, would reach the trap).
-inline bool rowDmmaTakes(long long IC) {
-  if (IC <= 0 || IC > kRowDmmaMostIC) return false;
+// Whether this translation unit's device code has the FP64 mma shapes: compiled for 9.0 or later
+// (code compiled for an earlier architecture, even running on a Hopper, would reach the trap).
+inline bool dmmaCompiled() {
   cudaFuncAttributes compiled{};
   return cudaFuncGetAttributes(&compiled, rowDmmaCompiledFor) == cudaSuccess && compiled.ptxVersion >= 90;
 }
+
+// Whether the kernel takes a row of IC on the calling thread's device: the row fits its shared
+// memory, and the device code has the mma shapes.
+inline bool rowDmmaTakes(long long IC) { return IC > 0 && IC <= kRowDmmaMostIC && dmmaCompiled(); }
 
 // The kernel's plain prologue: the row as it is.
 struct CopyRow {
