@@ -2,19 +2,20 @@
 // (gpt2/cuda/recorded_cuda.hpp answers attendAppending with it). The reference takes five launches
 // there, each a wait between dependent kernels: the append of the new key and value, and
 // detail::attendCached's four row folds (the scores, their maxima, the sums of exp, the output).
-// Here one block takes one head and does all of it, the block's threads computing terms and one
-// thread running each fold that is a single chain:
+// Here one block takes one head and does all of it, its chains over channels and positions on the
+// FP64 tensor cores (osprey/gpu/cuda/kernels/row_dmma.hpp: an mma chained through its accumulator
+// is the ascending fma chain, bit for bit, in fewer cycles a term):
 //   * before its wait for the kernels before it, the head's earlier keys and values are sent toward
 //     the L2; then the head's channels of the new key and value are written at *position
 //     (appendAtPosition's doubles), q's into shared memory;
-//   * every thread takes positions t2 <= *position: pre[t2] = scale(fma chain of q · k over the
-//     head's channels, from +0.0, channel ascending, the key's loads a group ahead) into shared
-//     memory;
+//   * each warp takes 16 positions t2 <= *position at a time: pre[t2] = scale(fma chain of q · k
+//     over the head's channels, from +0.0, channel ascending) as one mma chain, the keys as A's
+//     rows, into shared memory;
 //   * thread 0 folds the maximum from pre[0] (Larger: the earlier of equal values is kept); the
-//     threads write e[t2] = exp(pre[t2] - max); thread 0 sums them from 0.0, t2 ascending; the
-//     threads write att[t2] = e[t2] / sum;
-//   * lanes c < hs run out[c] = fma chain of att[t2] · v[t2][c] from +0.0, t2 ascending, the next
-//     group of values loaded while the current group's fmas run (chains::dotAhead).
+//     threads write e[t2] = exp(pre[t2] - max); warp 0 sums them from 0.0, t2 ascending (the chain
+//     fma(e, 1, acc)); the threads write att[t2] = e[t2] / sum;
+//   * warp w runs out[c] = fma chain of att[t2] · v[t2][c] from +0.0, t2 ascending, for its 16
+//     channels c as one mma chain, the values read from the L2 a few steps ahead.
 // These are the reference's terms (the same functions: osprey::math::exp, the scale's DivideBy,
 // the folds' combines) combined in the reference's order, so the same doubles;
 // tests/cuda/recorded_decoding_test.cu compares them bit for bit.
@@ -35,6 +36,7 @@
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
 #include "osprey/gpu/cuda/kernels/dependent_launch.hpp"
+#include "osprey/gpu/cuda/kernels/row_dmma.hpp"
 #include "osprey/math.hpp"
 
 namespace gpt2::attend_row {
@@ -43,18 +45,83 @@ namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 constexpr int kThreads = 256;
 constexpr int kMostHeadSize = 128;          // lanes of the output chains (GPT-2's heads are 64)
 constexpr long long kMostPositions = 4096;  // the score row in shared memory: 32 KiB, no opt-in
-constexpr int kKeysAhead = 32;    // a key's channels a thread holds in registers, per group
-constexpr int kValuesAhead = 32;  // positions of V a lane holds in registers, per group
 
 __host__ __device__ inline long long sharedBytes(long long maxT) {
   return (maxT + kMostHeadSize) * static_cast<long long>(sizeof(double));
 }
 // Whether a recording's context and head size fit the kernel (every GPT-2 size's do).
 inline bool fits(long long maxT, long long hs) {
-  return maxT >= 1 && maxT <= kMostPositions && hs >= 1 && hs <= kMostHeadSize;
+  return maxT >= 1 && maxT <= kMostPositions && hs >= 1 && hs <= kMostHeadSize && osprey::cuda_detail::dmmaCompiled();
 }
 
 __device__ __forceinline__ void prefetchToL2(const double* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+constexpr int kStepsAhead = 4;  // mma steps whose keys or values are loaded a group ahead (dmmaGroups)
+
+// Scores of positions p0 .. p0 + 15 (those below P) on the calling warp, into row: each the
+// reference's chain fma(q[c], key[c], acc) from +0.0 over the head's channels c ascending, then its
+// scale, as one mma chain (osprey/gpu/cuda/kernels/row_dmma.hpp): the 16 keys as A's rows, q as
+// every column of B. q holds -0.0 past the head's channels (against the keys' +0.0 there: no change
+// to any chain); rows past P read key P - 1 and are not stored.
+template <class Scale>
+__device__ __forceinline__ void scoreGroup(double* row, const double* q, const double* keys, long long C,
+                                           long long head, int hs, int P, int p0, Scale scale) {
+  constexpr int K = osprey::cuda_detail::kDmmaK;
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  const int pos0 = p0 + g, pos1 = p0 + g + 8;
+  const double* key0 = keys + static_cast<long long>(pos0 < P ? pos0 : P - 1) * C + head;
+  const double* key1 = keys + static_cast<long long>(pos1 < P ? pos1 : P - 1) * C + head;
+  double d[4] = {0.0, 0.0, 0.0, 0.0};
+  osprey::cuda_detail::dmmaGroups<kStepsAhead>(
+      d, (hs + K - 1) / K,
+      [&](int step, double (&a)[8]) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = step * K + t + 4 * j;
+          a[2 * j] = c < hs ? key0[c] : 0.0;
+          a[2 * j + 1] = c < hs ? key1[c] : 0.0;
+        }
+      },
+      [&](int step, double (&b)[4]) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) b[j] = q[step * K + t + 4 * j];
+      });
+  if (t == 0 && pos0 < P) row[pos0] = scale(d[0]);
+  if (t == 0 && pos1 < P) row[pos1] = scale(d[2]);
+}
+
+// Channels c0 .. c0 + 15 (those below hs) of the output on the calling warp: each the reference's
+// chain fma(att[p], value[p][c], acc) from +0.0 over positions p ascending, as one mma chain: the 16
+// channels as A's rows (the values), att as every column of B (-0.0 past P, against the values'
+// +0.0 there).
+__device__ __forceinline__ void outputGroup(double* out, const double* att, const double* values, long long C,
+                                            long long head, int hs, int P, int c0) {
+  constexpr int K = osprey::cuda_detail::kDmmaK;
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  const int ca = c0 + g, cb = c0 + g + 8;
+  const double* va = values + head + (ca < hs ? ca : hs - 1);
+  const double* vb = values + head + (cb < hs ? cb : hs - 1);
+  double d[4] = {0.0, 0.0, 0.0, 0.0};
+  osprey::cuda_detail::dmmaGroups<kStepsAhead>(
+      d, (P + K - 1) / K,
+      [&](int step, double (&a)[8]) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int p = step * K + t + 4 * j;
+          a[2 * j] = p < P ? va[static_cast<long long>(p) * C] : 0.0;
+          a[2 * j + 1] = p < P ? vb[static_cast<long long>(p) * C] : 0.0;
+        }
+      },
+      [&](int step, double (&b)[4]) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int p = step * K + t + 4 * j;
+          b[j] = p < P ? att[p] : -0.0;
+        }
+      });
+  if (t == 0 && ca < hs) out[head + ca] = d[0];
+  if (t == 0 && cb < hs) out[head + cb] = d[2];
+}
 
 // Row *position of keys and values (maxT, C) grows by the new position's key and value (columns
 // [C, 2C) and [2C, 3C) of qkv), and out (C) is that position's attention over positions 0 ..
@@ -67,7 +134,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ double stats[2];
   double* q = held;
   double* row = held + kMostHeadSize;
-  const int t = static_cast<int>(threadIdx.x);
+  const int t = static_cast<int>(threadIdx.x), warp = t / 32;
   const long long head = static_cast<long long>(blockIdx.x) * hs;
   // Position p's row of this head in a cache room (maxT, C).
   const auto rowOf = [&](double* room, int p) { return room + static_cast<long long>(p) * C + head; };
@@ -85,31 +152,38 @@ __global__ void __launch_bounds__(kThreads)
   if (at < 0 || at >= maxT) return;  // never replayed (recorded_cuda.hpp queues no step past the context)
   const int P = at + 1;
   double *newKey = rowOf(keys, at), *newValue = rowOf(values, at);
-  for (int d = t; d < hs; d += kThreads) {
-    const double k = qkv[C + head + d], v = qkv[2LL * C + head + d];
-    newKey[d] = k;
-    newValue[d] = v;
-    q[d] = qkv[head + d];
+  for (int d = t; d < kMostHeadSize; d += kThreads) {
+    if (d < hs) {
+      const double k = qkv[C + head + d], v = qkv[2LL * C + head + d];
+      newKey[d] = k;
+      newValue[d] = v;
+    }
+    q[d] = d < hs ? qkv[head + d] : -0.0;  // past the head: no term (scoreGroup)
   }
   __syncthreads();  // the new key and value and q are written (the block's writes are visible to it)
 
   // The scores: the reference's dot fold over the head's channels, then its finish (the scale).
-  for (int t2 = t; t2 < P; t2 += kThreads)
-    row[t2] = scale(chains::dotAhead<kKeysAhead>(q, rowOf(keys, t2), 1, hs));
+  for (int p0 = warp * osprey::cuda_detail::kDmmaK; p0 < P; p0 += kThreads / 32 * osprey::cuda_detail::kDmmaK)
+    scoreGroup(row, q, keys, C, head, hs, P, p0, scale);
   __syncthreads();
   if (t == 0) stats[0] = chains::fold(row, 1, P, row[0], Larger{});  // the maximum, from the first score
   __syncthreads();
   const double m = stats[0];
   for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = osprey::math::exp(row[t2] - m);
   __syncthreads();
-  if (t == 0) stats[1] = chains::fold(row, 0, P, 0.0, Plus{});  // the sum of exp(pre - max), from 0.0
+  // The sum of exp(pre - max) from 0.0, t2 ascending: the chain fma(e, 1, acc), which rounds acc + e
+  // once, as the reference's addition does.
+  if (warp == 0) {
+    const double sum = osprey::cuda_detail::warpSum(row, P, 0.0);
+    if (t == 0) stats[1] = sum;
+  }
   __syncthreads();
   const double s = stats[1];
   for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = row[t2] / s;
   __syncthreads();
 
-  // The output: lane c's chain over the positions, the values a group ahead of the fmas.
-  if (t < hs) out[head + t] = chains::dotAhead<kValuesAhead>(row, rowOf(values, 0) + t, C, P);
+  // The output: warp w's 16 channels from 16 w, each a chain over the positions.
+  if (const int c0 = warp * osprey::cuda_detail::kDmmaK; c0 < hs) outputGroup(out, row, values, C, head, hs, P, c0);
 }
 
 }  // namespace
