@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Exact batch-1 decoding of several builds side by side in one call of the GPU machine, each
+# build's recorded decoding tests first, its texts checked against the first build's, its rates
+# as ratios to the first build's measured in the same rounds. Speed is compared only within one
+# call (one machine): H100s and H200s, and one H100 and another, differ by more than most changes.
+#
+#   bench/cuda/decode_ab.sh pack DIR REV [REV ...]     on the development machine: each commit as
+#                                                      DIR/<label>.tar.gz (git archive, stamped);
+#                                                      the label is the commit's short hash, or
+#                                                      LABEL=REV names it
+#   bench/cuda/decode_ab.sh run LABEL=TREE [LABEL=TREE ...]
+#                                                      on the GPU machine; TREE is a source tree or
+#                                                      a pack's .tar.gz; the first is the baseline
+#
+#   Environment (run): TOKENS (default "100 300"), ROUNDS (2), PRESET (124M), PROMPT ("The capital
+#   of France is"), DEVICE (cuda), WORK (where packs are unpacked and every build kept:
+#   /tmp/decode-ab, so a second call on the same warm machine rebuilds nothing), BUILD (1; 0 uses
+#   the builds already in WORK), TESTS (the test program run before timing:
+#   osprey_cuda_tests_recorded_decoding; empty: none), JOBS (every core), OUT (the log is copied
+#   to $OUT/decode-ab.txt when set).
+#
+# Each timing is one `osprey-gpt2 generate --timing` process; its rate is the "more tokens" one
+# (the tokens after the first, so neither the upload nor the prompt counts), and its text is the
+# sha256 of what it printed after its first line. Builds alternate within each round, so a drift
+# of the machine's clock reaches every build alike.
+#
+# Exit status: 0 when every build was built, passed its tests and printed the baseline's texts.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+die() {
+  echo "decode-ab: $*" >&2
+  exit 2
+}
+
+# A label names files and report rows: letters, digits, '.', '_' and '-' only.
+checkLabel() { [[ $1 =~ ^[A-Za-z0-9._-]+$ ]] || die "label \`$1\`: use letters, digits, '.', '_' or '-'"; }
+
+pack() {
+  (($# >= 2)) || die "pack DIR REV [REV ...]"
+  local dir=$1
+  shift
+  mkdir -p "$dir" || die "cannot make $dir"
+  local spec label rev commit stage
+  for spec in "$@"; do
+    rev=${spec#*=}
+    commit=$(git -C "$root" rev-parse --verify --quiet "$rev^{commit}") || die "\`$rev\` is not a commit here"
+    label=$(git -C "$root" rev-parse --short=7 "$commit")
+    [[ $spec == *=* ]] && label=${spec%%=*}
+    checkLabel "$label"
+    stage=$(mktemp -d) || die "cannot make a temporary folder"
+    git -C "$root" archive --format=tar --prefix=tree/ "$commit" | tar -x -C "$stage" || die "git archive of $rev failed"
+    printf '%s (%s, packed %s)\n' "$(git -C "$root" rev-parse --short=12 "$commit")" "clean" \
+      "$(date -u +%Y-%m-%dT%H:%MZ)" > "$stage/tree/.gpu-check-commit"
+    tar -czf "$dir/$label.tar.gz" -C "$stage" tree || die "cannot write $dir/$label.tar.gz"
+    rm -rf "$stage"
+    echo "$dir/$label.tar.gz: $(git -C "$root" log -1 --format='%h %s' "$commit" | cut -c1-100)"
+  done
+}
+
+# The source tree of LABEL=TREE: the folder itself, or the pack unpacked into WORK (again only
+# when the pack changed).
+sourceOf() {
+  local label=$1 tree=$2
+  local dir=$work/$label/src
+  if [[ -d $tree ]]; then
+    (cd "$tree" && pwd)
+    return
+  fi
+  [[ -f $tree ]] || die "$label: \`$tree\` is neither a folder nor a file"
+  local sum
+  sum=$(sha256sum "$tree" | cut -c1-64)
+  if [[ ! -f $work/$label/packed || $(cat "$work/$label/packed") != "$sum" ]]; then
+    rm -rf "$dir"
+    mkdir -p "$work/$label" || die "cannot make $work/$label"
+    local stage=$work/$label/unpack
+    rm -rf "$stage"
+    mkdir -p "$stage" || die "cannot make $stage"
+    tar -xzf "$tree" -C "$stage" || die "$label: cannot unpack $tree"
+    [[ -d $stage/tree ]] || die "$label: $tree holds no tree/ (make packs with \`$0 pack\`)"
+    mv "$stage/tree" "$dir" && rm -rf "$stage"
+    echo "$sum" > "$work/$label/packed"
+  fi
+  # The Debian packages carried for the GPU machine (scripts/carry-deps.sh) and the tokenizer's
+  # files (scripts/fetch-tokenizer.sh, which needs npm, so the GPU machine cannot) serve every tree.
+  local carried
+  for carried in .deps .cache; do
+    [[ -d $root/$carried && ! -e $dir/$carried ]] && ln -s "$root/$carried" "$dir/$carried"
+  done
+  echo "$dir"
+}
+
+run() {
+  (($# >= 1)) || die "run LABEL=TREE [LABEL=TREE ...]"
+  work=${WORK:-/tmp/decode-ab}
+  local tokensList=${TOKENS:-100 300} rounds=${ROUNDS:-2} preset=${PRESET:-124M} device=${DEVICE:-cuda}
+  local prompt=${PROMPT:-The capital of France is} tests=${TESTS-osprey_cuda_tests_recorded_decoding}
+  [[ $rounds =~ ^[1-9][0-9]?$ ]] || die "ROUNDS=$rounds: a whole number from 1 to 99"
+  local n
+  for n in $tokensList; do
+    if [[ ! $n =~ ^[1-9][0-9]{0,4}$ ]] || ((n < 2)); then
+      die "TOKENS: \`$n\` is not a token count from 2 to 99999"
+    fi
+  done
+  mkdir -p "$work" || die "cannot make $work"
+  local log=$work/decode-ab.txt
+  : > "$log"
+  say() { echo "$*" | tee -a "$log"; }
+
+  local labels=() spec label
+  declare -A src=() bin=() ok=()
+  for spec in "$@"; do
+    [[ $spec == *=* ]] || die "\`$spec\`: write LABEL=TREE"
+    label=${spec%%=*}
+    checkLabel "$label"
+    [[ -z ${src[$label]+x} ]] || die "label $label given twice"
+    labels+=("$label")
+    src[$label]=$(sourceOf "$label" "${spec#*=}") || exit 2
+  done
+
+  say "# decode-ab $(date -u +%Y-%m-%dT%H:%MZ) on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo 'no nvidia-smi')"
+  say "# generate --preset $preset --prompt \"$prompt\" --tokens N --backend gpu --device $device --timing; rounds $rounds"
+  local failed=0 build targets
+  for label in "${labels[@]}"; do
+    build=$work/$label/build
+    say "# $label: $(cat "${src[$label]}/.gpu-check-commit" 2>/dev/null || git -C "${src[$label]}" log -1 --format='%h (git)' 2>/dev/null || echo 'unstamped tree')"
+    if [[ ${BUILD:-1} != 0 ]]; then
+      targets="osprey-gpt2${tests:+ $tests}"
+      # gpu-check's own exit status counts every target it did not build as missing: its build
+      # row says whether these were built.
+      BUILD_DIR=$build BUILD_TARGETS=$targets JOBS=${JOBS:-$(nproc)} OUT='' \
+        "${src[$label]}/scripts/gpu-check.sh" build > "$work/$label/build.log" 2>&1
+      if ! grep -qE '^build \(.*\| PASS' "$work/$label/build.log"; then
+        say "$label: build FAILED (the last lines of $work/$label/build.log:)"
+        tail -5 "$work/$label/build.log" | tee -a "$log"
+        failed=1
+        continue
+      fi
+    fi
+    bin[$label]=$build/gpt2/osprey-gpt2
+    [[ -x ${bin[$label]} ]] || { say "$label: no $build/gpt2/osprey-gpt2"; failed=1; continue; }
+    if [[ -n $tests ]]; then
+      local program=$build/tests/$tests
+      if [[ ! -x $program ]] || ! "$program" --gtest_brief=1 > "$work/$label/tests.log" 2>&1; then
+        say "$label: $tests FAILED or missing (see $work/$label/tests.log); not timed"
+        failed=1
+        continue
+      fi
+      say "$label: $tests $(grep -o '\[  PASSED  \] [0-9]* tests\?' "$work/$label/tests.log" | tail -1)"
+    fi
+    ok[$label]=1
+  done
+
+  # One timing: "LABEL-N-ROUND: <the timing line> ; text <hash>", its rate kept for the summary.
+  declare -A rates=() texts=()
+  local round out err rate text line
+  for ((round = 1; round <= rounds; ++round)); do
+    for n in $tokensList; do
+      for label in "${labels[@]}"; do
+        [[ -n ${ok[$label]+x} ]] || continue
+        out=$(mktemp) err=$(mktemp)
+        if ! "${bin[$label]}" generate --preset "$preset" --prompt "$prompt" --tokens "$n" --backend gpu \
+          --device "$device" --timing > "$out" 2> "$err"; then
+          say "$label-$n-$round: generate FAILED: $(tail -1 "$err")"
+          failed=1
+          rm -f "$out" "$err"
+          continue
+        fi
+        line=$(grep -o '[0-9]* more tokens .*' "$err" | head -1)
+        rate=$(sed -n 's/.* more tokens [0-9.]* s (\([0-9.]*\) tokens\/s).*/\1/p' <<< "$line")
+        text=$(tail -n +2 "$out" | sha256sum | cut -c1-16)
+        rm -f "$out" "$err"
+        say "$label-$n-$round: $line; text $text"
+        [[ -n $rate ]] || { say "$label-$n-$round: no rate in its timing line"; failed=1; continue; }
+        rates[$label-$n]+="$rate "
+        texts[$label-$n]+="$text "
+      done
+    done
+  done
+
+  # The summary: each build's median rate at each length, its ratio to the baseline's, and whether
+  # its texts were the baseline's.
+  local base=${labels[0]} median baseMedian same ref
+  medianOf() { tr ' ' '\n' <<< "$1" | sed '/^$/d' | sort -g | awk '{v[NR] = $1} END {if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+  say "# summary: median tokens/s over $rounds rounds (ratio to $base); texts against $base's"
+  for n in $tokensList; do
+    baseMedian=$(medianOf "${rates[$base-$n]:-}") || baseMedian=
+    for label in "${labels[@]}"; do
+      median=$(medianOf "${rates[$label-$n]:-}") || { say "$label $n tokens: not timed"; continue; }
+      # Every text of this build (the baseline's own included) against the baseline's first.
+      ref=$(awk '{print $1}' <<< "${texts[$base-$n]:-}")
+      same=yes
+      for text in ${texts[$label-$n]}; do [[ $text == "$ref" ]] || same=no; done
+      [[ $same == yes ]] || failed=1
+      if [[ -n $baseMedian ]]; then
+        say "$(printf '%-12s %6s tokens %10.2f tokens/s  %6.3fx  texts %s' "$label" "$n" "$median" \
+          "$(awk -v a="$median" -v b="$baseMedian" 'BEGIN {print a / b}')" \
+          "$([[ $same == yes ]] && echo "the same ($ref)" || echo DIFFER)")"
+      else
+        say "$(printf '%-12s %6s tokens %10.2f tokens/s  (no baseline)' "$label" "$n" "$median")"
+      fi
+    done
+  done
+  [[ -n ${OUT:-} ]] && mkdir -p "$OUT" && cp "$log" "$OUT/decode-ab.txt"
+  return "$failed"
+}
+
+case ${1:-} in
+  pack) shift; pack "$@" ;;
+  run) shift; run "$@" ;;
+  -h | --help) usage ;;
+  *) usage >&2; exit 2 ;;
+esac

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# bench/cuda/decode_ab.sh on this machine: its checks of what it is given, a pack of this
+# checkout's HEAD, and a run of two builds on the host device (GPT-2 tiny) whose texts agree, then
+# one with a build whose text differs and one whose tests fail, each of which must fail the run.
+#   decode_ab_test.sh SOURCE_DIR OSPREY_GPT2 WORK_DIR
+set -uo pipefail
+source_dir=$1 gpt2=$2 work=$3
+script=$source_dir/bench/cuda/decode_ab.sh
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+# expect STATUS PATTERN -- COMMAND...: the command's exit status and a line of its output.
+expect() {
+  local status=$1 pattern=$2
+  shift 3
+  local out got
+  out=$("$@" 2>&1)
+  got=$?
+  ((got == status)) || fail "$* exited $got, not $status: $out"
+  grep -qE -- "$pattern" <<< "$out" || fail "$* printed no line matching /$pattern/: $out"
+}
+
+rm -rf "$work" && mkdir -p "$work" || exit 1
+export WORK=$work/runs BUILD=0 TESTS='' DEVICE=host PRESET=tiny TOKENS="3 5" ROUNDS=2
+
+expect 2 "LABEL=TREE" -- "$script" run
+expect 2 "write LABEL=TREE" -- "$script" run "$source_dir"
+expect 2 "label \`a b\`" -- "$script" run "a b=$source_dir"
+expect 2 "given twice" -- "$script" run "a=$source_dir" "a=$source_dir"
+expect 2 "neither a folder nor a file" -- "$script" run "a=$work/missing"
+TOKENS=1 expect 2 "not a token count" -- "$script" run "a=$source_dir"
+ROUNDS=0 expect 2 "ROUNDS=0" -- "$script" run "a=$source_dir"
+
+if git -C "$source_dir" rev-parse --verify --quiet HEAD > /dev/null; then
+  expect 2 "is not a commit here" -- "$script" pack "$work/packs" no-such-revision
+  expect 0 "head.tar.gz" -- "$script" pack "$work/packs" head=HEAD
+  listing=$(tar -tzf "$work/packs/head.tar.gz")
+  grep -qx "tree/.gpu-check-commit" <<< "$listing" || fail "the pack holds no stamp"
+  grep -qx "tree/CMakeLists.txt" <<< "$listing" || fail "the pack holds no tree"
+fi
+
+# Two builds of this tree (the same binary): the run passes, the baseline's ratio is 1, the texts agree.
+for label in a b; do
+  mkdir -p "$WORK/$label/build/gpt2" && ln -sf "$gpt2" "$WORK/$label/build/gpt2/osprey-gpt2"
+done
+expect 0 "^b +5 tokens .* texts the same" -- "$script" run "a=$source_dir" "b=$source_dir"
+grep -qE "^a +3 tokens .* 1\.000x  texts the same" "$WORK/decode-ab.txt" || fail "no baseline row: $(cat "$WORK/decode-ab.txt")"
+grep -qE "^b-5-2: 4 more tokens .* tokens/s\); .*; text [0-9a-f]{16}$" "$WORK/decode-ab.txt" ||
+  fail "no timing line of b's second round: $(cat "$WORK/decode-ab.txt")"
+
+# A build that prints another text fails the run.
+mkdir -p "$WORK/c/build/gpt2"
+cat > "$WORK/c/build/gpt2/osprey-gpt2" <<'FAKE'
+#!/usr/bin/env bash
+echo "gpt2 (tiny) on host"
+echo "not the baseline's text"
+echo "timing: 2 more tokens 0.001 s (2000.00 tokens/s); generation 0.002 s (1500.00 tokens/s overall)" >&2
+FAKE
+chmod +x "$WORK/c/build/gpt2/osprey-gpt2"
+expect 1 "^c +3 tokens .* texts DIFFER" -- "$script" run "a=$source_dir" "c=$source_dir"
+
+# A build whose tests fail is not timed, and fails the run.
+mkdir -p "$WORK/a/build/tests"
+printf '#!/usr/bin/env bash\necho "[  FAILED  ] 1 test"\nexit 1\n' > "$WORK/a/build/tests/failing"
+chmod +x "$WORK/a/build/tests/failing"
+TESTS=failing expect 1 "failing FAILED or missing .* not timed" -- "$script" run "a=$source_dir"
+
+((failures == 0)) && echo "decode_ab: every check passed"
+exit $((failures > 0))
