@@ -1,11 +1,13 @@
 // Where the tensor-core decoding chains (osprey/gpu/cuda/kernels/row_dmma.hpp) spend their time:
 // one warp's chain of 768 terms from shared memory as mma steps (warpChain) and as fma steps, and
-// the one-row product kernel alone on GPT-2's shapes, each timed with the clock or with events.
+// the one-row product kernel alone on GPT-2's shapes and several block shapes, each timed with the
+// clock or with events, each shape's outputs compared bit for bit with the chosen shape's.
 //
 //   nvcc -O3 -arch=sm_90a -std=c++20 -fmad=false -I include -o row_dmma_probe tools/profile/row_dmma_probe.cu
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "osprey/gpu/cuda/kernels/row_dmma.hpp"
@@ -137,7 +139,10 @@ int main() {
   cudaEventCreate(&e1);
   std::printf("rowDmmaTakes(768): %s\n", rowDmmaTakes(768) ? "yes" : "no");
   struct Shape { int OC, IC; };
-  auto time = [&](const char* name, auto launch) {
+  // Each shape's outputs against the chosen shape's, bit for bit (the first timed is the chosen).
+  std::vector<double> chosen, got;
+  auto time = [&](const char* name, auto launch, int OC) {
+    cudaMemset(out, 0xff, OC * sizeof(double));  // NaNs, so that an output the shape never stores shows
     for (int rep = 0; rep < 3; ++rep) launch();
     cudaEventRecord(e0);
     const int reps = 50;
@@ -146,15 +151,31 @@ int main() {
     cudaEventSynchronize(e1);
     float ms = 0;
     cudaEventElapsedTime(&ms, e0, e1);
-    std::printf("  %-34s %.2f us a launch (%s)\n", name, ms * 1000 / reps, cudaGetErrorString(cudaGetLastError()));
+    const cudaError_t status = cudaGetLastError();
+    got.assign(OC, 0.0);
+    cudaMemcpy(got.data(), out, OC * sizeof(double), cudaMemcpyDeviceToHost);
+    if (chosen.empty()) chosen = got;
+    const bool same = std::memcmp(got.data(), chosen.data(), OC * sizeof(double)) == 0;
+    std::printf("  %-34s %.2f us a launch (%s), %s\n", name, ms * 1000 / reps, cudaGetErrorString(status),
+                same ? "same bits" : "DIFFERENT");
   };
   for (Shape sh : {Shape{2304, 768}, Shape{3072, 768}, Shape{768, 768}, Shape{768, 3072}}) {
     std::printf("rowDmma %d x %d:\n", sh.OC, sh.IC);
-    time("chosen", [&] { launchRowDmma(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC, 0); });
-    time("16 rows a block, 3 stages", [&] { launchRowDmmaCopies<RowDmmaShape<16, 3>>(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC, 0); });
-    time("8 rows a block, 5 stages", [&] { launchRowDmmaCopies<RowDmmaShape<8, 5>>(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC, 0); });
-    time("4 rows a block, 8 stages", [&] { launchRowDmmaCopies<RowDmmaShape<4, 8>>(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC, 0); });
-    time("4 rows a block, 3 stages", [&] { launchRowDmmaCopies<RowDmmaShape<4, 3>>(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC, 0); });
+    chosen.clear();
+    auto shape = [&](const char* name, auto launchShape) {
+      time(name, [&] { launchShape(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC); }, sh.OC);
+    };
+    shape("chosen", [](auto... args) { return launchRowDmma(args..., 0); });
+    shape("16 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<16, 3>>(args..., 0); });
+    shape("8 rows a block, 5 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<8, 5>>(args..., 0); });
+    shape("4 rows a block, 8 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<4, 8>>(args..., 0); });
+    shape("4 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<4, 3>>(args..., 0); });
+    // Two equal blocks a multiprocessor on 132 (bench/cuda/NOTES.md, forty-third run): 2304 rows as
+    // 256 blocks of 9, 3072 as 256 of 12, 768 as 256 of 3 (and 6 and 12 between).
+    shape("12 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<12, 3>>(args..., 0); });
+    shape("9 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<9, 3>>(args..., 0); });
+    shape("6 rows a block, 8 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<6, 8>>(args..., 0); });
+    shape("3 rows a block, 8 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<3, 8>>(args..., 0); });
   }
   return 0;
 }

@@ -187,12 +187,12 @@ constexpr int kRowDmmaDepth = 256;    // k a stage
 constexpr int kRowDmmaLd = kRowDmmaDepth + 4;
 constexpr long long kRowDmmaMostIC = 4096;  // the longest row the kernel takes (the operand's room)
 
-// Rows of wT a block (16: A's rows; 4 or 8: the rest of A's 16 rows repeat them and their outputs
-// are not stored, so a weight of few rows still spreads over every multiprocessor) and stages of
-// kRowDmmaDepth k in flight.
+// Rows of wT a block (16: A's rows; fewer: A's row r holds the block's row r % Rows, and the
+// outputs of A's rows from Rows on are not stored, so a weight of few rows still spreads over every
+// multiprocessor) and stages of kRowDmmaDepth k in flight.
 template <int Rows, int Stages>
 struct RowDmmaShape {
-  static_assert(Rows == 4 || Rows == 8 || Rows == 16, "A's 16 rows hold whole copies of the block's rows");
+  static_assert(Rows >= 1 && Rows <= 16, "a block's rows are some of A's 16");
   static constexpr int kRows = Rows, kStages = Stages;
   static constexpr std::size_t kStageDoubles = static_cast<std::size_t>(Rows) * kRowDmmaLd;
 };
@@ -380,8 +380,8 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
       const int depth = IC - k0 < kRowDmmaDepth ? IC - k0 : kRowDmmaDepth;
       // A step's operands: A's rows g and g + 8 at k0 + t + 4j; B's columns all the operand at
       // k0 + t + 4i (so every column of D is the same outputs). Past IC: A's zeros against the
-      // operand's -0.0. With fewer than 16 rows, rows g and g + 8 are the same row.
-      constexpr bool kSameRows = Rows < 16;
+      // operand's -0.0. Where Rows divides 8, rows g and g + 8 are the same row.
+      constexpr bool kSameRows = 8 % Rows == 0;
       const double* aRow0 = stage + (g % Rows) * kRowDmmaLd + t;
       const double* aRow1 = stage + ((g + 8) % Rows) * kRowDmmaLd + t;
       const double* bRow = operand + k0 + t;
