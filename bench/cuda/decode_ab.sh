@@ -51,8 +51,8 @@ pack() {
     checkLabel "$label"
     stage=$(mktemp -d) || die "cannot make a temporary folder"
     git -C "$root" archive --format=tar --prefix=tree/ "$commit" | tar -x -C "$stage" || die "git archive of $rev failed"
-    printf '%s (%s, packed %s)\n' "$(git -C "$root" rev-parse --short=12 "$commit")" "clean" \
-      "$(date -u +%Y-%m-%dT%H:%MZ)" > "$stage/tree/.gpu-check-commit"
+    printf '%s (clean, packed %s)\n' "$(git -C "$root" rev-parse --short=12 "$commit")" "$(date -u +%Y-%m-%dT%H:%MZ)" \
+      > "$stage/tree/.gpu-check-commit"
     tar -czf "$dir/$label.tar.gz" -C "$stage" tree || die "cannot write $dir/$label.tar.gz"
     rm -rf "$stage"
     echo "$dir/$label.tar.gz: $(git -C "$root" log -1 --format='%h %s' "$commit" | cut -c1-100)"
@@ -109,7 +109,8 @@ run() {
   say() { echo "$*" | tee -a "$log"; }
 
   local labels=() spec label
-  declare -A src=() bin=() ok=()
+  declare -A src=() ok=()
+  gpt2Of() { echo "$work/$1/build/gpt2/osprey-gpt2"; }
   for spec in "$@"; do
     [[ $spec == *=* ]] || die "\`$spec\`: write LABEL=TREE"
     label=${spec%%=*}
@@ -138,8 +139,7 @@ run() {
         continue
       fi
     fi
-    bin[$label]=$build/gpt2/osprey-gpt2
-    [[ -x ${bin[$label]} ]] || { say "$label: no $build/gpt2/osprey-gpt2"; failed=1; continue; }
+    [[ -x $(gpt2Of "$label") ]] || { say "$label: no $(gpt2Of "$label")"; failed=1; continue; }
     if [[ -n $tests ]]; then
       local program=$build/tests/$tests
       if [[ ! -x $program ]] || ! "$program" --gtest_brief=1 > "$work/$label/tests.log" 2>&1; then
@@ -154,23 +154,20 @@ run() {
 
   # One timing: "LABEL-N-ROUND: <the timing line> ; text <hash>", its rate kept for the summary.
   declare -A rates=() texts=()
-  local round out err rate text line
+  local round rate text line out=$work/generate.out err=$work/generate.err
   for ((round = 1; round <= rounds; ++round)); do
     for n in $tokensList; do
       for label in "${labels[@]}"; do
         [[ -n ${ok[$label]+x} ]] || continue
-        out=$(mktemp) err=$(mktemp)
-        if ! "${bin[$label]}" generate --preset "$preset" --prompt "$prompt" --tokens "$n" --backend gpu \
+        if ! "$(gpt2Of "$label")" generate --preset "$preset" --prompt "$prompt" --tokens "$n" --backend gpu \
           --device "$device" --timing > "$out" 2> "$err"; then
           say "$label-$n-$round: generate FAILED: $(tail -1 "$err")"
           failed=1
-          rm -f "$out" "$err"
           continue
         fi
         line=$(grep -o '[0-9]* more tokens .*' "$err" | head -1)
         rate=$(sed -n 's/.* more tokens [0-9.]* s (\([0-9.]*\) tokens\/s).*/\1/p' <<< "$line")
         text=$(tail -n +2 "$out" | sha256sum | cut -c1-16)
-        rm -f "$out" "$err"
         say "$label-$n-$round: $line; text $text"
         [[ -n $rate ]] || { say "$label-$n-$round: no rate in its timing line"; failed=1; continue; }
         rates[$label-$n]+="$rate "

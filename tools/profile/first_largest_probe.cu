@@ -5,8 +5,8 @@
 // keeps it. Both are checked bit for bit on rows of five kinds (ordinary, ties of +0.0 and -0.0,
 // infinities, NaNs, a NaN first score) at every length timed, then timed with the clock.
 //
-//   nvcc -O3 -arch=sm_90a -std=c++20 -fmad=false -I . -I include -o first_largest_probe \
-//     tools/profile/first_largest_probe.cu && ./first_largest_probe
+//   nvcc -O3 -arch=sm_90a -std=c++20 -fmad=false --extended-lambda -DFMT_USE_CONSTEXPR=1 -DFMT_HEADER_ONLY \
+//     -I . -I include -o first_largest_probe tools/profile/first_largest_probe.cu && ./first_largest_probe
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -17,11 +17,7 @@
 #include <vector>
 
 #include "gpt2/cuda/chains.hpp"
-
-// gpt2::Larger (gpt2/layers/fold_rows.hpp), the attention's combine for its maximum.
-struct Larger {
-  __device__ double operator()(double m, double x) const { return x > m ? x : m; }
-};
+#include "gpt2/layers/fold_rows.hpp"
 
 // The first largest of row[0 .. P - 1] in position order, as the fold from row[0] leaves it, on the
 // calling warp (every lane gets it).
@@ -56,7 +52,7 @@ __global__ void bothMaxima(const double* rows, int P, double* out, long long* cy
   __syncthreads();
   long long c0 = clock64();
   double folded = 0.0;
-  if (threadIdx.x == 0) folded = gpt2::chains::fold(row, 1, P, row[0], Larger{});
+  if (threadIdx.x == 0) folded = gpt2::chains::fold(row, 1, P, row[0], gpt2::Larger{});
   __syncthreads();
   long long c1 = clock64();
   double warped = 0.0;
