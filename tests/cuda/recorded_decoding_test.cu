@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <set>
@@ -149,48 +152,103 @@ TEST(RecordedDecoding, OneRowLinearResidualIsTheLayers) {
   EXPECT_NE(wideX.error().message.find("residual"), std::string::npos) << wideX.error().message;
 }
 
-// One decoded position's attention in one launch (gpt2/cuda/attend_row.hpp) == the reference's
-// append and four row folds with the position on the device (recorded_cuda.hpp's path for contexts
-// the kernel does not take), bit for bit: the output and both caches, for GPT-2's head shapes and
-// ragged ones, at the first, a middle and the last position of the context, with queries and keys
-// of every kind (exp underflowing to zero across a wide spread, equal scores, negative zeros).
+struct AttentionShape {
+  Index C, NH, maxT;
+};
+
+// The one-launch attention (gpt2/cuda/attend_row.hpp) at position `at` of a context of s.maxT, from
+// the row qkv (3C) and caches holding keys and values, against the reference's append and four row
+// folds with the position on the device (recorded_cuda.hpp's path for contexts the kernel does not
+// take), bit for bit: the output and both caches.
+void expectAttentionIsTheFolds(RecordedCuda& h, osprey::GpuBuffer<osprey::CudaDevice, int>& position,
+                               const AttentionShape& s, Index at, const std::vector<Scalar>& qkvRow,
+                               const std::vector<Scalar>& keys, const std::vector<Scalar>& values) {
+  const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
+  const Index hs = s.C / s.NH;
+  ASSERT_TRUE(attend_row::fits(s.maxT, hs));
+  const auto qkv = ok(h.fromList(qkvRow));
+  const auto keysA = ok(h.fromList(keys)), valuesA = ok(h.fromList(values));
+  const auto keysB = ok(h.fromList(keys)), valuesB = ok(h.fromList(values));
+  ASSERT_TRUE(device->launchOwn("the test's position", [&](cudaStream_t stream) {
+    recorded_kernels::storePosition<<<1, 1, 0, stream>>>(position.data(), static_cast<int>(at));
+    return cudaGetLastError();
+  }).ok());
+  const auto fused = ok(attend_row::attendAppendingOneRow(h, qkv, keysA, valuesA, position.data(), s.maxT, s.C, s.NH));
+  ASSERT_TRUE(device->launchOwn("the test's append", [&](cudaStream_t stream) {
+    recorded_kernels::appendAtPosition<<<static_cast<unsigned>((s.C + 255) / 256), 256, 0, stream>>>(
+        keysB.data(), valuesB.data(), qkv.data(), position.data(), s.C);
+    return cudaGetLastError();
+  }).ok());
+  const auto folds = ok(detail::attendCached(h, qkv, keysB, valuesB, s.NH * s.maxT, s.maxT, s.C, s.NH, hs,
+                                             recorded_detail::ScoreRowsUpToPosition{position.data(), s.maxT, hs},
+                                             recorded_detail::UpToPosition{position.data()}));
+  EXPECT_SAME_BITS(osprey::testing::readAll(h, fused), osprey::testing::readAll(h, folds));
+  EXPECT_SAME_BITS(osprey::testing::readAll(h, keysA), osprey::testing::readAll(h, keysB));
+  EXPECT_SAME_BITS(osprey::testing::readAll(h, valuesA), osprey::testing::readAll(h, valuesB));
+}
+
+// One decoded position's attention in one launch == the reference's folds, for GPT-2's head shapes
+// and ragged ones, at the first, a middle and the last position of the context, with queries and
+// keys of every kind (exp underflowing to zero across a wide spread, equal scores, negative zeros).
 TEST(RecordedDecoding, OneRowAttentionIsTheFolds) {
   auto h = makeRecorded();
-  const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
   std::mt19937_64 rng(7331);
-  osprey::GpuBuffer<osprey::CudaDevice, int> position(device, ok(device->template allocate<int>(1)), 1);
-  struct Shape {
-    Index C, NH, maxT;
-  };
-  for (const Shape s : {Shape{768, 12, 1024}, Shape{1024, 16, 1024}, Shape{256, 2, 300}, Shape{15, 3, 37},
-                        Shape{4, 4, 9}}) {
-    const Index hs = s.C / s.NH;
-    ASSERT_TRUE(attend_row::fits(s.maxT, hs));
+  osprey::GpuBuffer<osprey::CudaDevice, int> position(h.runtime(), ok(h.runtime()->template allocate<int>(1)), 1);
+  for (const AttentionShape s : {AttentionShape{768, 12, 1024}, AttentionShape{1024, 16, 1024},
+                                 AttentionShape{256, 2, 300}, AttentionShape{15, 3, 37}, AttentionShape{4, 4, 9}}) {
     for (const Index at : {Index{0}, Index{1}, Index{16}, s.maxT / 2 + 3, s.maxT - 1}) {
       if (at >= s.maxT) continue;
       for (int kind = 0; kind < 5; ++kind) {
         SCOPED_TRACE(::testing::Message() << "C " << s.C << ", " << s.NH << " heads, context " << s.maxT
                                           << ", position " << at << ", values of kind " << kind);
-        const auto qkv = ok(h.fromList(kindsOfValues(rng, 3 * s.C, kind)));
-        const auto keysNow = kindsOfValues(rng, s.maxT * s.C, kind), valuesNow = kindsOfValues(rng, s.maxT * s.C, 0);
-        const auto keysA = ok(h.fromList(keysNow)), valuesA = ok(h.fromList(valuesNow));
-        const auto keysB = ok(h.fromList(keysNow)), valuesB = ok(h.fromList(valuesNow));
-        ASSERT_TRUE(device->launchOwn("the test's position", [&](cudaStream_t stream) {
-          recorded_kernels::storePosition<<<1, 1, 0, stream>>>(position.data(), static_cast<int>(at));
-          return cudaGetLastError();
-        }).ok());
-        const auto fused = ok(attend_row::attendAppendingOneRow(h, qkv, keysA, valuesA, position.data(), s.maxT, s.C, s.NH));
-        ASSERT_TRUE(device->launchOwn("the test's append", [&](cudaStream_t stream) {
-          recorded_kernels::appendAtPosition<<<static_cast<unsigned>((s.C + 255) / 256), 256, 0, stream>>>(
-              keysB.data(), valuesB.data(), qkv.data(), position.data(), s.C);
-          return cudaGetLastError();
-        }).ok());
-        const auto folds = ok(detail::attendCached(h, qkv, keysB, valuesB, s.NH * s.maxT, s.maxT, s.C, s.NH, hs,
-                                                   recorded_detail::ScoreRowsUpToPosition{position.data(), s.maxT, hs},
-                                                   recorded_detail::UpToPosition{position.data()}));
-        EXPECT_SAME_BITS(osprey::testing::readAll(h, fused), osprey::testing::readAll(h, folds));
-        EXPECT_SAME_BITS(osprey::testing::readAll(h, keysA), osprey::testing::readAll(h, keysB));
-        EXPECT_SAME_BITS(osprey::testing::readAll(h, valuesA), osprey::testing::readAll(h, valuesB));
+        const auto qkv = kindsOfValues(rng, 3 * s.C, kind);
+        const auto keys = kindsOfValues(rng, s.maxT * s.C, kind), values = kindsOfValues(rng, s.maxT * s.C, 0);
+        expectAttentionIsTheFolds(h, position, s, at, qkv, keys, values);
+      }
+    }
+  }
+}
+
+// Scores that are not finite, as the folds take them: keys whose every product with the query is
+// -inf (each channel an infinity of the sign opposite the query's) at the first position, at some
+// or at every position (exp(-inf - m) is 0 where the maximum is finite; where every score is -inf,
+// NaN), a key whose products are +inf, and keys holding a NaN with a payload at the first position
+// (the maximum's fold keeps a NaN it starts from) or a later one (the fold passes it over, its exp
+// does not). The maximum is the fold's value whatever order finds it (chains::warpFirstLargest).
+TEST(RecordedDecoding, OneRowAttentionTakesScoresThatAreNotFinite) {
+  auto h = makeRecorded();
+  std::mt19937_64 rng(4242);
+  osprey::GpuBuffer<osprey::CudaDevice, int> position(h.runtime(), ok(h.runtime()->template allocate<int>(1)), 1);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::bit_cast<double>(std::uint64_t{0x7ff80000deadbeefULL});
+  enum Case { FirstMinusInf, SomeMinusInf, AllMinusInf, PlusInf, FirstNaN, LaterNaN };
+  for (const AttentionShape s : {AttentionShape{768, 12, 1024}, AttentionShape{15, 3, 37}}) {
+    for (const Index at : {Index{0}, Index{1}, Index{16}, Index{33}, s.maxT - 1}) {
+      if (at >= s.maxT) continue;
+      for (const Case c : {FirstMinusInf, SomeMinusInf, AllMinusInf, PlusInf, FirstNaN, LaterNaN}) {
+        SCOPED_TRACE(::testing::Message() << "C " << s.C << ", position " << at << ", case " << c);
+        auto qkv = kindsOfValues(rng, 3 * s.C, 0);
+        auto keys = kindsOfValues(rng, s.maxT * s.C, 0);
+        const auto values = kindsOfValues(rng, s.maxT * s.C, 0);
+        // Key p's channels: in the cache for p < at, in qkv's key part for p == at.
+        const auto keyAt = [&](Index p, Index ch) -> double& {
+          return p == at ? qkv[static_cast<std::size_t>(s.C + ch)] : keys[static_cast<std::size_t>(p * s.C + ch)];
+        };
+        const auto productsOf = [&](Index p, double sign) {
+          for (Index ch = 0; ch < s.C; ++ch)
+            keyAt(p, ch) = qkv[static_cast<std::size_t>(ch)] > 0 ? sign * inf : -sign * inf;
+        };
+        for (Index p = 0; p <= at; ++p) {
+          switch (c) {
+            case FirstMinusInf: if (p == 0) productsOf(p, -1.0); break;
+            case SomeMinusInf: if (p % 3 != 1) productsOf(p, -1.0); break;
+            case AllMinusInf: productsOf(p, -1.0); break;
+            case PlusInf: if (p == at / 2) productsOf(p, 1.0); break;
+            case FirstNaN: if (p == 0) keyAt(p, s.C - 1) = nan; break;
+            case LaterNaN: if (p == (at + 1) / 2) keyAt(p, 0) = nan; break;
+          }
+        }
+        expectAttentionIsTheFolds(h, position, s, at, qkv, keys, values);
       }
     }
   }
