@@ -16,8 +16,8 @@
 #   of France is"), DEVICE (cuda), WORK (where packs are unpacked and every build kept:
 #   /tmp/decode-ab, so a second call on the same warm machine rebuilds nothing), BUILD (1; 0 uses
 #   the builds already in WORK), TESTS (the test program run before timing:
-#   osprey_cuda_tests_recorded_decoding; empty: none), JOBS (every core), OUT (the log is copied
-#   to $OUT/decode-ab.txt when set).
+#   osprey_cuda_tests_recorded_decoding; empty: none), JOBS (every core, shared by the builds, which
+#   run at once), OUT (the log is copied to $OUT/decode-ab.txt when set).
 #
 # Each timing is one `osprey-gpt2 generate --timing` process; its rate is the "more tokens" one
 # (the tokens after the first, so neither the upload nor the prompt counts), and its text is the
@@ -122,27 +122,52 @@ run() {
 
   say "# decode-ab $(date -u +%Y-%m-%dT%H:%MZ) on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo 'no nvidia-smi')"
   say "# generate --preset $preset --prompt \"$prompt\" --tokens N --backend gpu --device $device --timing; rounds $rounds"
-  local failed=0 build targets
+  local failed=0 targets
+  # Every build at once, the cores shared among them: a tree's few large CUDA units are most of its
+  # build, so one build at a time leaves most cores idle (three trees built in 143-176 s together on
+  # a 16-core H100 machine, 2026-12-06). Then every build's tests at once (each its own process and
+  # CUDA context), before any timing.
+  declare -A pid=()
+  local share=$(( ${JOBS:-$(nproc)} / ${#labels[@]} ))
+  ((share >= 2)) || share=2
   for label in "${labels[@]}"; do
-    build=$work/$label/build
     say "# $label: $(cat "${src[$label]}/.gpu-check-commit" 2>/dev/null || git -C "${src[$label]}" log -1 --format='%h (git)' 2>/dev/null || echo 'unstamped tree')"
+    mkdir -p "$work/$label" || die "cannot make $work/$label"
     if [[ ${BUILD:-1} != 0 ]]; then
       targets="osprey-gpt2${tests:+ $tests}"
+      BUILD_DIR=$work/$label/build BUILD_TARGETS=$targets JOBS=$share OUT='' \
+        "${src[$label]}/scripts/gpu-check.sh" build > "$work/$label/build.log" 2>&1 &
+      pid[$label]=$!
+    fi
+  done
+  for label in "${!pid[@]}"; do wait "${pid[$label]}"; done
+  declare -A built=()
+  for label in "${labels[@]}"; do
+    if [[ ${BUILD:-1} != 0 ]] && ! grep -qE '^build \(.*\| PASS' "$work/$label/build.log"; then
       # gpu-check's own exit status counts every target it did not build as missing: its build
       # row says whether these were built.
-      BUILD_DIR=$build BUILD_TARGETS=$targets JOBS=${JOBS:-$(nproc)} OUT='' \
-        "${src[$label]}/scripts/gpu-check.sh" build > "$work/$label/build.log" 2>&1
-      if ! grep -qE '^build \(.*\| PASS' "$work/$label/build.log"; then
-        say "$label: build FAILED (the last lines of $work/$label/build.log:)"
-        tail -5 "$work/$label/build.log" | tee -a "$log"
-        failed=1
-        continue
-      fi
+      say "$label: build FAILED (the last lines of $work/$label/build.log:)"
+      tail -5 "$work/$label/build.log" | tee -a "$log"
+      failed=1
+      continue
     fi
     [[ -x $(gpt2Of "$label") ]] || { say "$label: no $(gpt2Of "$label")"; failed=1; continue; }
+    built[$label]=1
+  done
+  pid=()
+  if [[ -n $tests ]]; then
+    for label in "${!built[@]}"; do
+      local program=$work/$label/build/tests/$tests
+      if [[ -x $program ]]; then
+        "$program" --gtest_brief=1 > "$work/$label/tests.log" 2>&1 &
+        pid[$label]=$!
+      fi
+    done
+  fi
+  for label in "${labels[@]}"; do
+    [[ -n ${built[$label]+x} ]] || continue
     if [[ -n $tests ]]; then
-      local program=$build/tests/$tests
-      if [[ ! -x $program ]] || ! "$program" --gtest_brief=1 > "$work/$label/tests.log" 2>&1; then
+      if [[ -z ${pid[$label]+x} ]] || ! wait "${pid[$label]}"; then
         say "$label: $tests FAILED or missing (see $work/$label/tests.log); not timed"
         failed=1
         continue

@@ -67,5 +67,35 @@ printf '#!/usr/bin/env bash\necho "[  FAILED  ] 1 test"\nexit 1\n' > "$WORK/a/bu
 chmod +x "$WORK/a/build/tests/failing"
 TESTS=failing expect 1 "failing FAILED or missing .* not timed" -- "$script" run "a=$source_dir"
 
+# Tests run at once, each build's own: one that passes is timed beside one that fails, which is
+# not, and the run fails.
+mkdir -p "$WORK/b/build/tests" && cp "$WORK/a/build/tests/failing" "$WORK/a/build/tests/checks"
+printf '#!/usr/bin/env bash\necho "[  PASSED  ] 3 tests."\n' > "$WORK/b/build/tests/checks"
+chmod +x "$WORK/b/build/tests/checks"
+TESTS=checks expect 1 "^a: checks FAILED or missing" -- "$script" run "a=$source_dir" "b=$source_dir"
+grep -qE "^b: checks \[  PASSED  \] 3 tests" "$WORK/decode-ab.txt" || fail "b's tests were not run: $(cat "$WORK/decode-ab.txt")"
+grep -qE "^b-5-2: 4 more tokens" "$WORK/decode-ab.txt" || fail "b was not timed: $(cat "$WORK/decode-ab.txt")"
+
+# Builds run at once: each tree's gpu-check.sh (a stand-in) waits for the other's to start, for 10 s
+# at most, so builds one after the other fail. A build whose row says FAIL fails the run; the other
+# is still timed.
+buildTree() {  # buildTree DIR PEER VERDICT
+  mkdir -p "$1/scripts"
+  cat > "$1/scripts/gpu-check.sh" <<FAKE
+#!/usr/bin/env bash
+touch "$1.started"
+for _ in \$(seq 100); do [[ -e "$2.started" ]] && break; sleep 0.1; done
+[[ -e "$2.started" ]] || { echo "build (osprey-gpt2) | FAIL | the other build never started"; exit 1; }
+mkdir -p "\$BUILD_DIR/gpt2" && ln -sf "$gpt2" "\$BUILD_DIR/gpt2/osprey-gpt2"
+echo "build (\$BUILD_TARGETS) | $3 |"
+FAKE
+  chmod +x "$1/scripts/gpu-check.sh"
+}
+buildTree "$work/tree-p" "$work/tree-q" PASS
+buildTree "$work/tree-q" "$work/tree-p" FAIL
+BUILD=1 expect 1 "^q: build FAILED" -- "$script" run "p=$work/tree-p" "q=$work/tree-q"
+grep -qE "^p +5 tokens .* 1\.000x  texts the same" "$WORK/decode-ab.txt" ||
+  fail "p was not built and timed beside q's failed build: $(cat "$WORK/decode-ab.txt")"
+
 ((failures == 0)) && echo "decode_ab: every check passed"
 exit $((failures > 0))
