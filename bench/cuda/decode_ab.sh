@@ -128,12 +128,12 @@ run() {
   # a 16-core H100 machine, 2026-12-06). Then every build's tests at once (each its own process and
   # CUDA context), before any timing.
   declare -A pid=()
-  local share=$(( ${JOBS:-$(nproc)} / ${#labels[@]} ))
+  local building=${BUILD:-1} share=$(( ${JOBS:-$(nproc)} / ${#labels[@]} ))
   ((share >= 2)) || share=2
   for label in "${labels[@]}"; do
     say "# $label: $(cat "${src[$label]}/.gpu-check-commit" 2>/dev/null || git -C "${src[$label]}" log -1 --format='%h (git)' 2>/dev/null || echo 'unstamped tree')"
     mkdir -p "$work/$label" || die "cannot make $work/$label"
-    if [[ ${BUILD:-1} != 0 ]]; then
+    if [[ $building != 0 ]]; then
       targets="osprey-gpt2${tests:+ $tests}"
       BUILD_DIR=$work/$label/build BUILD_TARGETS=$targets JOBS=$share OUT='' \
         "${src[$label]}/scripts/gpu-check.sh" build > "$work/$label/build.log" 2>&1 &
@@ -141,9 +141,8 @@ run() {
     fi
   done
   for label in "${!pid[@]}"; do wait "${pid[$label]}"; done
-  declare -A built=()
   for label in "${labels[@]}"; do
-    if [[ ${BUILD:-1} != 0 ]] && ! grep -qE '^build \(.*\| PASS' "$work/$label/build.log"; then
+    if [[ $building != 0 ]] && ! grep -qE '^build \(.*\| PASS' "$work/$label/build.log"; then
       # gpu-check's own exit status counts every target it did not build as missing: its build
       # row says whether these were built.
       say "$label: build FAILED (the last lines of $work/$label/build.log:)"
@@ -152,30 +151,29 @@ run() {
       continue
     fi
     [[ -x $(gpt2Of "$label") ]] || { say "$label: no $(gpt2Of "$label")"; failed=1; continue; }
-    built[$label]=1
+    ok[$label]=1
   done
-  pid=()
   if [[ -n $tests ]]; then
-    for label in "${!built[@]}"; do
-      local program=$work/$label/build/tests/$tests
+    pid=()
+    local program
+    for label in "${!ok[@]}"; do
+      program=$work/$label/build/tests/$tests
       if [[ -x $program ]]; then
         "$program" --gtest_brief=1 > "$work/$label/tests.log" 2>&1 &
         pid[$label]=$!
       fi
     done
-  fi
-  for label in "${labels[@]}"; do
-    [[ -n ${built[$label]+x} ]] || continue
-    if [[ -n $tests ]]; then
+    for label in "${labels[@]}"; do
+      [[ -n ${ok[$label]+x} ]] || continue
       if [[ -z ${pid[$label]+x} ]] || ! wait "${pid[$label]}"; then
         say "$label: $tests FAILED or missing (see $work/$label/tests.log); not timed"
+        unset "ok[$label]"
         failed=1
         continue
       fi
       say "$label: $tests $(grep -o '\[  PASSED  \] [0-9]* tests\?' "$work/$label/tests.log" | tail -1)"
-    fi
-    ok[$label]=1
-  done
+    done
+  fi
 
   # One timing: "LABEL-N-ROUND: <the timing line> ; text <hash>", its rate kept for the summary.
   declare -A rates=() texts=()
@@ -208,10 +206,10 @@ run() {
   say "# summary: median tokens/s over $rounds rounds (ratio to $base); texts against $base's"
   for n in $tokensList; do
     baseMedian=$(medianOf "${rates[$base-$n]:-}") || baseMedian=
+    # Every text of each build (the baseline's own included) against the baseline's first.
+    ref=$(awk '{print $1}' <<< "${texts[$base-$n]:-}")
     for label in "${labels[@]}"; do
       median=$(medianOf "${rates[$label-$n]:-}") || { say "$label $n tokens: not timed"; continue; }
-      # Every text of this build (the baseline's own included) against the baseline's first.
-      ref=$(awk '{print $1}' <<< "${texts[$base-$n]:-}")
       same=yes
       for text in ${texts[$label-$n]}; do [[ $text == "$ref" ]] || same=no; done
       [[ $same == yes ]] || failed=1

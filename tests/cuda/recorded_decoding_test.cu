@@ -160,10 +160,10 @@ struct AttentionShape {
 // the row qkv (3C) and caches holding keys and values, against the reference's append and four row
 // folds with the position on the device (recorded_cuda.hpp's path for contexts the kernel does not
 // take), bit for bit: the output and both caches.
-void expectAttentionIsTheFolds(RecordedCuda& h, osprey::GpuBuffer<osprey::CudaDevice, int>& position,
-                               const AttentionShape& s, Index at, const std::vector<Scalar>& qkvRow,
+void expectAttentionIsTheFolds(RecordedCuda& h, const AttentionShape& s, Index at, const std::vector<Scalar>& qkvRow,
                                const std::vector<Scalar>& keys, const std::vector<Scalar>& values) {
   const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
+  osprey::GpuBuffer<osprey::CudaDevice, int> position(device, ok(device->template allocate<int>(1)), 1);
   const Index hs = s.C / s.NH;
   ASSERT_TRUE(attend_row::fits(s.maxT, hs));
   const auto qkv = ok(h.fromList(qkvRow));
@@ -193,7 +193,6 @@ void expectAttentionIsTheFolds(RecordedCuda& h, osprey::GpuBuffer<osprey::CudaDe
 TEST(RecordedDecoding, OneRowAttentionIsTheFolds) {
   auto h = makeRecorded();
   std::mt19937_64 rng(7331);
-  osprey::GpuBuffer<osprey::CudaDevice, int> position(h.runtime(), ok(h.runtime()->template allocate<int>(1)), 1);
   for (const AttentionShape s : {AttentionShape{768, 12, 1024}, AttentionShape{1024, 16, 1024},
                                  AttentionShape{256, 2, 300}, AttentionShape{15, 3, 37}, AttentionShape{4, 4, 9}}) {
     for (const Index at : {Index{0}, Index{1}, Index{16}, s.maxT / 2 + 3, s.maxT - 1}) {
@@ -203,7 +202,7 @@ TEST(RecordedDecoding, OneRowAttentionIsTheFolds) {
                                           << ", position " << at << ", values of kind " << kind);
         const auto qkv = kindsOfValues(rng, 3 * s.C, kind);
         const auto keys = kindsOfValues(rng, s.maxT * s.C, kind), values = kindsOfValues(rng, s.maxT * s.C, 0);
-        expectAttentionIsTheFolds(h, position, s, at, qkv, keys, values);
+        expectAttentionIsTheFolds(h, s, at, qkv, keys, values);
       }
     }
   }
@@ -214,11 +213,10 @@ TEST(RecordedDecoding, OneRowAttentionIsTheFolds) {
 // or at every position (exp(-inf - m) is 0 where the maximum is finite; where every score is -inf,
 // NaN), a key whose products are +inf, and keys holding a NaN with a payload at the first position
 // (the maximum's fold keeps a NaN it starts from) or a later one (the fold passes it over, its exp
-// does not). The maximum is the fold's value whatever order finds it (chains::warpFirstLargest).
+// does not): whatever finds the maximum must give the fold's value.
 TEST(RecordedDecoding, OneRowAttentionTakesScoresThatAreNotFinite) {
   auto h = makeRecorded();
   std::mt19937_64 rng(4242);
-  osprey::GpuBuffer<osprey::CudaDevice, int> position(h.runtime(), ok(h.runtime()->template allocate<int>(1)), 1);
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::bit_cast<double>(std::uint64_t{0x7ff80000deadbeefULL});
   enum Case { FirstMinusInf, SomeMinusInf, AllMinusInf, PlusInf, FirstNaN, LaterNaN };
@@ -248,7 +246,7 @@ TEST(RecordedDecoding, OneRowAttentionTakesScoresThatAreNotFinite) {
             case LaterNaN: if (p == (at + 1) / 2) keyAt(p, 0) = nan; break;
           }
         }
-        expectAttentionIsTheFolds(h, position, s, at, qkv, keys, values);
+        expectAttentionIsTheFolds(h, s, at, qkv, keys, values);
       }
     }
   }

@@ -139,31 +139,27 @@ int main() {
   cudaEventCreate(&e1);
   std::printf("rowDmmaTakes(768): %s\n", rowDmmaTakes(768) ? "yes" : "no");
   struct Shape { int OC, IC; };
-  // Each shape's outputs against the chosen shape's, bit for bit (the first timed is the chosen).
-  std::vector<double> chosen, got;
-  auto time = [&](const char* name, auto launch, int OC) {
-    cudaMemset(out, 0xff, OC * sizeof(double));  // NaNs, so that an output the shape never stores shows
-    for (int rep = 0; rep < 3; ++rep) launch();
-    cudaEventRecord(e0);
-    const int reps = 50;
-    for (int rep = 0; rep < reps; ++rep) launch();
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    const cudaError_t status = cudaGetLastError();
-    got.assign(OC, 0.0);
-    cudaMemcpy(got.data(), out, OC * sizeof(double), cudaMemcpyDeviceToHost);
-    if (chosen.empty()) chosen = got;
-    const bool same = std::memcmp(got.data(), chosen.data(), OC * sizeof(double)) == 0;
-    std::printf("  %-34s %.2f us a launch (%s), %s\n", name, ms * 1000 / reps, cudaGetErrorString(status),
-                same ? "same bits" : "DIFFERENT");
-  };
   for (Shape sh : {Shape{2304, 768}, Shape{3072, 768}, Shape{768, 768}, Shape{768, 3072}}) {
     std::printf("rowDmma %d x %d:\n", sh.OC, sh.IC);
-    chosen.clear();
+    // Each shape timed, then its outputs against the chosen shape's (the first timed), bit for bit.
+    std::vector<double> chosen, got(sh.OC);
     auto shape = [&](const char* name, auto launchShape) {
-      time(name, [&] { launchShape(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC); }, sh.OC);
+      auto launch = [&] { launchShape(CopyIn{x}, Plain{out}, w, sh.OC, sh.IC); };
+      cudaMemset(out, 0xff, sh.OC * sizeof(double));  // NaNs, so that an output the shape never stores shows
+      for (int rep = 0; rep < 3; ++rep) launch();
+      cudaEventRecord(e0);
+      const int reps = 50;
+      for (int rep = 0; rep < reps; ++rep) launch();
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      const cudaError_t status = cudaGetLastError();
+      cudaMemcpy(got.data(), out, sh.OC * sizeof(double), cudaMemcpyDeviceToHost);
+      if (chosen.empty()) chosen = got;
+      const bool same = std::memcmp(got.data(), chosen.data(), sh.OC * sizeof(double)) == 0;
+      std::printf("  %-34s %.2f us a launch (%s), %s\n", name, ms * 1000 / reps, cudaGetErrorString(status),
+                  same ? "same bits" : "DIFFERENT");
     };
     shape("chosen", [](auto... args) { return launchRowDmma(args..., 0); });
     shape("16 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<16, 3>>(args..., 0); });
