@@ -7,7 +7,9 @@
 #   bench/cuda/decode_ab.sh pack DIR REV [REV ...]     on the development machine: each commit as
 #                                                      DIR/<label>.tar.gz (git archive, stamped);
 #                                                      the label is the commit's short hash, or
-#                                                      LABEL=REV names it
+#                                                      LABEL=REV names it; with BUILT=1 each is
+#                                                      built here instead and DIR/<label>.tar.xz
+#                                                      holds its stamp and the two programs alone
 #   bench/cuda/decode_ab.sh run LABEL=TREE [LABEL=TREE ...]
 #                                                      on the GPU machine; TREE is a source tree or
 #                                                      a pack's .tar.gz; the first is the baseline
@@ -18,6 +20,13 @@
 #   the builds already in WORK), TESTS (the test program run before timing:
 #   osprey_cuda_tests_recorded_decoding; empty: none), JOBS (every core, shared by the builds, which
 #   run at once), OUT (the log is copied to $OUT/decode-ab.txt when set).
+#
+# A build made here (BUILT=1) saves the GPU machine's minutes: four trees take it about 200 s to
+# build, and its time is scarcer than this machine's. Such a build is for WORK's folder of its label
+# (the tokenizer is found through the source folder the build was configured in), so `pack` and
+# `run` must be given the same WORK; `run` uses a pack's build, whatever BUILD says, when it was made
+# for that folder, and builds the tree otherwise (which a pack without sources cannot be: it fails).
+# The packed programs link the Debian libraries carried in .deps (scripts/carry-deps.sh).
 #
 # Each timing is one `osprey-gpt2 generate --timing` process; its rate is the "more tokens" one
 # (the tokens after the first, so neither the upload nor the prompt counts), and its text is the
@@ -42,7 +51,8 @@ pack() {
   local dir=$1
   shift
   mkdir -p "$dir" || die "cannot make $dir"
-  local spec label rev commit stage
+  local spec label rev commit stage file
+  work=${WORK:-/tmp/decode-ab}
   for spec in "$@"; do
     rev=${spec#*=}
     commit=$(git -C "$root" rev-parse --verify --quiet "$rev^{commit}") || die "\`$rev\` is not a commit here"
@@ -51,12 +61,42 @@ pack() {
     checkLabel "$label"
     stage=$(mktemp -d) || die "cannot make a temporary folder"
     git -C "$root" archive --format=tar --prefix=tree/ "$commit" | tar -x -C "$stage" || die "git archive of $rev failed"
-    printf '%s (clean, packed %s)\n' "$(git -C "$root" rev-parse --short=12 "$commit")" "$(date -u +%Y-%m-%dT%H:%MZ)" \
-      > "$stage/tree/.gpu-check-commit"
-    tar -czf "$dir/$label.tar.gz" -C "$stage" tree || die "cannot write $dir/$label.tar.gz"
+    printf '%s (clean, %s %s)\n' "$(git -C "$root" rev-parse --short=12 "$commit")" \
+      "$([[ ${BUILT:-0} == 1 ]] && echo 'built on the development machine' || echo packed)" \
+      "$(date -u +%Y-%m-%dT%H:%MZ)" > "$stage/tree/.gpu-check-commit"
+    if [[ ${BUILT:-0} == 1 ]]; then
+      file=$dir/$label.tar.xz
+      buildHere "$label" "$stage" || exit 2
+      tar -cJf "$file" -C "$stage" tree build || die "cannot write $file"
+    else
+      file=$dir/$label.tar.gz
+      tar -czf "$file" -C "$stage" tree || die "cannot write $file"
+    fi
     rm -rf "$stage"
-    echo "$dir/$label.tar.gz: $(git -C "$root" log -1 --format='%h %s' "$commit" | cut -c1-100)"
+    echo "$file: $(git -C "$root" log -1 --format='%h %s' "$commit" | cut -c1-100)"
   done
+}
+
+# buildHere LABEL STAGE: STAGE/tree built where `run` will unpack it (WORK/LABEL/src), one tree at
+# a time with every core of this machine; STAGE/tree becomes its stamp alone and STAGE/build the two
+# programs, with the folder they were made for.
+buildHere() {
+  local label=$1 stage=$2 tests=${TESTS-osprey_cuda_tests_recorded_decoding}
+  local src=$work/$label/src build=$work/$label/build program
+  rm -rf "${work:?}/$label" && mkdir -p "$work/$label" || die "cannot make $work/$label"
+  mv "$stage/tree" "$src" || die "cannot move the tree to $src"
+  mkdir -p "$stage/tree" "$stage/build/gpt2" "$stage/build/tests" || die "cannot make $stage/build"
+  cp "$src/.gpu-check-commit" "$stage/tree/" || die "cannot copy the stamp"
+  echo "$label: building in $build (log: $work/$label/build.log)"
+  BUILD_DIR=$build BUILD_TARGETS="osprey-gpt2${tests:+ $tests}" BUILD_TIMEOUT=${BUILD_TIMEOUT:-3600} OUT='' \
+    "$src/scripts/gpu-check.sh" build > "$work/$label/build.log" 2>&1
+  grep -qE '^build \(.*\| PASS' "$work/$label/build.log" || die "$label: build FAILED (see $work/$label/build.log)"
+  cp "$build/gpt2/osprey-gpt2" "$stage/build/gpt2/" || die "$label: no osprey-gpt2 in $build"
+  if [[ -n $tests ]]; then
+    program=$build/tests/$tests
+    cp "$program" "$stage/build/tests/" || die "$label: no $program"
+  fi
+  echo "$src" > "$stage/build/made-for"
 }
 
 # The source tree of LABEL=TREE: the folder itself, or the pack unpacked into WORK (again only
@@ -77,9 +117,13 @@ sourceOf() {
     local stage=$work/$label/unpack
     rm -rf "$stage"
     mkdir -p "$stage" || die "cannot make $stage"
-    tar -xzf "$tree" -C "$stage" || die "$label: cannot unpack $tree"
+    tar -xf "$tree" -C "$stage" || die "$label: cannot unpack $tree"
     [[ -d $stage/tree ]] || die "$label: $tree holds no tree/ (make packs with \`$0 pack\`)"
-    mv "$stage/tree" "$dir" && rm -rf "$stage"
+    mv "$stage/tree" "$dir" || die "$label: cannot move the tree to $dir"
+    if [[ -d $stage/build ]]; then
+      rm -rf "$work/$label/build" && mv "$stage/build" "$work/$label/build" || die "$label: cannot move its build"
+    fi
+    rm -rf "$stage"
     echo "$sum" > "$work/$label/packed"
   fi
   # The Debian packages carried for the GPU machine (scripts/carry-deps.sh) and the tokenizer's
@@ -133,7 +177,9 @@ run() {
   for label in "${labels[@]}"; do
     say "# $label: $(cat "${src[$label]}/.gpu-check-commit" 2>/dev/null || git -C "${src[$label]}" log -1 --format='%h (git)' 2>/dev/null || echo 'unstamped tree')"
     mkdir -p "$work/$label" || die "cannot make $work/$label"
-    if [[ $building != 0 ]]; then
+    if [[ $(cat "$work/$label/build/made-for" 2>/dev/null) == "${src[$label]}" ]]; then
+      say "# $label: built with its pack"
+    elif [[ $building != 0 ]]; then
       targets="osprey-gpt2${tests:+ $tests}"
       BUILD_DIR=$work/$label/build BUILD_TARGETS=$targets JOBS=$share OUT='' \
         "${src[$label]}/scripts/gpu-check.sh" build > "$work/$label/build.log" 2>&1 &
@@ -142,7 +188,7 @@ run() {
   done
   for label in "${!pid[@]}"; do wait "${pid[$label]}"; done
   for label in "${labels[@]}"; do
-    if [[ $building != 0 ]] && ! grep -qE '^build \(.*\| PASS' "$work/$label/build.log"; then
+    if [[ -n ${pid[$label]+x} ]] && ! grep -qE '^build \(.*\| PASS' "$work/$label/build.log"; then
       # gpu-check's own exit status counts every target it did not build as missing: its build
       # row says whether these were built.
       say "$label: build FAILED (the last lines of $work/$label/build.log:)"

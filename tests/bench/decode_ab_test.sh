@@ -97,5 +97,35 @@ BUILD=1 expect 1 "^q: build FAILED" -- "$script" run "p=$work/tree-p" "q=$work/t
 grep -qE "^p +5 tokens .* 1\.000x  texts the same" "$WORK/decode-ab.txt" ||
   fail "p was not built and timed beside q's failed build: $(cat "$WORK/decode-ab.txt")"
 
+# A pack built here (BUILT=1) holds the stamp and the programs, no sources, and `run` times the
+# build it carries without building again. The repository packed is a stand-in whose gpu-check.sh
+# counts its builds and makes wrappers of this build's osprey-gpt2 and a passing test program.
+repo=$work/repo
+mkdir -p "$repo/bench/cuda" "$repo/scripts" && cp "$script" "$repo/bench/cuda/"
+cat > "$repo/scripts/gpu-check.sh" <<FAKE
+#!/usr/bin/env bash
+echo built >> "$work/builds"
+mkdir -p "\$BUILD_DIR/gpt2" "\$BUILD_DIR/tests"
+printf '#!/bin/sh\nexec "%s" "\$@"\n' "$gpt2" > "\$BUILD_DIR/gpt2/osprey-gpt2"
+printf '#!/bin/sh\necho "[  PASSED  ] 2 tests."\n' > "\$BUILD_DIR/tests/checks"
+chmod +x "\$BUILD_DIR/gpt2/osprey-gpt2" "\$BUILD_DIR/tests/checks"
+echo "build (\$BUILD_TARGETS) | PASS |"
+FAKE
+chmod +x "$repo/scripts/gpu-check.sh"
+git -C "$repo" init -q && git -C "$repo" add -A &&
+  git -C "$repo" -c user.name=t -c user.email=t@t commit -qm stand-in || fail "cannot make the stand-in repository"
+export WORK=$work/built
+BUILT=1 TESTS=checks expect 0 "built.tar.xz" -- "$repo/bench/cuda/decode_ab.sh" pack "$work/packs" built=HEAD
+listing=$(tar -tJf "$work/packs/built.tar.xz" 2> /dev/null)
+for entry in tree/.gpu-check-commit build/gpt2/osprey-gpt2 build/tests/checks build/made-for; do
+  grep -qx "$entry" <<< "$listing" || fail "the built pack holds no $entry: $listing"
+done
+grep -qx "tree/scripts/gpu-check.sh" <<< "$listing" && fail "the built pack holds the sources"
+rm -rf "$WORK/built/build"
+BUILD=1 TESTS=checks expect 0 "^built +5 tokens .* 1\.000x  texts the same" -- "$script" run "built=$work/packs/built.tar.xz"
+grep -qx "# built: built with its pack" "$WORK/decode-ab.txt" || fail "no line says the pack's build was used"
+grep -qE "^built: checks \[  PASSED  \] 2 tests" "$WORK/decode-ab.txt" || fail "the pack's tests did not run"
+(($(wc -l < "$work/builds") == 1)) || fail "the run built again: $(wc -l < "$work/builds") builds"
+
 ((failures == 0)) && echo "decode_ab: every check passed"
 exit $((failures > 0))
