@@ -457,15 +457,58 @@ cudaError_t launchRowDmmaCopies(Prologue prologue, Store store, const double* wT
   return launchRowDmmaShape<Shape, false>(prologue, store, wT, OC, IC, stream);
 }
 
+// The multiprocessors of the calling thread's device; 0 where it cannot say.
+inline int multiprocessorsHere() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 0;
+  return count;
+}
+
+// A block's rows: the fewest of the shapes compiled that make at most two blocks a multiprocessor,
+// so every multiprocessor holds two nearly equal blocks (two chains on two quarters' tensor cores,
+// each copying its share of the weights), none copying twice another's rows.
+constexpr int kRowShapes[] = {3, 4, 6, 9, 12, 16};
+inline int rowsPerBlock(Index OC, int multiprocessors) {
+  for (const int rows : kRowShapes)
+    if ((OC + rows - 1) / rows <= 2LL * multiprocessors) return rows;
+  return 16;
+}
+
+// Stages of a block of Rows: a product up to 3 kRowDmmaDepth deep whole in flight; a deeper one as
+// many stages as 4 rows' 8 take (66.5 KiB: two blocks a multiprocessor with the operand), 2 to 8.
+template <int Rows, bool Deep>
+constexpr int rowDmmaStages() {
+  if constexpr (!Deep) return 3;
+  constexpr int stages = 4 * 8 / Rows;
+  return stages < 2 ? 2 : stages > 8 ? 8 : stages;
+}
+
+template <bool Deep, class Prologue, class Store>
+cudaError_t launchRowDmmaRows(int rows, Prologue prologue, Store store, const double* wT, Index OC, int IC,
+                              cudaStream_t stream) {
+  auto launch = [&]<int Rows>() {
+    return launchRowDmmaCopies<RowDmmaShape<Rows, rowDmmaStages<Rows, Deep>()>>(prologue, store, wT, OC, IC, stream);
+  };
+  switch (rows) {
+    case 3: return launch.template operator()<3>();
+    case 4: return launch.template operator()<4>();
+    case 6: return launch.template operator()<6>();
+    case 9: return launch.template operator()<9>();
+    case 12: return launch.template operator()<12>();
+    default: return launch.template operator()<16>();
+  }
+}
+
 // store(o, acc) for every output o of wT (OC x IC) times the row prologue leaves; the caller has
-// checked rowDmmaTakes(IC). The shapes by the product's (the probe's timings):
-// many rows 16 a block, a 768-deep product whole in flight (three stages, two blocks a
-// multiprocessor); fewer rows 4 a block, so that they spread over every multiprocessor.
+// checked rowDmmaTakes(IC). Rows a block by rowsPerBlock, stages by rowDmmaStages.
 template <class Prologue, class Store>
 cudaError_t launchRowDmma(Prologue prologue, Store store, const double* wT, Index OC, int IC, cudaStream_t stream) {
-  if (OC >= 2048 && IC <= 3 * kRowDmmaDepth)
-    return launchRowDmmaCopies<RowDmmaShape<16, 3>>(prologue, store, wT, OC, IC, stream);
-  return launchRowDmmaCopies<RowDmmaShape<4, 8>>(prologue, store, wT, OC, IC, stream);
+  const int multiprocessors = multiprocessorsHere();
+  const int rows = multiprocessors > 0 ? rowsPerBlock(OC, multiprocessors) : 16;
+  if (IC <= 3 * kRowDmmaDepth) return launchRowDmmaRows<false>(rows, prologue, store, wT, OC, IC, stream);
+  return launchRowDmmaRows<true>(rows, prologue, store, wT, OC, IC, stream);
 }
 
 }  // namespace
