@@ -36,6 +36,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -457,12 +458,16 @@ cudaError_t launchRowDmmaCopies(Prologue prologue, Store store, const double* wT
   return launchRowDmmaShape<Shape, false>(prologue, store, wT, OC, IC, stream);
 }
 
-// The multiprocessors of the calling thread's device; 0 where it cannot say.
+// The multiprocessors of the calling thread's device, asked once a device (a launch asks each time);
+// 0 where it cannot say.
 inline int multiprocessorsHere() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};
   int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-    return 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (device >= 0 && device < kDevices && (count = known[device].load(std::memory_order_relaxed)) > 0) return count;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
+  if (device >= 0 && device < kDevices) known[device].store(count, std::memory_order_relaxed);
   return count;
 }
 
