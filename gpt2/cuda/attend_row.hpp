@@ -11,8 +11,8 @@
 //   * each warp takes 16 positions t2 <= *position at a time: pre[t2] = scale(fma chain of q · k
 //     over the head's channels, from +0.0, channel ascending) as one mma chain, the keys as A's
 //     rows, into shared memory;
-//   * thread 0 folds the maximum from pre[0] (Larger: the earlier of equal values is kept); the
-//     threads write e[t2] = exp(pre[t2] - max); warp 0 sums them from 0.0, t2 ascending (the chain
+//   * warp 0 finds the maximum, the fold of Larger from pre[0] (the earlier of equal values is
+//     kept; chains::warpFirstLargest says why any order gives its value); the threads write e[t2] = exp(pre[t2] - max); warp 0 sums them from 0.0, t2 ascending (the chain
 //     fma(e, 1, acc)); the threads write att[t2] = e[t2] / sum;
 //   * warp w runs out[c] = fma chain of att[t2] · v[t2][c] from +0.0, t2 ascending, for its 16
 //     channels c as one mma chain, the values read from the L2 a few steps ahead.
@@ -166,7 +166,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int p0 = warp * osprey::cuda_detail::kDmmaK; p0 < P; p0 += kThreads / 32 * osprey::cuda_detail::kDmmaK)
     scoreGroup(row, q, keys, C, head, hs, P, p0, scale);
   __syncthreads();
-  if (t == 0) stats[0] = chains::fold(row, 1, P, row[0], Larger{});  // the maximum, from the first score
+  if (warp == 0) {  // the maximum: the fold of Larger from the first score, found by one warp
+    const double m = chains::warpFirstLargest(row, P);
+    if (t == 0) stats[0] = m;
+  }
   __syncthreads();
   const double m = stats[0];
   for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = osprey::math::exp(row[t2] - m);

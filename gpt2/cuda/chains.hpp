@@ -1,4 +1,4 @@
-// One thread's in-order chains over values it reads, for the recorded decoding step's attention
+// In-order chains over values a thread or a warp reads, for the recorded decoding step's attention
 // kernel (attend_row.hpp; the products and LayerNorms use the tensor cores' chains of
 // osprey/gpu/cuda/kernels/row_dmma.hpp): terms are loaded a group at a time before their combines
 // run, so the loads overlap while the combines keep their order, and their bits.
@@ -7,6 +7,9 @@
 #if !defined(__CUDACC__)
 #error "gpt2/cuda/chains.hpp is compiled by nvcc only (a .cu file)"
 #endif
+
+#include <climits>
+#include <cmath>
 
 #include "osprey/math.hpp"
 
@@ -53,6 +56,36 @@ __device__ __forceinline__ double dotAhead(const double* a, const double* b, lon
     for (int u = 0; u < Group; ++u) cur[u] = next[u];
   }
   return acc;
+}
+
+// The fold m = select(x > m, x, m) of row[0 .. P - 1] from row[0] (gpt2::Larger, in position
+// order: the reference's maximum), on the calling warp, every lane calling it and getting it. Any
+// order gives that fold's value: it is the first largest by position, or row[0] where that is a
+// NaN (no x > NaN), and NaNs after it are never taken (x > m is false). So each lane takes the first
+// largest of its positions, the lanes' picks are combined by value and, between equal values (+0.0
+// and -0.0 are equal), by the earlier position, and a NaN row[0] wins last. No pick needs no
+// position: -inf has one encoding, and where every value is -inf or NaN, row[0] is -inf or NaN.
+__device__ __forceinline__ double warpFirstLargest(const double* row, int P) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  double best = -INFINITY;
+  int at = INT_MAX;
+  for (int p = lane; p < P; p += 32) {
+    const double x = row[p];
+    if (x > best) {
+      best = x;
+      at = p;
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const double otherBest = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int otherAt = __shfl_xor_sync(0xffffffffu, at, offset);
+    if (otherBest > best || (otherBest == best && otherAt < at)) {
+      best = otherBest;
+      at = otherAt;
+    }
+  }
+  const double first = row[0];
+  return first != first ? first : best;
 }
 
 }  // namespace gpt2::chains

@@ -19,31 +19,6 @@
 #include "gpt2/cuda/chains.hpp"
 #include "gpt2/layers/fold_rows.hpp"
 
-// The first largest of row[0 .. P - 1] in position order, as the fold from row[0] leaves it, on the
-// calling warp (every lane gets it).
-__device__ __forceinline__ double warpFirstLargest(const double* row, int P) {
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  double best = -INFINITY;
-  int at = INT_MAX;  // no pick: -inf has one encoding, so no position is needed for it
-  for (int p = lane; p < P; p += 32) {
-    const double x = row[p];
-    if (x > best) {
-      best = x;
-      at = p;
-    }
-  }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const double otherBest = __shfl_xor_sync(0xffffffffu, best, offset);
-    const int otherAt = __shfl_xor_sync(0xffffffffu, at, offset);
-    if (otherBest > best || (otherBest == best && otherAt < at)) {
-      best = otherBest;
-      at = otherAt;
-    }
-  }
-  const double first = row[0];
-  return first != first ? first : best;
-}
-
 // Row r of rows (P each): out[2r] the thread fold's maximum, out[2r + 1] the warp's; cycles the
 // same order, each read from shared memory as the attention kernel reads its scores.
 __global__ void bothMaxima(const double* rows, int P, double* out, long long* cycles) {
@@ -56,7 +31,7 @@ __global__ void bothMaxima(const double* rows, int P, double* out, long long* cy
   __syncthreads();
   long long c1 = clock64();
   double warped = 0.0;
-  if (threadIdx.x < 32) warped = warpFirstLargest(row, P);
+  if (threadIdx.x < 32) warped = gpt2::chains::warpFirstLargest(row, P);
   __syncthreads();
   long long c2 = clock64();
   if (threadIdx.x == 0) {
