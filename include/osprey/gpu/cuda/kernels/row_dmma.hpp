@@ -471,30 +471,26 @@ inline int multiprocessorsHere() {
   return count;
 }
 
-// A block's rows: the fewest of the shapes compiled that make at most two blocks a multiprocessor,
-// so every multiprocessor holds two nearly equal blocks (two chains on two quarters' tensor cores,
-// each copying its share of the weights), none copying twice another's rows.
+// A block's rows: the fewest of the shapes compiled that make at most `each` blocks a
+// multiprocessor, so that the multiprocessors hold nearly equal blocks, none copying twice another's
+// rows.
 constexpr int kRowShapes[] = {3, 4, 6, 9, 12, 16};
-inline int rowsPerBlock(Index OC, int multiprocessors) {
+inline int rowsPerBlock(Index OC, int multiprocessors, int each) {
   for (const int rows : kRowShapes)
-    if ((OC + rows - 1) / rows <= 2LL * multiprocessors) return rows;
+    if ((OC + rows - 1) / rows <= Index{each} * multiprocessors) return rows;
   return 16;
 }
 
-// Stages of a block of Rows: a product up to 3 kRowDmmaDepth deep whole in flight; a deeper one as
-// many stages as 4 rows' 8 take (66.5 KiB: two blocks a multiprocessor with the operand), 2 to 8.
-template <int Rows, bool Deep>
-constexpr int rowDmmaStages() {
-  if constexpr (!Deep) return 3;
-  constexpr int stages = 4 * 8 / Rows;
-  return stages < 2 ? 2 : stages > 8 ? 8 : stages;
-}
+// Three stages a block: a product up to 3 kRowDmmaDepth deep whole in flight, a deeper one's
+// copies three slices ahead of its chain (more slices in flight delay the first one, which the
+// chain waits for: bench/cuda/NOTES.md, forty-fifth run).
+constexpr int kRowDmmaStages = 3;
 
-template <bool Deep, class Prologue, class Store>
+template <class Prologue, class Store>
 cudaError_t launchRowDmmaRows(int rows, Prologue prologue, Store store, const double* wT, Index OC, int IC,
                               cudaStream_t stream) {
   auto launch = [&]<int Rows>() {
-    return launchRowDmmaCopies<RowDmmaShape<Rows, rowDmmaStages<Rows, Deep>()>>(prologue, store, wT, OC, IC, stream);
+    return launchRowDmmaCopies<RowDmmaShape<Rows, kRowDmmaStages>>(prologue, store, wT, OC, IC, stream);
   };
   switch (rows) {
     case 3: return launch.template operator()<3>();
@@ -507,13 +503,15 @@ cudaError_t launchRowDmmaRows(int rows, Prologue prologue, Store store, const do
 }
 
 // store(o, acc) for every output o of wT (OC x IC) times the row prologue leaves; the caller has
-// checked rowDmmaTakes(IC). Rows a block by rowsPerBlock, stages by rowDmmaStages.
+// checked rowDmmaTakes(IC). A product up to 3 kRowDmmaDepth deep takes two blocks a multiprocessor
+// (two chains on two quarters' tensor cores, each copying its share of the weights); a deeper one,
+// whose chain is the longer part, one (its chain alone on its multiprocessor).
 template <class Prologue, class Store>
 cudaError_t launchRowDmma(Prologue prologue, Store store, const double* wT, Index OC, int IC, cudaStream_t stream) {
   const int multiprocessors = multiprocessorsHere();
-  const int rows = multiprocessors > 0 ? rowsPerBlock(OC, multiprocessors) : 16;
-  if (IC <= 3 * kRowDmmaDepth) return launchRowDmmaRows<false>(rows, prologue, store, wT, OC, IC, stream);
-  return launchRowDmmaRows<true>(rows, prologue, store, wT, OC, IC, stream);
+  const int each = IC <= 3 * kRowDmmaDepth ? 2 : 1;
+  const int rows = multiprocessors > 0 ? rowsPerBlock(OC, multiprocessors, each) : 16;
+  return launchRowDmmaRows(rows, prologue, store, wT, OC, IC, stream);
 }
 
 }  // namespace
