@@ -2,8 +2,8 @@
 // step (gpt2/cuda/recorded_cuda.hpp answers normLinear and normLinearGelu with it for one row).
 // Decoding otherwise runs three launches there, each a wait: the LayerNorm (gpt2/cuda/
 // layernorm_rows.hpp), the few-columns product Wᵀ · ln (src/gpu/cuda/matmul.cu) and the bias's build.
-// Here the device's one-row tensor-core kernel (osprey/gpu/cuda/kernels/row_dmma.hpp) takes 16 rows
-// of wT (OC, IC) a block, its copier warps staging them while the block normalises the row:
+// Here the device's one-row tensor-core kernel (osprey/gpu/cuda/kernels/row_dmma.hpp) takes up to 16
+// rows of wT (OC, IC) a block, its copier warps staging them while the block normalises the row:
 //   * every thread loads its share of x; the computing warp runs the LayerNorm's two chains (its
 //     sum, then fma(d, d, acc) of the deviations d = x - mean) as tensor-core chains; every thread builds
 //     ln = (d · rstd) · w + b, w and b sent toward the L2 before the kernel waited for x;

@@ -8,7 +8,7 @@
 // term, against 8.4 for a dependent fma. So:
 //   * warpChain runs one chain acc = fma(u[k], v[k], acc) on one warp: u in every row of A, v in
 //     every column of B (every output is then that chain);
-//   * rowDmmaKernel gives each block 16 rows of wT (OC x IC), or 4 repeated in A's 16: every
+//   * rowDmmaKernel gives each block up to 16 rows of wT (OC x IC), repeated to fill A's 16: every
 //     thread loads its share of the row into shared memory (one round trip to the L2, every load in
 //     flight), the computing warp runs the prologue's chains if it has any (a LayerNorm's) and
 //     every thread builds the operand from them; then that warp walks k in steps of 16, one mma a
