@@ -51,7 +51,7 @@ pack() {
   local dir=$1
   shift
   mkdir -p "$dir" || die "cannot make $dir"
-  local spec label rev commit stage file
+  local spec label rev commit stage file built=${BUILT:-0}
   work=${WORK:-/tmp/decode-ab}
   for spec in "$@"; do
     rev=${spec#*=}
@@ -62,9 +62,9 @@ pack() {
     stage=$(mktemp -d) || die "cannot make a temporary folder"
     git -C "$root" archive --format=tar --prefix=tree/ "$commit" | tar -x -C "$stage" || die "git archive of $rev failed"
     printf '%s (clean, %s %s)\n' "$(git -C "$root" rev-parse --short=12 "$commit")" \
-      "$([[ ${BUILT:-0} == 1 ]] && echo 'built on the development machine' || echo packed)" \
+      "$([[ $built == 1 ]] && echo 'built on the development machine' || echo packed)" \
       "$(date -u +%Y-%m-%dT%H:%MZ)" > "$stage/tree/.gpu-check-commit"
-    if [[ ${BUILT:-0} == 1 ]]; then
+    if [[ $built == 1 ]]; then
       file=$dir/$label.tar.xz
       buildHere "$label" "$stage" || exit 2
       tar -cJf "$file" -C "$stage" tree build || die "cannot write $file"

@@ -12,7 +12,8 @@
 //     over the head's channels, from +0.0, channel ascending) as one mma chain, the keys as A's
 //     rows, into shared memory;
 //   * warp 0 finds the maximum, the fold of Larger from pre[0] (the earlier of equal values is
-//     kept; chains::warpFirstLargest says why any order gives its value); the threads write e[t2] = exp(pre[t2] - max); warp 0 sums them from 0.0, t2 ascending (the chain
+//     kept; chains::warpFirstLargest says why any order gives its value); the threads write
+//     e[t2] = exp(pre[t2] - max); warp 0 sums them from 0.0, t2 ascending (the chain
 //     fma(e, 1, acc)); the threads write att[t2] = e[t2] / sum;
 //   * warp w runs out[c] = fma chain of att[t2] · v[t2][c] from +0.0, t2 ascending, for its 16
 //     channels c as one mma chain, the values read from the L2 a few steps ahead.

@@ -60,7 +60,8 @@ osprey::Result<Buf<H>> linearResidualOneRow(H& h, const Buf<H>& x, const Buf<H>&
   const bool tensorCores = osprey::cuda_detail::rowDmmaTakes(IC);
   OSPREY_CHECK(device->launchOwn("linear and residual, one row", [&](cudaStream_t stream) {
     if (tensorCores)
-      return osprey::cuda_detail::launchRowDmma(osprey::cuda_detail::CopyRow{in.data()}, store, wT.data(), OC, static_cast<int>(IC), stream);
+      return osprey::cuda_detail::launchRowDmma(osprey::cuda_detail::CopyRow{in.data()}, store, wT.data(), OC,
+                                                static_cast<int>(IC), device->multiprocessors(), stream);
     return osprey::cuda_detail::launchNarrow<1, osprey::cuda_detail::NarrowLayout::Plain>(store, wT.data(), in.data(),
                                                                                           OC, IC, stream);
   }));

@@ -155,7 +155,7 @@ osprey::Result<Buf<H>> normLinearOneRow(H& h, const Buf<H>& x, const Buf<H>& lnW
   OSPREY_CHECK(device->launchOwn("layernorm and linear, one row", [&](cudaStream_t stream) {
     return osprey::cuda_detail::launchRowDmma(Normalise{x.data(), lnWeight.data(), lnBias.data()},
                                               StoreBiased<Then>{out.data(), bias.data(), then}, wT.data(), OC,
-                                              static_cast<int>(C), stream);
+                                              static_cast<int>(C), device->multiprocessors(), stream);
   }));
   return out;
 }

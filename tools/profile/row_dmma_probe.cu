@@ -97,7 +97,19 @@ struct Plain {
   __device__ void operator()(osprey::Index o, double acc) const { out[o] = acc; }
 };
 
+// shape(name, launch) for RowDmmaShape<Rows, Stages> and each further (rows, stages) pair.
+template <int Rows, int Stages, int... More, class Shape>
+void eachShape(Shape& shape) {
+  char name[48];
+  std::snprintf(name, sizeof name, "%d rows a block, %d stages", Rows, Stages);
+  shape(name, [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<Rows, Stages>>(args..., 0); });
+  if constexpr (sizeof...(More) > 0) eachShape<More...>(shape);
+}
+
 int main() {
+  int device = 0, multiprocessors = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
   std::vector<double> h(4096 * 4096);
   for (size_t i = 0; i < h.size(); ++i) h[i] = ((i * 2654435761u) % 1000) / 1000.0 - 0.5;
   double *u, *sink, *w, *x, *out;
@@ -161,22 +173,11 @@ int main() {
       std::printf("  %-34s %.2f us a launch (%s), %s\n", name, ms * 1000 / reps, cudaGetErrorString(status),
                   same ? "same bits" : "DIFFERENT");
     };
-    shape("chosen", [](auto... args) { return launchRowDmma(args..., 0); });
+    shape("chosen", [&](auto... args) { return launchRowDmma(args..., multiprocessors, 0); });
     // The shapes used before (16 rows for qkv and fc, 4 rows and 8 stages otherwise), then blocks of
     // 3 to 16 rows at three stages (bench/cuda/NOTES.md, forty-fourth and forty-fifth runs), and
     // stages around three for the blocks near one a multiprocessor.
-    shape("16 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<16, 3>>(args..., 0); });
-    shape("4 rows a block, 8 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<4, 8>>(args..., 0); });
-    shape("12 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<12, 3>>(args..., 0); });
-    shape("9 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<9, 3>>(args..., 0); });
-    shape("6 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<6, 3>>(args..., 0); });
-    shape("4 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<4, 3>>(args..., 0); });
-    shape("3 rows a block, 3 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<3, 3>>(args..., 0); });
-    shape("12 rows a block, 2 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<12, 2>>(args..., 0); });
-    shape("9 rows a block, 2 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<9, 2>>(args..., 0); });
-    shape("9 rows a block, 4 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<9, 4>>(args..., 0); });
-    shape("6 rows a block, 2 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<6, 2>>(args..., 0); });
-    shape("6 rows a block, 4 stages", [](auto... args) { return launchRowDmmaCopies<RowDmmaShape<6, 4>>(args..., 0); });
+    eachShape<16, 3, 4, 8, 12, 3, 9, 3, 6, 3, 4, 3, 3, 3, 12, 2, 9, 2, 9, 4, 6, 2, 6, 4>(shape);
   }
   return 0;
 }

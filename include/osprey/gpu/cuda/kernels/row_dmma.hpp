@@ -36,7 +36,6 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -458,22 +457,9 @@ cudaError_t launchRowDmmaCopies(Prologue prologue, Store store, const double* wT
   return launchRowDmmaShape<Shape, false>(prologue, store, wT, OC, IC, stream);
 }
 
-// The multiprocessors of the calling thread's device, asked once a device (a launch asks each time);
-// 0 where it cannot say.
-inline int multiprocessorsHere() {
-  constexpr int kDevices = 64;
-  static std::atomic<int> known[kDevices] = {};
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  if (device >= 0 && device < kDevices && (count = known[device].load(std::memory_order_relaxed)) > 0) return count;
-  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
-  if (device >= 0 && device < kDevices) known[device].store(count, std::memory_order_relaxed);
-  return count;
-}
-
 // A block's rows: the fewest of the shapes compiled that make at most `each` blocks a
 // multiprocessor, so that the multiprocessors hold nearly equal blocks, none copying twice another's
-// rows.
+// rows (16 where none does).
 constexpr int kRowShapes[] = {3, 4, 6, 9, 12, 16};
 inline int rowsPerBlock(Index OC, int multiprocessors, int each) {
   for (const int rows : kRowShapes)
@@ -505,13 +491,13 @@ cudaError_t launchRowDmmaRows(int rows, Prologue prologue, Store store, const do
 // store(o, acc) for every output o of wT (OC x IC) times the row prologue leaves; the caller has
 // checked rowDmmaTakes(IC). A product up to 3 kRowDmmaDepth deep takes two blocks a multiprocessor
 // (two chains on two quarters' tensor cores, each copying its share of the weights); a deeper one,
-// whose chain is the longer part, one (its chain alone on its multiprocessor).
+// whose chain is the longer part, one (its chain alone on its multiprocessor). multiprocessors: the
+// device's (CudaDevice::multiprocessors()).
 template <class Prologue, class Store>
-cudaError_t launchRowDmma(Prologue prologue, Store store, const double* wT, Index OC, int IC, cudaStream_t stream) {
-  const int multiprocessors = multiprocessorsHere();
+cudaError_t launchRowDmma(Prologue prologue, Store store, const double* wT, Index OC, int IC, int multiprocessors,
+                          cudaStream_t stream) {
   const int each = IC <= 3 * kRowDmmaDepth ? 2 : 1;
-  const int rows = multiprocessors > 0 ? rowsPerBlock(OC, multiprocessors, each) : 16;
-  return launchRowDmmaRows(rows, prologue, store, wT, OC, IC, stream);
+  return launchRowDmmaRows(rowsPerBlock(OC, multiprocessors, each), prologue, store, wT, OC, IC, stream);
 }
 
 }  // namespace
