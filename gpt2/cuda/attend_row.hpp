@@ -139,6 +139,9 @@ __global__ void __launch_bounds__(kThreads)
   const long long head = static_cast<long long>(blockIdx.x) * hs;
   // Position p's row of this head in a cache room (maxT, C).
   const auto rowOf = [&](double* room, int p) { return room + static_cast<long long>(p) * C + head; };
+  osprey::cuda_detail::BlockTrace trace;
+  trace.entry();
+  trace.open(t == 0);
   osprey::cuda_detail::startDependents();  // the projection after it may stage its weights
   // Before the wait: the head's keys and values at the positions before this one (earlier steps
   // wrote them, no kernel of this step does) go toward the L2, a 128-byte line at a time, so that
@@ -149,6 +152,7 @@ __global__ void __launch_bounds__(kThreads)
     for (double* room : {keys, values})
       for (int e = t * 16; e < before * hs; e += kThreads * 16) prefetchToL2(rowOf(room, e / hs) + e % hs);
   osprey::cuda_detail::awaitEarlierKernels();  // the position, qkv and the cache are earlier kernels'
+  trace.mark<1>();
   const int at = *position;
   if (at < 0 || at >= maxT) return;  // never replayed (recorded_cuda.hpp queues no step past the context)
   const int P = at + 1;
@@ -162,11 +166,13 @@ __global__ void __launch_bounds__(kThreads)
     q[d] = d < hs ? qkv[head + d] : -0.0;  // past the head: no term (scoreGroup)
   }
   __syncthreads();  // the new key and value and q are written (the block's writes are visible to it)
+  trace.mark<2>();
 
   // The scores: the reference's dot fold over the head's channels, then its finish (the scale).
   for (int p0 = warp * osprey::cuda_detail::kDmmaK; p0 < P; p0 += kThreads / 32 * osprey::cuda_detail::kDmmaK)
     scoreGroup(row, q, keys, C, head, hs, P, p0, scale);
   __syncthreads();
+  trace.mark<3>();
   if (warp == 0) {  // the maximum: the fold of Larger from the first score, found by one warp
     const double m = chains::warpFirstLargest(row, P);
     if (t == 0) stats[0] = m;
@@ -185,9 +191,12 @@ __global__ void __launch_bounds__(kThreads)
   const double s = stats[1];
   for (int t2 = t; t2 < P; t2 += kThreads) row[t2] = row[t2] / s;
   __syncthreads();
+  trace.mark<4>();
 
   // The output: warp w's 16 channels from 16 w, each a chain over the positions.
   if (const int c0 = warp * osprey::cuda_detail::kDmmaK; c0 < hs) outputGroup(out, row, values, C, head, hs, P, c0);
+  trace.mark<5>();
+  trace.close(osprey::cuda_detail::kTraceAttention, keys);
 }
 
 }  // namespace

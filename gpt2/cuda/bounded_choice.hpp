@@ -38,6 +38,7 @@
 #include "gpt2/cuda/recorded_kernels.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/device.hpp"
+#include "osprey/gpu/cuda/kernels/block_trace.hpp"
 #include "osprey/gpu/cuda/kernels/dependent_launch.hpp"
 #include "osprey/gpu/surface.hpp"
 
@@ -88,6 +89,9 @@ __global__ void __launch_bounds__(kBoundThreads)
   __shared__ double lowerOfWarp[kBoundWarps], upperOfWarp[kBoundWarps];
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const long long first = static_cast<long long>(blockIdx.x) * kRowsPerBlock + warp * kRowsPerWarp;
+  osprey::cuda_detail::BlockTrace trace;
+  trace.entry();
+  trace.open(threadIdx.x == 0);
   float4 held[kRowsPerWarp][kHeldQuads];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -99,8 +103,10 @@ __global__ void __launch_bounds__(kBoundThreads)
   }
   osprey::cuda_detail::startDependents();
   osprey::cuda_detail::awaitEarlierKernels();
+  trace.mark<1>();
   for (int c = static_cast<int>(threadIdx.x); c < 4 * quads; c += kBoundThreads) hidden[c] = x[c];
   __syncthreads();
+  trace.mark<2>();
   double size = 0.0;  // Σ |x_k|
   for (int q = lane; q < quads; q += 32)
     size += (fabs(hidden[4 * q]) + fabs(hidden[4 * q + 1])) + (fabs(hidden[4 * q + 2]) + fabs(hidden[4 * q + 3]));
@@ -149,6 +155,8 @@ __global__ void __launch_bounds__(kBoundThreads)
     }
     blockLower[blockIdx.x] = lowest;
     blockUpper[blockIdx.x] = highest;
+    trace.mark<5>();
+    trace.close(osprey::cuda_detail::kTraceBounds, weights);
   }
 }
 
@@ -168,6 +176,9 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
   __shared__ double bar;
   __shared__ bool everyRow;
   const int t = static_cast<int>(threadIdx.x);
+  osprey::cuda_detail::BlockTrace trace;
+  trace.entry();
+  trace.open(t == 0);
   for (long long c = t; c < C; c += kThreads) hidden[c] = x[c];
   double m = -HUGE_VAL;
   for (long long b = t; b < blocks; b += kThreads) m = fmax(m, blockLower[b]);
@@ -194,6 +205,7 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
     }
   }
   __syncthreads();
+  trace.mark<2>();
   const int n = count;
   Candidate mine{-HUGE_VAL, LLONG_MAX};
   if (everyRow || n > kMostCandidates) {
@@ -218,7 +230,10 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
       __syncthreads();
     }
   }
+  trace.mark<3>();
   recorded_kernels::chooseThenEmbedFrom(mine, V, position, tokens, bests, embedding, wte, wpe, C, maxT);
+  trace.mark<5>();
+  trace.close(osprey::cuda_detail::kTraceChoice, upper);
 }
 
 }  // namespace

@@ -109,13 +109,20 @@ __global__ void __launch_bounds__(kNormaliseThreads) normaliseRow(double* __rest
   extern __shared__ __align__(16) double normalised[];
   __shared__ double stats[2];
   const int tid = static_cast<int>(threadIdx.x);
+  osprey::cuda_detail::BlockTrace trace;
+  trace.entry();
+  trace.open(tid == 0);
   osprey::cuda_detail::startDependents();
   n.warm(tid, kNormaliseThreads, C);
   osprey::cuda_detail::awaitEarlierKernels();
+  trace.mark<1>();
   n.load(normalised, C, tid, kNormaliseThreads);
   __syncthreads();
   osprey::cuda_detail::buildOperand(n, normalised, C, stats, tid, kNormaliseThreads, tid < 32);
+  trace.mark<3>();
   for (int c = tid; c < C; c += kNormaliseThreads) out[c] = normalised[c];
+  trace.mark<5>();
+  trace.close(osprey::cuda_detail::kTraceNormalise, n.lnW);
 }
 
 }  // namespace

@@ -47,6 +47,7 @@
 #include "gpt2/model/generate.hpp"
 #include "osprey/gpu/cuda/check.hpp"
 #include "osprey/gpu/cuda/handler.hpp"
+#include "osprey/gpu/cuda/kernels/block_trace.hpp"
 #include "osprey/gpu/cuda/recorded_graph.hpp"
 
 namespace gpt2 {
@@ -288,6 +289,7 @@ osprey::Result<std::vector<int>> RecordedCuda::continueGreedy(const Weights& w, 
                                      w.blocks.size())};
   OSPREY_CHECK(checkLength(*this, step.logits, c.V, "gpt2 decode", "logits"));
 
+  osprey::cuda_detail::traceStart();
   Recording r(device);
   OSPREY_CHECK(r.begin(c.maxT));
   r.start = Tc;
@@ -345,6 +347,7 @@ osprey::Result<std::vector<int>> RecordedCuda::continueGreedy(const Weights& w, 
   // A fault a replayed kernel recorded (the reference kernels keep their checks) is found and named
   // here, on the recording's stream, before anything else runs on the device.
   OSPREY_CHECK(device->flush());
+  osprey::cuda_detail::traceFinish();
   return replayed;
 }
 

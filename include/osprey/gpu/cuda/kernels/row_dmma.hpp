@@ -41,6 +41,7 @@
 
 #include "osprey/config.hpp"
 #include "osprey/gpu/cuda/kernels/async_copy.hpp"
+#include "osprey/gpu/cuda/kernels/block_trace.hpp"
 #include "osprey/gpu/cuda/kernels/dependent_launch.hpp"
 
 namespace osprey::cuda_detail {
@@ -297,6 +298,8 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   const int tid = static_cast<int>(threadIdx.x);
   const Index row0 = static_cast<Index>(blockIdx.x) * Rows;
   const int slices = (IC + kRowDmmaDepth - 1) / kRowDmmaDepth;
+  BlockTrace trace;
+  trace.entry();
 
   // The computing warp: the one on the multiprocessor's quarter (its warp slot modulo 4, where the
   // tensor core it issues to sits) numbered by the block's place among the multiprocessor's blocks
@@ -317,6 +320,8 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
     if (slotOf[w] % 4 == (base / 4) % 4) computing = w;
   const bool computes = warp == computing;
   const int ctid = warp < computing ? tid : tid - 32;  // 0 .. kRowDmmaCopiers - 1 on the copiers
+  const bool traces = computes && tid % 32 == 0;
+  trace.open(traces);
 
   // Copiers: slice s of the block's rows into stage s % Stages, one commit group a slice
   // (empty past the end, so the waits count groups); past the rows or the depth, zeros.
@@ -349,6 +354,7 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
     if (stores1) store.warm(row0 + g + 8);
   }
   awaitEarlierKernels();  // the row, and whatever store reads, come from the kernels before
+  trace.mark<1>();
   decltype(holdFor(store, row0)) held0{}, held1{};
   if (stores0) held0 = holdFor(store, row0 + g);
   if (stores1) held1 = holdFor(store, row0 + g + 8);
@@ -360,7 +366,9 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   // Only now may the next kernel start: its copies, started earlier, took the memory from this
   // block's first slice and row.
   startDependents();
+  trace.mark<2>();
   buildOperand(prologue, operand, IC, rowStats, tid, kRowDmmaThreads, computes);
+  trace.mark<3>();
   // Slice s: the computing warp waits for its stage to be full (slice 0: the barrier above),
   // computes, and says the stage is empty; the copiers say slice s + 1 has landed before they refill
   // the stage it has just left, so the refill's issue never delays it. Named barriers of both
@@ -409,8 +417,11 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
       if (s + 1 < slices) arriveAt<kRowEmpty>(s);
     }
   }
+  trace.mark<4>();
   if (stores0) storeHeld(store, row0 + g, d[0], held0);
   if (stores1) storeHeld(store, row0 + g + 8, d[2], held1);
+  trace.mark<5>();
+  trace.close(kTraceRow, wT);
 }
 
 // Marks what this translation unit's device code was compiled for (its PTX architecture).
