@@ -28,6 +28,7 @@ struct TraceRecord {
   std::uint64_t time[kTraceMarks];  // %globaltimer, ns
   std::int64_t cycles[kTraceMarks];  // clock64 of the block's multiprocessor
 };
+static_assert(sizeof(TraceRecord) == 120, "tools/profile/block_trace.py reads records of 120 bytes");
 enum TraceKind : std::uint32_t { kTraceRow = 1, kTraceAttention = 2, kTraceNormalise = 3, kTraceBounds = 4, kTraceChoice = 5 };
 
 #if defined(OSPREY_BLOCK_TRACE)
