@@ -29,7 +29,13 @@ struct TraceRecord {
   std::int64_t cycles[kTraceMarks];  // clock64 of the block's multiprocessor
 };
 static_assert(sizeof(TraceRecord) == 120, "tools/profile/block_trace.py reads records of 120 bytes");
-enum TraceKind : std::uint32_t { kTraceRow = 1, kTraceAttention = 2, kTraceNormalise = 3, kTraceBounds = 4, kTraceChoice = 5 };
+enum TraceKind : std::uint32_t {
+  kTraceRow = 1,
+  kTraceAttention = 2,
+  kTraceNormalise = 3,
+  kTraceBounds = 4,
+  kTraceChoice = 5,
+};
 
 #if defined(OSPREY_BLOCK_TRACE)
 __device__ TraceRecord* traceRecords;
@@ -48,7 +54,8 @@ __device__ __forceinline__ TraceMarks& traceMarks() {
   return marks;
 }
 
-// The block's trace: entry() (thread 0, at the kernel's start) takes mark 0; open(on) names the
+// The block's trace: entry() (thread 0, at the kernel's start) clears the marks a kernel may not
+// take (shared memory holds what an earlier block left) and takes mark 0; open(on) names the
 // tracing thread, which takes the block's record slot (a ring: the last records stay) and every
 // later mark<I>(); close() writes the record. The tracing thread sees thread 0's mark after a
 // barrier between them.
@@ -68,7 +75,13 @@ struct BlockTrace {
   }
   __device__ __forceinline__ void entry() {
 #if defined(OSPREY_BLOCK_TRACE)
-    if (threadIdx.x == 0) take<0>();
+    if (threadIdx.x == 0) {
+      for (int i = 1; i < kTraceMarks; ++i) {
+        traceMarks().time[i] = 0;
+        traceMarks().cycles[i] = 0;
+      }
+      take<0>();
+    }
 #endif
   }
   __device__ __forceinline__ void open([[maybe_unused]] bool tracer) {
