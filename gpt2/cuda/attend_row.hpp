@@ -140,7 +140,6 @@ __global__ void __launch_bounds__(kThreads)
   // Position p's row of this head in a cache room (maxT, C).
   const auto rowOf = [&](double* room, int p) { return room + static_cast<long long>(p) * C + head; };
   osprey::cuda_detail::BlockTrace trace;
-  trace.entry();
   trace.open(t == 0);
   osprey::cuda_detail::startDependents();  // the projection after it may stage its weights
   // Before the wait: the head's keys and values at the positions before this one (earlier steps

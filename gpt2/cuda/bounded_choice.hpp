@@ -90,7 +90,6 @@ __global__ void __launch_bounds__(kBoundThreads)
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const long long first = static_cast<long long>(blockIdx.x) * kRowsPerBlock + warp * kRowsPerWarp;
   osprey::cuda_detail::BlockTrace trace;
-  trace.entry();
   trace.open(threadIdx.x == 0);
   float4 held[kRowsPerWarp][kHeldQuads];
 #pragma unroll
@@ -177,7 +176,6 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
   __shared__ bool everyRow;
   const int t = static_cast<int>(threadIdx.x);
   osprey::cuda_detail::BlockTrace trace;
-  trace.entry();
   trace.open(t == 0);
   for (long long c = t; c < C; c += kThreads) hidden[c] = x[c];
   double m = -HUGE_VAL;

@@ -110,7 +110,6 @@ __global__ void __launch_bounds__(kNormaliseThreads) normaliseRow(double* __rest
   __shared__ double stats[2];
   const int tid = static_cast<int>(threadIdx.x);
   osprey::cuda_detail::BlockTrace trace;
-  trace.entry();
   trace.open(tid == 0);
   osprey::cuda_detail::startDependents();
   n.warm(tid, kNormaliseThreads, C);

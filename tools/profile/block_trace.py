@@ -68,7 +68,8 @@ def main():
     n_launch = min(len(o) for _, _, o in per_token)
     print(f"tokens {len(per_token)}: {', '.join(f'{(e - s) / 1000:.1f}' for s, e, _ in per_token)} us; "
           f"launches a token {sorted({len(o) for _, _, o in per_token})}")
-    rows = defaultdict(lambda: defaultdict(list))
+    rows = defaultdict(lambda: defaultdict(list))  # a launch's place in its token: column -> values
+    names = {}
     for start, end, order in per_token:
         prev_end = start
         for i, ((kind, tag), blocks) in enumerate(order[:n_launch]):
@@ -76,7 +77,7 @@ def main():
             c = lambda a, z: [(b["cycles"][z] - b["cycles"][a]) / ghz for b in blocks
                               if b["cycles"][a] and b["cycles"][z]]
             row = rows[i]
-            row["name"] = [f"{KINDS.get(kind, kind)} g{blocks[0]['grid']}"]
+            names[i] = f"{KINDS.get(kind, kind)} g{blocks[0]['grid']}"
             entry, passed, ends = t(0), t(1), t(5)
             row["entry"].append(min(entry) if entry else float("nan"))
             row["wait0"].append(min(passed) if passed else float("nan"))
@@ -101,7 +102,7 @@ def main():
         for c in ("gap", "load", "prologue", "chains", "store"):
             if vals[c] == vals[c]:
                 total[c] += vals[c]
-        print(f"{i:3d} {row['name'][0]:<14} {int(med(row['blocks'])):5d} " + " ".join(f"{vals[c]:9.0f}" for c in cols))
+        print(f"{i:3d} {names[i]:<14} {int(med(row['blocks'])):5d} " + " ".join(f"{vals[c]:9.0f}" for c in cols))
     print("sums over a token's launches (ns): " + ", ".join(f"{k} {v:.0f}" for k, v in total.items()))
 
 

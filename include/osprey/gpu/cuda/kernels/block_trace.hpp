@@ -54,40 +54,36 @@ __device__ __forceinline__ TraceMarks& traceMarks() {
   return marks;
 }
 
-// The block's trace: entry() (thread 0, at the kernel's start) clears the marks a kernel may not
-// take (shared memory holds what an earlier block left) and takes mark 0; open(on) names the
-// tracing thread, which takes the block's record slot (a ring: the last records stay) and every
-// later mark<I>(); close() writes the record. The tracing thread sees thread 0's mark after a
-// barrier between them.
+// The block's trace: made at the kernel's start, where thread 0 clears the marks a kernel may not
+// take (shared memory holds what an earlier block left) and takes mark 0; open(tracer) names the
+// tracing thread, which, where the ring is given (traceStart), takes the block's record slot (a
+// ring: the last records stay), every later mark<I>() and close(), which writes the record. The
+// tracing thread sees thread 0's mark after a barrier between them.
 struct BlockTrace {
 #if defined(OSPREY_BLOCK_TRACE)
   bool on = false;
   unsigned slot = 0;
-#endif
+
   template <int I>
-  __device__ __forceinline__ void take() {
-#if defined(OSPREY_BLOCK_TRACE)
+  __device__ __forceinline__ static void take() {
     std::uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     traceMarks().time[I] = t;
     traceMarks().cycles[I] = clock64();
-#endif
   }
-  __device__ __forceinline__ void entry() {
-#if defined(OSPREY_BLOCK_TRACE)
-    if (threadIdx.x == 0) {
-      for (int i = 1; i < kTraceMarks; ++i) {
-        traceMarks().time[i] = 0;
-        traceMarks().cycles[i] = 0;
-      }
-      take<0>();
+  __device__ BlockTrace() {
+    if (threadIdx.x != 0) return;
+    for (int i = 1; i < kTraceMarks; ++i) {
+      traceMarks().time[i] = 0;
+      traceMarks().cycles[i] = 0;
     }
-#endif
+    take<0>();
   }
+#endif
   __device__ __forceinline__ void open([[maybe_unused]] bool tracer) {
 #if defined(OSPREY_BLOCK_TRACE)
-    on = tracer;
-    if (on) slot = traceCapacity == 0 ? 0 : atomicAdd(&traceNext, 1u) % traceCapacity;
+    on = tracer && traceCapacity != 0;
+    if (on) slot = atomicAdd(&traceNext, 1u) % traceCapacity;
 #endif
   }
   template <int I>
@@ -98,7 +94,7 @@ struct BlockTrace {
   }
   __device__ __forceinline__ void close([[maybe_unused]] TraceKind kind, [[maybe_unused]] const void* tag) {
 #if defined(OSPREY_BLOCK_TRACE)
-    if (!on || traceCapacity == 0) return;
+    if (!on) return;
     TraceRecord& r = traceRecords[slot];
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
@@ -145,11 +141,18 @@ inline void traceFinish() {
   cudaMemcpyFromSymbol(&records, traceRecords, sizeof records);
   std::vector<TraceRecord> host(capacity);
   cudaMemcpy(host.data(), records, sizeof(TraceRecord) * capacity, cudaMemcpyDeviceToHost);
-  if (std::FILE* f = std::fopen(path, "wb")) {
-    std::fwrite(host.data(), sizeof(TraceRecord), capacity, f);
-    std::fclose(f);
-    std::fprintf(stderr, "block trace: %u blocks, the last %u written to %s\n", next, capacity, path);
+  // The ring goes with its file: the next decoding (traceStart) gives a fresh one.
+  const unsigned none = 0;
+  cudaMemcpyToSymbol(traceCapacity, &none, sizeof none);
+  cudaFree(records);
+  std::FILE* f = std::fopen(path, "wb");
+  if (f == nullptr || std::fwrite(host.data(), sizeof(TraceRecord), capacity, f) != capacity) {
+    std::fprintf(stderr, "block trace: cannot write %s\n", path);
+    if (f != nullptr) std::fclose(f);
+    return;
   }
+  std::fclose(f);
+  std::fprintf(stderr, "block trace: %u blocks, the last %u written to %s\n", next, capacity, path);
 #endif
 }
 

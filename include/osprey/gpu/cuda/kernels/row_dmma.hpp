@@ -299,7 +299,6 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   const Index row0 = static_cast<Index>(blockIdx.x) * Rows;
   const int slices = (IC + kRowDmmaDepth - 1) / kRowDmmaDepth;
   BlockTrace trace;
-  trace.entry();
 
   // The computing warp: the one on the multiprocessor's quarter (its warp slot modulo 4, where the
   // tensor core it issues to sits) numbered by the block's place among the multiprocessor's blocks
@@ -320,8 +319,7 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
     if (slotOf[w] % 4 == (base / 4) % 4) computing = w;
   const bool computes = warp == computing;
   const int ctid = warp < computing ? tid : tid - 32;  // 0 .. kRowDmmaCopiers - 1 on the copiers
-  const bool traces = computes && tid % 32 == 0;
-  trace.open(traces);
+  trace.open(computes && tid % 32 == 0);
 
   // Copiers: slice s of the block's rows into stage s % Stages, one commit group a slice
   // (empty past the end, so the waits count groups); past the rows or the depth, zeros.
