@@ -14,10 +14,11 @@
 //      ends). Each block keeps the largest lower and upper end of its rows.
 //   2. chooseBoundedThenEmbed takes M, the largest lower end. A row whose upper end is below M has a
 //      logit below another row's, so it is not the largest; the rows left (the candidates: every
-//      row that holds the largest logit is among them) get their exact chains (chains::dotAhead:
-//      from +0.0, fma in k order, so the bits the lm head's product gives), a thread a row, over
-//      rows the block stages in shared memory a few at a time (one round trip to the memory a
-//      few rows, where a chain reading its row from the memory would wait for every few terms),
+//      row that holds the largest logit is among them) get their exact chains (from +0.0, fma in k
+//      order, so the bits the lm head's product gives), a warp a row on the tensor cores
+//      (row_dmma.hpp's warpDot), over rows the block stages in shared memory a few at a time (one
+//      round trip to the memory a few rows, where a chain reading its row from the memory would
+//      wait for every few terms),
 //      and the earliest largest of those is the choice, as chooseThenEmbed makes it from every logit.
 //
 // Where an interval cannot be trusted (a size above 2^1000 or not finite: weights past the float
@@ -40,6 +41,7 @@
 #include "osprey/gpu/cuda/device.hpp"
 #include "osprey/gpu/cuda/kernels/block_trace.hpp"
 #include "osprey/gpu/cuda/kernels/dependent_launch.hpp"
+#include "osprey/gpu/cuda/kernels/row_dmma.hpp"
 #include "osprey/gpu/surface.hpp"
 
 namespace gpt2::bounded_choice {
@@ -222,9 +224,19 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
         staged[i] = wte[candidates[first + r] * C + (i - r * C)];
       }
       __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      // A warp a staged row, its chain as tensor-core steps (row_dmma.hpp's warpDot: the same fma
+      // chain from +0.0, k ascending): one thread's chain of C dependent fmas, each waiting for its
+      // operands from shared memory, took ~40 us a token at C = 768 (bench/cuda/NOTES.md).
+      if (const int w = t / 32; w < rows) {
+        const double logit = osprey::cuda_detail::warpDot(hidden, staged + w * C, static_cast<int>(C), 0.0);
+        if (t % 32 == 0) mine = recorded_kernels::earlierMaximum(mine, Candidate{logit, candidates[first + w]});
+      }
+#else
       if (t < rows)
         mine = recorded_kernels::earlierMaximum(
             mine, Candidate{chains::dotAhead<8>(hidden, staged + t * C, 1, static_cast<int>(C)), candidates[first + t]});
+#endif
       __syncthreads();
     }
   }
