@@ -4,14 +4,17 @@
 // bytes a token (309 MB at 124M: a tenth of a decoded token's time, at the memory's speed). The
 // greedy choice needs only the largest logit and the first row that holds it. So:
 //
-//   1. boundLogits reads a float copy of wte (half the bytes; made once a recording) and gives each
-//      row v an estimate A_v = Σ x_k·w̃_vk and a size S_v = Σ |x_k|·|w̃_vk|, in doubles, in any order,
-//      and from them an interval [A_v - E_v, A_v + E_v] that holds the exact chain's logit L_v:
-//        E_v = 2^-21·S_v + 2^-147·Σ_k |x_k| + 2^-997
-//      (docs/EXACTNESS.md derives it: the float copy's rounding, at most 2^-23·|w̃| + 2^-150 a
-//      weight; the estimate's, the size's and the chain's own roundings, γ_2C of the size each; the
+//   1. boundLogits reads a half-precision copy of wte (a quarter of the bytes; made once a
+//      recording) and gives each row v an estimate A_v = Σ x_k·w̃_vk and a size S_v = Σ |x_k|·|w̃_vk|,
+//      in doubles, in any order, and from them an interval [A_v - E_v, A_v + E_v] that holds the
+//      exact chain's logit L_v:
+//        E_v = 2^-9·S_v + 2^-23·Σ_k |x_k| + 2^-997
+//      (docs/EXACTNESS.md derives it: the half copy's rounding, at most 2^-11·|w̃| + 2^-25 a weight;
+//      the estimate's, the size's and the chain's own roundings, γ_2C of the size each; the
 //      underflow, 2^-1075 a step; and a factor two over the sum for the rounding of the interval's
-//      ends). Each block keeps the largest lower and upper end of its rows.
+//      ends). Each block keeps the largest lower and upper end of its rows. The bound is wider than
+//      a float copy's (2^-21·S_v) and leaves a few more candidates for step 2, whose exact chains
+//      cost little beside the bytes saved: the bounds are a token's one part bound by bytes.
 //   2. chooseBoundedThenEmbed takes M, the largest lower end. A row whose upper end is below M has a
 //      logit below another row's, so it is not the largest; the rows left (the candidates: every
 //      row that holds the largest logit is among them) get their exact chains (from +0.0, fma in k
@@ -21,7 +24,7 @@
 //      wait for every few terms),
 //      and the earliest largest of those is the choice, as chooseThenEmbed makes it from every logit.
 //
-// Where an interval cannot be trusted (a size above 2^1000 or not finite: weights past the float
+// Where an interval cannot be trusted (a size above 2^1000 or not finite: weights past the half
 // range, a hidden row that is not finite) or more than kMostCandidates rows are left, the choice
 // makes every row's exact chain itself: far slower, the same token.
 #pragma once
@@ -30,6 +33,7 @@
 #error "gpt2/cuda/bounded_choice.hpp is compiled by nvcc only (a .cu file)"
 #endif
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -50,24 +54,43 @@ constexpr int kBoundThreads = 256;
 constexpr int kBoundWarps = kBoundThreads / 32;
 constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerBlock = kBoundWarps * kRowsPerWarp;
-constexpr int kHeldQuads = 6;             // float4s a lane loads of each row before its wait: 768 wide, whole
+constexpr int kHalvesAPiece = 8;          // halves a 16-byte load of the copy holds
+constexpr int kHeldPieces = 3;            // pieces a lane loads of each row before its wait: 768 wide, whole
 constexpr long long kMostWidth = 2048;    // the hidden row and a candidate row in the choice's shared memory
 constexpr int kMostCandidates = 256;      // rows the choice holds for their exact chains
 constexpr int kChoiceShared = 5376;       // doubles of the choice's shared memory (42 KB): the hidden row, staged rows
 static_assert(kChoiceShared >= 2 * kMostWidth, "the choice stages at least one row beside the hidden row");
 
-// Whether a model of width C (and V rows) takes the bounded choice: rows of whole float4s (so each
-// row's copy starts on 16 bytes), a hidden row that fits shared memory, block indices in an int.
+// Whether a model of width C (and V rows) takes the bounded choice: rows of whole 16-byte pieces
+// (so each row's copy starts on 16 bytes), a hidden row that fits shared memory, block indices in
+// an int.
 inline bool fits(long long V, long long C) {
-  return C > 0 && C % 4 == 0 && C <= kMostWidth && V > 0 && V / kRowsPerBlock < INT_MAX;
+  return C > 0 && C % kHalvesAPiece == 0 && C <= kMostWidth && V > 0 && V / kRowsPerBlock < INT_MAX;
 }
 
 namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
-__global__ void roundToFloats(const double* from, float* into, long long n) {
+// Each weight rounded once to the nearest half (no float between: a second rounding could move it
+// further than the bound allows); past the half range, an infinity, which leaves the size infinite
+// and the bounds untrusted.
+__global__ void roundToHalves(const double* from, __half* into, long long n) {
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x)
-    into[i] = __double2float_rn(from[i]);
+    into[i] = __double2half(from[i]);
+}
+
+// The eight halves of a 16-byte piece, as doubles (each exact).
+__device__ __forceinline__ void halvesOf(uint4 piece, double (&w)[kHalvesAPiece]) {
+  const unsigned words[4] = {piece.x, piece.y, piece.z, piece.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    __half2 pair;
+    static_assert(sizeof pair == sizeof words[i]);
+    memcpy(&pair, &words[i], sizeof pair);
+    const float2 f = __half22float2(pair);
+    w[2 * i] = f.x;
+    w[2 * i + 1] = f.y;
+  }
 }
 
 // combine over a warp's values, in any order (a sum only the bounds read, or a maximum), on every lane.
@@ -81,36 +104,36 @@ __device__ __forceinline__ double warpTotal(double v) {
 }
 
 // Step 1 above for kRowsPerBlock rows a block, kRowsPerWarp a warp. Launched as a programmatic
-// dependent: a lane loads its share of its rows' floats (kHeldQuads float4s each) before the wait
+// dependent: a lane loads its share of its rows' halves (kHeldPieces pieces each) before the wait
 // for the hidden row. `upper` (V) gets each row's upper end, blockLower/blockUpper (a block each)
 // the largest ends of the block's rows; `untrusted` is set where a size is above 2^1000 or NaN.
 __global__ void __launch_bounds__(kBoundThreads)
-    boundLogits(const double* x, const float4* weights, long long V, int quads, double* upper, double* blockLower,
+    boundLogits(const double* x, const uint4* weights, long long V, int pieces, double* upper, double* blockLower,
                 double* blockUpper, int* untrusted) {
-  extern __shared__ double hidden[];  // (4·quads)
+  extern __shared__ double hidden[];  // (kHalvesAPiece·pieces)
   __shared__ double lowerOfWarp[kBoundWarps], upperOfWarp[kBoundWarps];
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const long long first = static_cast<long long>(blockIdx.x) * kRowsPerBlock + warp * kRowsPerWarp;
   osprey::cuda_detail::BlockTrace trace;
   trace.open(threadIdx.x == 0);
-  float4 held[kRowsPerWarp][kHeldQuads];
+  uint4 held[kRowsPerWarp][kHeldPieces];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
 #pragma unroll
-    for (int j = 0; j < kHeldQuads; ++j) {
+    for (int j = 0; j < kHeldPieces; ++j) {
       const int q = lane + 32 * j;
-      held[r][j] = first + r < V && q < quads ? __ldg(weights + (first + r) * quads + q) : make_float4(0, 0, 0, 0);
+      held[r][j] = first + r < V && q < pieces ? __ldg(weights + (first + r) * pieces + q) : make_uint4(0, 0, 0, 0);
     }
   }
   osprey::cuda_detail::startDependents();
   osprey::cuda_detail::awaitEarlierKernels();
   trace.mark<1>();
-  for (int c = static_cast<int>(threadIdx.x); c < 4 * quads; c += kBoundThreads) hidden[c] = x[c];
+  const int C = kHalvesAPiece * pieces;
+  for (int c = static_cast<int>(threadIdx.x); c < C; c += kBoundThreads) hidden[c] = x[c];
   __syncthreads();
   trace.mark<2>();
   double size = 0.0;  // Σ |x_k|
-  for (int q = lane; q < quads; q += 32)
-    size += (fabs(hidden[4 * q]) + fabs(hidden[4 * q + 1])) + (fabs(hidden[4 * q + 2]) + fabs(hidden[4 * q + 3]));
+  for (int c = lane; c < C; c += 32) size += fabs(hidden[c]);
   size = warpTotal(size);
   double lowest = -HUGE_VAL, highest = -HUGE_VAL;
   bool trusted = size <= 0x1p1000;
@@ -118,24 +141,25 @@ __global__ void __launch_bounds__(kBoundThreads)
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const long long v = first + r;
     double a = 0.0, s = 0.0;
-    auto take = [&](float4 w, int q) {
-      const double* xq = hidden + 4 * q;
-      const double wq[4] = {w.x, w.y, w.z, w.w};
+    auto take = [&](uint4 piece, int q) {
+      const double* xq = hidden + kHalvesAPiece * q;
+      double wq[kHalvesAPiece];
+      halvesOf(piece, wq);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < kHalvesAPiece; ++u) {
         a = fma(xq[u], wq[u], a);
         s = fma(fabs(xq[u]), fabs(wq[u]), s);
       }
     };
 #pragma unroll
-    for (int j = 0; j < kHeldQuads; ++j)
-      if (lane + 32 * j < quads) take(held[r][j], lane + 32 * j);
+    for (int j = 0; j < kHeldPieces; ++j)
+      if (lane + 32 * j < pieces) take(held[r][j], lane + 32 * j);
     if (v < V)
-      for (int q = lane + 32 * kHeldQuads; q < quads; q += 32) take(__ldg(weights + v * quads + q), q);
+      for (int q = lane + 32 * kHeldPieces; q < pieces; q += 32) take(__ldg(weights + v * pieces + q), q);
     a = warpTotal(a);
     s = warpTotal(s);
     if (v < V) {
-      const double e = s * 0x1p-21 + size * 0x1p-147 + 0x1p-997;
+      const double e = s * 0x1p-9 + size * 0x1p-23 + 0x1p-997;
       const double lo = a - e, hi = a + e;
       trusted = trusted && s <= 0x1p1000;  // false for NaN
       lowest = fmax(lowest, lo);
@@ -248,11 +272,11 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
 
 }  // namespace
 
-// What the bounded choice holds for a recording: the float copy of wte, the rows' upper ends, the
+// What the bounded choice holds for a recording: the half copy of wte, the rows' upper ends, the
 // blocks' largest ends, the untrusted flag.
 class Choice {
  public:
-  // For wte (V, C) (fits(V, C) must hold), its float copy made on `stream`.
+  // For wte (V, C) (fits(V, C) must hold), its half copy made on `stream`.
   static osprey::Result<Choice> make(const std::shared_ptr<osprey::CudaDevice>& device, const double* wte,
                                      long long V, long long C, cudaStream_t stream) {
     Choice b;
@@ -260,15 +284,15 @@ class Choice {
     b.m_C = C;
     b.m_blocks = (V + kRowsPerBlock - 1) / kRowsPerBlock;
     b.m_wte = wte;
-    b.m_floats = OSPREY_TRY(osprey::gpuAllocate<float>(device, V * C));
+    b.m_halves = OSPREY_TRY(osprey::gpuAllocate<__half>(device, V * C));
     b.m_upper = OSPREY_TRY(osprey::gpuAllocate<double>(device, V));
     b.m_blockLower = OSPREY_TRY(osprey::gpuAllocate<double>(device, b.m_blocks));
     b.m_blockUpper = OSPREY_TRY(osprey::gpuAllocate<double>(device, b.m_blocks));
     b.m_untrusted = OSPREY_TRY(osprey::gpuAllocate<int>(device, 1));
     OSPREY_CUDA_CHECK(cudaMemsetAsync(b.m_untrusted.data(), 0, sizeof(int), stream),
                       "recorded decoding: the bounded choice's flag");
-    roundToFloats<<<1024, 256, 0, stream>>>(wte, b.m_floats.data(), V * C);
-    OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the float copy of wte");
+    roundToHalves<<<1024, 256, 0, stream>>>(wte, b.m_halves.data(), V * C);
+    OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the half copy of wte");
     return b;
   }
 
@@ -279,7 +303,7 @@ class Choice {
     const auto hiddenBytes = static_cast<std::size_t>(m_C) * sizeof(double);
     OSPREY_CUDA_CHECK(osprey::cuda_detail::launchOverlapped(
                           dim3(static_cast<unsigned>(m_blocks)), dim3(kBoundThreads), hiddenBytes, stream, boundLogits,
-                          x, reinterpret_cast<const float4*>(m_floats.data()), m_V, static_cast<int>(m_C / 4),
+                          x, reinterpret_cast<const uint4*>(m_halves.data()), m_V, static_cast<int>(m_C / kHalvesAPiece),
                           m_upper.data(), m_blockLower.data(), m_blockUpper.data(), m_untrusted.data()),
                       "recorded decoding: the lm head's bounds' launch");
     chooseBoundedThenEmbed<<<1, recorded_kernels::kChooseThreads, kChoiceShared * sizeof(double), stream>>>(
@@ -292,7 +316,7 @@ class Choice {
  private:
   long long m_V = 0, m_C = 0, m_blocks = 0;
   const double* m_wte = nullptr;
-  osprey::GpuBuffer<osprey::CudaDevice, float> m_floats;
+  osprey::GpuBuffer<osprey::CudaDevice, __half> m_halves;
   osprey::GpuBuffer<osprey::CudaDevice, double> m_upper, m_blockLower, m_blockUpper;
   osprey::GpuBuffer<osprey::CudaDevice, int> m_untrusted;
 };

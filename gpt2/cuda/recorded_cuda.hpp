@@ -11,7 +11,7 @@
 //     same order, so the same doubles;
 //   * the cache has room for the whole context, the new key and value written at the position;
 //   * after ln_f, the lm head's products are made only where they can decide greedyToken's choice
-//     (bounded_choice.hpp: bounds from a float copy of wte first, then the exact chains of the rows
+//     (bounded_choice.hpp: bounds from a half copy of wte first, then the exact chains of the rows
 //     the bounds leave), and one kernel makes the choice, moves the position on and writes the
 //     chosen token's embedding and the token itself to pinned memory (where the width does not fit
 //     that, the whole lm head and recorded_kernels.hpp's choice from every logit);

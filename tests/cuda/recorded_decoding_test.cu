@@ -313,11 +313,12 @@ ChoiceWrites chooseAtZero(RecordedCuda& h, const std::vector<Scalar>& x, const s
 
 // The bounded choice writes what chooseThenEmbed writes from every exact logit, bit for bit: at
 // widths 64, 768 and 1600 (rows longer than a lane holds before its wait), for rows of every kind;
-// the largest logit held by several rows (the earliest wins); rows whose float copies are equal and
+// the largest logit held by several rows (the earliest wins); rows whose half copies are equal and
 // whose exact chains differ in their last bits, or not; every row equal (more rows left than the
-// choice holds); a weight past the float range and a hidden row with a NaN (the bounds untrusted:
-// every row's chain); a zero hidden row (every logit +0.0). Widths that are not whole float4s do
-// not take it.
+// choice holds); a weight past the float range, one past the half range only, and a hidden row
+// with a NaN (the bounds untrusted: every row's chain); a zero hidden row (every logit +0.0); every
+// weight in the half's subnormal range (the bound's term for it). Widths that are not whole 16-byte
+// pieces of halves do not take it.
 TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
   auto h = makeRecorded();
   std::mt19937_64 rng(2026);
@@ -327,7 +328,7 @@ TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
   };
   for (const Shape s : {Shape{3001, 64}, Shape{50257, 768}, Shape{777, 1600}}) {
     const auto C = static_cast<std::size_t>(s.C);
-    for (int kind = 0; kind < 9; ++kind) {
+    for (int kind = 0; kind < 11; ++kind) {
       SCOPED_TRACE(::testing::Message() << s.V << " rows of " << s.C << ", case " << kind);
       std::vector<Scalar> x(C), wte = kindsOfValues(rng, s.V * s.C, 4);
       for (Scalar& v : x) v = normal(rng);
@@ -354,6 +355,14 @@ TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
         default: break;
       }
       if (kind == 8) wte[C * 5 + 1] = 1e39;  // past the float range
+      if (kind == 9) wte[C * 5 + 1] = 7e4;   // past the half range (the copy's), within the float's
+      if (kind == 10) {  // every weight in the half's subnormal range: a leader, copies just below it, the rest far below
+        for (Scalar& w : wte) w *= 1e-7;
+        for (Index r = 1; r < 12; ++r)
+          std::transform(leader.begin(), leader.end(), row(r * (s.V / 13)),
+                         [](Scalar l) { return std::nextafter(l * 1e-4, 0.0); });
+        std::transform(leader.begin(), leader.end(), row(s.V / 2), [](Scalar l) { return l * 1e-4; });
+      }
       if (kind == 4 && s.C == 768) x[100] = std::nan("");
       if (kind == 4 && s.C == 64) std::fill(x.begin(), x.end(), 0.0);
       const ChoiceWrites bounded = chooseAtZero(h, x, wte, s.V, s.C, true);
@@ -368,6 +377,7 @@ TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
   }
   EXPECT_TRUE(bounded_choice::fits(50257, 768));
   EXPECT_FALSE(bounded_choice::fits(50257, 770));
+  EXPECT_FALSE(bounded_choice::fits(50257, 772));
   EXPECT_FALSE(bounded_choice::fits(50257, 8192));
 }
 
