@@ -36,6 +36,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <memory>
 
@@ -54,6 +55,7 @@ constexpr int kBoundThreads = 256;
 constexpr int kBoundWarps = kBoundThreads / 32;
 constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerBlock = kBoundWarps * kRowsPerWarp;
+constexpr int kBoundBlocksEach = 2;  // the bounds' blocks a multiprocessor
 constexpr int kHalvesAPiece = 8;          // halves a 16-byte load of the copy holds
 constexpr int kHeldPieces = 3;            // pieces a lane loads of each row before its wait: 768 wide, whole
 constexpr long long kMostWidth = 2048;    // the hidden row and a candidate row in the choice's shared memory
@@ -103,86 +105,122 @@ __device__ __forceinline__ double warpTotal(double v) {
   return acrossWarp(v, [](double a, double b) { return a + b; });
 }
 
-// Step 1 above for kRowsPerBlock rows a block, kRowsPerWarp a warp. Launched as a programmatic
-// dependent: a lane loads its share of its rows' halves (kHeldPieces pieces each) before the wait
-// for the hidden row. `upper` (V) gets each row's upper end, blockLower/blockUpper (a block each)
-// the largest ends of the block's rows; `untrusted` is set where a size is above 2^1000 or NaN.
-__global__ void __launch_bounds__(kBoundThreads)
-    boundLogits(const double* x, const uint4* weights, long long V, int pieces, double* upper, double* blockLower,
-                double* blockUpper, int* untrusted) {
-  extern __shared__ double hidden[];  // (kHalvesAPiece·pieces)
+// Step 1 above for groups of kRowsPerBlock rows, kRowsPerWarp a warp, a block taking group
+// blockIdx.x and every gridDim.x-th after it (a few blocks a multiprocessor: one wave, where a block
+// a group made a dozen waves of blocks each waiting for its own loads), the next group's halves in
+// flight while the current one's are combined. Each lane holds its share of the hidden row (kHeldPieces
+// pieces' values, x[8q .. 8q + 7] for q = lane + 32j) in registers, read once; a wider row's rest is
+// read from shared memory. Launched as a programmatic dependent: the first group's halves are loaded
+// before the wait for the hidden row. `upper` (V) gets each row's upper end, groupLower/groupUpper
+// (a group each) the largest ends of the group's rows; `untrusted` is set where a size is above
+// 2^1000 or NaN.
+__global__ void __launch_bounds__(kBoundThreads, kBoundBlocksEach)
+    boundLogits(const double* x, const uint4* weights, long long V, int pieces, long long groups, double* upper,
+                double* groupLower, double* groupUpper, int* untrusted) {
+  extern __shared__ double hidden[];  // (kHalvesAPiece·pieces), read past the held pieces
   __shared__ double lowerOfWarp[kBoundWarps], upperOfWarp[kBoundWarps];
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  const long long first = static_cast<long long>(blockIdx.x) * kRowsPerBlock + warp * kRowsPerWarp;
   osprey::cuda_detail::BlockTrace trace;
   trace.open(threadIdx.x == 0);
-  uint4 held[kRowsPerWarp][kHeldPieces];
+  using Held = uint4[kRowsPerWarp][kHeldPieces];
+  auto loadGroup = [&](Held& into, long long g) {
+    const long long first = g * kRowsPerBlock + warp * kRowsPerWarp;
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
+    for (int r = 0; r < kRowsPerWarp; ++r) {
 #pragma unroll
-    for (int j = 0; j < kHeldPieces; ++j) {
-      const int q = lane + 32 * j;
-      held[r][j] = first + r < V && q < pieces ? __ldg(weights + (first + r) * pieces + q) : make_uint4(0, 0, 0, 0);
+      for (int j = 0; j < kHeldPieces; ++j) {
+        const int q = lane + 32 * j;
+        into[r][j] = g < groups && first + r < V && q < pieces ? __ldg(weights + (first + r) * pieces + q)
+                                                               : make_uint4(0, 0, 0, 0);
+      }
     }
-  }
+  };
+  Held held;
+  loadGroup(held, blockIdx.x);
   osprey::cuda_detail::startDependents();
   osprey::cuda_detail::awaitEarlierKernels();
   trace.mark<1>();
   const int C = kHalvesAPiece * pieces;
-  for (int c = static_cast<int>(threadIdx.x); c < C; c += kBoundThreads) hidden[c] = x[c];
-  __syncthreads();
+  double xs[kHeldPieces][kHalvesAPiece];
+#pragma unroll
+  for (int j = 0; j < kHeldPieces; ++j)
+#pragma unroll
+    for (int u = 0; u < kHalvesAPiece; ++u) {
+      const int c = kHalvesAPiece * (lane + 32 * j) + u;
+      xs[j][u] = c < C ? x[c] : 0.0;
+    }
+  const bool wide = pieces > 32 * kHeldPieces;
+  if (wide) {
+    for (int c = static_cast<int>(threadIdx.x); c < C; c += kBoundThreads) hidden[c] = x[c];
+    __syncthreads();
+  }
   trace.mark<2>();
   double size = 0.0;  // Σ |x_k|
-  for (int c = lane; c < C; c += 32) size += fabs(hidden[c]);
+#pragma unroll
+  for (int j = 0; j < kHeldPieces; ++j)
+#pragma unroll
+    for (int u = 0; u < kHalvesAPiece; ++u) size += fabs(xs[j][u]);
+  if (wide)
+    for (int c = kHalvesAPiece * 32 * kHeldPieces + lane; c < C; c += 32) size += fabs(hidden[c]);
   size = warpTotal(size);
-  double lowest = -HUGE_VAL, highest = -HUGE_VAL;
   bool trusted = size <= 0x1p1000;
+  for (long long g = blockIdx.x; g < groups; g += gridDim.x) {
+    Held next;
+    loadGroup(next, g + gridDim.x);  // in flight while this group's rows are combined
+    const long long first = g * kRowsPerBlock + warp * kRowsPerWarp;
+    double lowest = -HUGE_VAL, highest = -HUGE_VAL;
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const long long v = first + r;
-    double a = 0.0, s = 0.0;
-    auto take = [&](uint4 piece, int q) {
-      const double* xq = hidden + kHalvesAPiece * q;
-      double wq[kHalvesAPiece];
-      halvesOf(piece, wq);
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const long long v = first + r;
+      double a = 0.0, s = 0.0;
+      auto take = [&](const double* xq, uint4 piece) {
+        double wq[kHalvesAPiece];
+        halvesOf(piece, wq);
 #pragma unroll
-      for (int u = 0; u < kHalvesAPiece; ++u) {
-        a = fma(xq[u], wq[u], a);
-        s = fma(fabs(xq[u]), fabs(wq[u]), s);
+        for (int u = 0; u < kHalvesAPiece; ++u) {
+          a = fma(xq[u], wq[u], a);
+          s = fma(fabs(xq[u]), fabs(wq[u]), s);
+        }
+      };
+#pragma unroll
+      for (int j = 0; j < kHeldPieces; ++j)
+        if (lane + 32 * j < pieces) take(xs[j], held[r][j]);
+      if (wide && v < V)
+        for (int q = lane + 32 * kHeldPieces; q < pieces; q += 32)
+          take(hidden + kHalvesAPiece * q, __ldg(weights + v * pieces + q));
+      a = warpTotal(a);
+      s = warpTotal(s);
+      if (v < V) {
+        const double e = s * 0x1p-9 + size * 0x1p-23 + 0x1p-997;
+        const double lo = a - e, hi = a + e;
+        trusted = trusted && s <= 0x1p1000;  // false for NaN
+        lowest = fmax(lowest, lo);
+        highest = fmax(highest, hi);
+        if (lane == 0) upper[v] = hi;
       }
-    };
-#pragma unroll
-    for (int j = 0; j < kHeldPieces; ++j)
-      if (lane + 32 * j < pieces) take(held[r][j], lane + 32 * j);
-    if (v < V)
-      for (int q = lane + 32 * kHeldPieces; q < pieces; q += 32) take(__ldg(weights + v * pieces + q), q);
-    a = warpTotal(a);
-    s = warpTotal(s);
-    if (v < V) {
-      const double e = s * 0x1p-9 + size * 0x1p-23 + 0x1p-997;
-      const double lo = a - e, hi = a + e;
-      trusted = trusted && s <= 0x1p1000;  // false for NaN
-      lowest = fmax(lowest, lo);
-      highest = fmax(highest, hi);
-      if (lane == 0) upper[v] = hi;
     }
+    if (lane == 0) {
+      lowerOfWarp[warp] = lowest;
+      upperOfWarp[warp] = highest;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < kBoundWarps; ++w) {
+        lowest = fmax(lowest, lowerOfWarp[w]);
+        highest = fmax(highest, upperOfWarp[w]);
+      }
+      groupLower[g] = lowest;
+      groupUpper[g] = highest;
+    }
+    __syncthreads();  // lowerOfWarp and upperOfWarp are free for the next group
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+#pragma unroll
+      for (int j = 0; j < kHeldPieces; ++j) held[r][j] = next[r][j];
   }
   if (!trusted && lane == 0) *untrusted = 1;
-  if (lane == 0) {
-    lowerOfWarp[warp] = lowest;
-    upperOfWarp[warp] = highest;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kBoundWarps; ++w) {
-      lowest = fmax(lowest, lowerOfWarp[w]);
-      highest = fmax(highest, upperOfWarp[w]);
-    }
-    blockLower[blockIdx.x] = lowest;
-    blockUpper[blockIdx.x] = highest;
-    trace.mark<5>();
-    trace.close(osprey::cuda_detail::kTraceBounds, weights);
-  }
+  trace.mark<5>();
+  trace.close(osprey::cuda_detail::kTraceBounds, weights);
 }
 
 // Step 2 above, then chooseThenEmbedFrom (recorded_kernels.hpp): one block of kChooseThreads.
@@ -283,6 +321,7 @@ class Choice {
     b.m_V = V;
     b.m_C = C;
     b.m_blocks = (V + kRowsPerBlock - 1) / kRowsPerBlock;
+    b.m_grid = std::min<long long>(b.m_blocks, static_cast<long long>(kBoundBlocksEach) * device->multiprocessors());
     b.m_wte = wte;
     b.m_halves = OSPREY_TRY(osprey::gpuAllocate<__half>(device, V * C));
     b.m_upper = OSPREY_TRY(osprey::gpuAllocate<double>(device, V));
@@ -302,9 +341,9 @@ class Choice {
                               double* embedding, const double* wpe, long long maxT) {
     const auto hiddenBytes = static_cast<std::size_t>(m_C) * sizeof(double);
     OSPREY_CUDA_CHECK(osprey::cuda_detail::launchOverlapped(
-                          dim3(static_cast<unsigned>(m_blocks)), dim3(kBoundThreads), hiddenBytes, stream, boundLogits,
+                          dim3(static_cast<unsigned>(m_grid)), dim3(kBoundThreads), hiddenBytes, stream, boundLogits,
                           x, reinterpret_cast<const uint4*>(m_halves.data()), m_V, static_cast<int>(m_C / kHalvesAPiece),
-                          m_upper.data(), m_blockLower.data(), m_blockUpper.data(), m_untrusted.data()),
+                          m_blocks, m_upper.data(), m_blockLower.data(), m_blockUpper.data(), m_untrusted.data()),
                       "recorded decoding: the lm head's bounds' launch");
     chooseBoundedThenEmbed<<<1, recorded_kernels::kChooseThreads, kChoiceShared * sizeof(double), stream>>>(
         x, m_wte, m_upper.data(), m_blockLower.data(), m_blockUpper.data(), m_blocks, m_V, m_C, m_untrusted.data(),
@@ -314,7 +353,8 @@ class Choice {
   }
 
  private:
-  long long m_V = 0, m_C = 0, m_blocks = 0;
+  long long m_V = 0, m_C = 0, m_blocks = 0;  // m_blocks: groups of kRowsPerBlock rows
+  long long m_grid = 0;                       // the bounds' blocks
   const double* m_wte = nullptr;
   osprey::GpuBuffer<osprey::CudaDevice, __half> m_halves;
   osprey::GpuBuffer<osprey::CudaDevice, double> m_upper, m_blockLower, m_blockUpper;
