@@ -289,12 +289,13 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       // A warp a staged row, its chain as tensor-core steps (row_dmma.hpp's warpDot: the same fma
       // chain from +0.0, k ascending): one thread's chain of C dependent fmas, each waiting for its
-      // operands from shared memory, took ~40 us a token at C = 768 (bench/cuda/NOTES.md).
-      if (const int w = t / 32; w < rows) {
+      // operands from shared memory, cost the choice ~9 us a token at C = 768 (bench/RESULTS.md).
+      // A narrow model stages more rows than the block has warps: each warp takes every 32nd.
+      for (int w = t / 32; w < rows; w += kThreads / 32) {
         const double logit = osprey::cuda_detail::warpDot(hidden, staged + w * C, static_cast<int>(C), 0.0);
         if (t % 32 == 0) mine = recorded_kernels::earlierMaximum(mine, Candidate{logit, candidates[first + w]});
       }
-#else
+#else  // no f64 mma.sync m16n8k16 below sm_90 (row_dmma.hpp): a thread a row
       if (t < rows)
         mine = recorded_kernels::earlierMaximum(
             mine, Candidate{chains::dotAhead<8>(hidden, staged + t * C, 1, static_cast<int>(C)), candidates[first + t]});

@@ -317,8 +317,9 @@ ChoiceWrites chooseAtZero(RecordedCuda& h, const std::vector<Scalar>& x, const s
 // whose exact chains differ in their last bits, or not; every row equal (more rows left than the
 // choice holds); a weight past the float range, one past the half range only, and a hidden row
 // with a NaN (the bounds untrusted: every row's chain); a zero hidden row (every logit +0.0); every
-// weight in the half's subnormal range (the bound's term for it). Widths that are not whole 16-byte
-// pieces of halves do not take it.
+// weight in the half's subnormal range (the bound's term for it); more candidates than the choice
+// has warps (41 rows within 4e-11 of each other, the largest the last: at width 64 one round stages
+// them all). Widths that are not whole 16-byte pieces of halves do not take it.
 TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
   auto h = makeRecorded();
   std::mt19937_64 rng(2026);
@@ -328,7 +329,7 @@ TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
   };
   for (const Shape s : {Shape{3001, 64}, Shape{50257, 768}, Shape{777, 1600}}) {
     const auto C = static_cast<std::size_t>(s.C);
-    for (int kind = 0; kind < 11; ++kind) {
+    for (int kind = 0; kind < 12; ++kind) {
       SCOPED_TRACE(::testing::Message() << s.V << " rows of " << s.C << ", case " << kind);
       std::vector<Scalar> x(C), wte = kindsOfValues(rng, s.V * s.C, 4);
       for (Scalar& v : x) v = normal(rng);
@@ -363,6 +364,12 @@ TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
                          [](Scalar l) { return std::nextafter(l * 1e-4, 0.0); });
         std::transform(leader.begin(), leader.end(), row(s.V / 2), [](Scalar l) { return l * 1e-4; });
       }
+      if (kind == 11) {  // the leader at the last row, 40 rows before it a little below it: all candidates
+        for (Index i = 1; i <= 40; ++i)
+          std::transform(leader.begin(), leader.end(), row(i * (s.V / 42)),
+                         [i](Scalar l) { return l * (1.0 - static_cast<double>(i) * 1e-12); });
+        std::copy(leader.begin(), leader.end(), row(s.V - 1));
+      }
       if (kind == 4 && s.C == 768) x[100] = std::nan("");
       if (kind == 4 && s.C == 64) std::fill(x.begin(), x.end(), 0.0);
       const ChoiceWrites bounded = chooseAtZero(h, x, wte, s.V, s.C, true);
@@ -373,6 +380,7 @@ TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
       EXPECT_SAME_BITS(bounded.embedding, every.embedding);
       if (kind == 5) EXPECT_EQ(every.token, 7);
       if (kind == 7) EXPECT_EQ(every.token, 0);
+      if (kind == 11) EXPECT_EQ(every.token, s.V - 1);
     }
   }
   EXPECT_TRUE(bounded_choice::fits(50257, 768));
