@@ -12,9 +12,9 @@
 //      (docs/EXACTNESS.md derives it: the half copy's rounding, at most 2^-11·|w̃| + 2^-25 a weight;
 //      the estimate's, the size's and the chain's own roundings, γ_2C of the size each; the
 //      underflow, 2^-1075 a step; and a factor two over the sum for the rounding of the interval's
-//      ends). Each block keeps the largest lower and upper end of its rows. The bound is wider than
+//      ends). Each group of rows keeps its largest lower and upper end. The bound is wider than
 //      a float copy's (2^-21·S_v) and leaves a few more candidates for step 2, whose exact chains
-//      cost little beside the bytes saved: the bounds are a token's one part bound by bytes.
+//      cost little beside the bytes saved: the bounds read more bytes than any other part of a token.
 //   2. chooseBoundedThenEmbed takes M, the largest lower end. A row whose upper end is below M has a
 //      logit below another row's, so it is not the largest; the rows left (the candidates: every
 //      row that holds the largest logit is among them) get their exact chains (from +0.0, fma in k
@@ -54,7 +54,7 @@ namespace gpt2::bounded_choice {
 constexpr int kBoundThreads = 256;
 constexpr int kBoundWarps = kBoundThreads / 32;
 constexpr int kRowsPerWarp = 2;
-constexpr int kRowsPerBlock = kBoundWarps * kRowsPerWarp;
+constexpr int kRowsPerGroup = kBoundWarps * kRowsPerWarp;
 constexpr int kBoundBlocksEach = 2;  // the bounds' blocks a multiprocessor
 constexpr int kHalvesAPiece = 8;          // halves a 16-byte load of the copy holds
 constexpr int kHeldPieces = 3;            // pieces a lane loads of each row before its wait: 768 wide, whole
@@ -67,7 +67,7 @@ static_assert(kChoiceShared >= 2 * kMostWidth, "the choice stages at least one r
 // (so each row's copy starts on 16 bytes), a hidden row that fits shared memory, block indices in
 // an int.
 inline bool fits(long long V, long long C) {
-  return C > 0 && C % kHalvesAPiece == 0 && C <= kMostWidth && V > 0 && V / kRowsPerBlock < INT_MAX;
+  return C > 0 && C % kHalvesAPiece == 0 && C <= kMostWidth && V > 0 && V / kRowsPerGroup < INT_MAX;
 }
 
 namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
@@ -105,7 +105,7 @@ __device__ __forceinline__ double warpTotal(double v) {
   return acrossWarp(v, [](double a, double b) { return a + b; });
 }
 
-// Step 1 above for groups of kRowsPerBlock rows, kRowsPerWarp a warp, a block taking group
+// Step 1 above for groups of kRowsPerGroup rows, kRowsPerWarp a warp, a block taking group
 // blockIdx.x and every gridDim.x-th after it (a few blocks a multiprocessor: one wave, where a block
 // a group made a dozen waves of blocks each waiting for its own loads), the next group's halves in
 // flight while the current one's are combined. Each lane holds its share of the hidden row (kHeldPieces
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kBoundThreads, kBoundBlocksEach)
   trace.open(threadIdx.x == 0);
   using Held = uint4[kRowsPerWarp][kHeldPieces];
   auto loadGroup = [&](Held& into, long long g) {
-    const long long first = g * kRowsPerBlock + warp * kRowsPerWarp;
+    const long long first = g * kRowsPerGroup + warp * kRowsPerWarp;
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
 #pragma unroll
@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kBoundThreads, kBoundBlocksEach)
   for (long long g = blockIdx.x; g < groups; g += gridDim.x) {
     Held next;
     loadGroup(next, g + gridDim.x);  // in flight while this group's rows are combined
-    const long long first = g * kRowsPerBlock + warp * kRowsPerWarp;
+    const long long first = g * kRowsPerGroup + warp * kRowsPerWarp;
     double lowest = -HUGE_VAL, highest = -HUGE_VAL;
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -226,8 +226,8 @@ __global__ void __launch_bounds__(kBoundThreads, kBoundBlocksEach)
 // Step 2 above, then chooseThenEmbedFrom (recorded_kernels.hpp): one block of kChooseThreads.
 // Resets `untrusted` for the next replay.
 __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
-    chooseBoundedThenEmbed(const double* x, const double* wte, const double* upper, const double* blockLower,
-                           const double* blockUpper, long long blocks, long long V, long long C, int* untrusted,
+    chooseBoundedThenEmbed(const double* x, const double* wte, const double* upper, const double* groupLower,
+                           const double* groupUpper, long long groups, long long V, long long C, int* untrusted,
                            int* position, int* tokens, double* bests, double* embedding, const double* wpe,
                            long long maxT) {
   using recorded_kernels::Candidate;
@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
   trace.open(t == 0);
   for (long long c = t; c < C; c += kThreads) hidden[c] = x[c];
   double m = -HUGE_VAL;
-  for (long long b = t; b < blocks; b += kThreads) m = fmax(m, blockLower[b]);
+  for (long long g = t; g < groups; g += kThreads) m = fmax(m, groupLower[g]);
   m = acrossWarp(m, [](double a, double b) { return fmax(a, b); });
   if (t % 32 == 0) lowerOfWarp[t / 32] = m;
   __syncthreads();
@@ -256,10 +256,10 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
   }
   __syncthreads();
   if (!everyRow) {
-    for (long long b = t; b < blocks; b += kThreads) {
-      if (!(blockUpper[b] >= bar)) continue;
-      const long long end = min(V, (b + 1) * kRowsPerBlock);
-      for (long long v = b * kRowsPerBlock; v < end; ++v)
+    for (long long g = t; g < groups; g += kThreads) {
+      if (!(groupUpper[g] >= bar)) continue;
+      const long long end = min(V, (g + 1) * kRowsPerGroup);
+      for (long long v = g * kRowsPerGroup; v < end; ++v)
         if (upper[v] >= bar) {
           const int at = atomicAdd(&count, 1);
           if (at < kMostCandidates) candidates[at] = v;
@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
 }  // namespace
 
 // What the bounded choice holds for a recording: the half copy of wte, the rows' upper ends, the
-// blocks' largest ends, the untrusted flag.
+// groups' largest ends, the untrusted flag.
 class Choice {
  public:
   // For wte (V, C) (fits(V, C) must hold), its half copy made on `stream`.
@@ -321,13 +321,13 @@ class Choice {
     Choice b;
     b.m_V = V;
     b.m_C = C;
-    b.m_blocks = (V + kRowsPerBlock - 1) / kRowsPerBlock;
-    b.m_grid = std::min<long long>(b.m_blocks, static_cast<long long>(kBoundBlocksEach) * device->multiprocessors());
+    b.m_groups = (V + kRowsPerGroup - 1) / kRowsPerGroup;
+    b.m_grid = std::min<long long>(b.m_groups, static_cast<long long>(kBoundBlocksEach) * device->multiprocessors());
     b.m_wte = wte;
     b.m_halves = OSPREY_TRY(osprey::gpuAllocate<__half>(device, V * C));
     b.m_upper = OSPREY_TRY(osprey::gpuAllocate<double>(device, V));
-    b.m_blockLower = OSPREY_TRY(osprey::gpuAllocate<double>(device, b.m_blocks));
-    b.m_blockUpper = OSPREY_TRY(osprey::gpuAllocate<double>(device, b.m_blocks));
+    b.m_groupLower = OSPREY_TRY(osprey::gpuAllocate<double>(device, b.m_groups));
+    b.m_groupUpper = OSPREY_TRY(osprey::gpuAllocate<double>(device, b.m_groups));
     b.m_untrusted = OSPREY_TRY(osprey::gpuAllocate<int>(device, 1));
     OSPREY_CUDA_CHECK(cudaMemsetAsync(b.m_untrusted.data(), 0, sizeof(int), stream),
                       "recorded decoding: the bounded choice's flag");
@@ -344,21 +344,21 @@ class Choice {
     OSPREY_CUDA_CHECK(osprey::cuda_detail::launchOverlapped(
                           dim3(static_cast<unsigned>(m_grid)), dim3(kBoundThreads), hiddenBytes, stream, boundLogits,
                           x, reinterpret_cast<const uint4*>(m_halves.data()), m_V, static_cast<int>(m_C / kHalvesAPiece),
-                          m_blocks, m_upper.data(), m_blockLower.data(), m_blockUpper.data(), m_untrusted.data()),
+                          m_groups, m_upper.data(), m_groupLower.data(), m_groupUpper.data(), m_untrusted.data()),
                       "recorded decoding: the lm head's bounds' launch");
     chooseBoundedThenEmbed<<<1, recorded_kernels::kChooseThreads, kChoiceShared * sizeof(double), stream>>>(
-        x, m_wte, m_upper.data(), m_blockLower.data(), m_blockUpper.data(), m_blocks, m_V, m_C, m_untrusted.data(),
+        x, m_wte, m_upper.data(), m_groupLower.data(), m_groupUpper.data(), m_groups, m_V, m_C, m_untrusted.data(),
         position, tokens, bests, embedding, wpe, maxT);
     OSPREY_CUDA_CHECK(cudaGetLastError(), "recorded decoding: the bounded greedy choice's launch");
     return {};
   }
 
  private:
-  long long m_V = 0, m_C = 0, m_blocks = 0;  // m_blocks: groups of kRowsPerBlock rows
+  long long m_V = 0, m_C = 0, m_groups = 0;  // groups of kRowsPerGroup rows
   long long m_grid = 0;                       // the bounds' blocks
   const double* m_wte = nullptr;
   osprey::GpuBuffer<osprey::CudaDevice, __half> m_halves;
-  osprey::GpuBuffer<osprey::CudaDevice, double> m_upper, m_blockLower, m_blockUpper;
+  osprey::GpuBuffer<osprey::CudaDevice, double> m_upper, m_groupLower, m_groupUpper;
   osprey::GpuBuffer<osprey::CudaDevice, int> m_untrusted;
 };
 

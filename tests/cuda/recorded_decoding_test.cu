@@ -317,9 +317,11 @@ ChoiceWrites chooseAtZero(RecordedCuda& h, const std::vector<Scalar>& x, const s
 // whose exact chains differ in their last bits, or not; every row equal (more rows left than the
 // choice holds); a weight past the float range, one past the half range only, and a hidden row
 // with a NaN (the bounds untrusted: every row's chain); a zero hidden row (every logit +0.0); every
-// weight in the half's subnormal range (the bound's term for it); more candidates than the choice
-// has warps (41 rows within 4e-11 of each other, the largest the last: at width 64 one round stages
-// them all). Widths that are not whole 16-byte pieces of halves do not take it.
+// weight in the half's subnormal range (the bound's term for it); many more candidates than the
+// choice has warps (201 rows within 2e-11 of each other, the largest the last row: width 64 stages
+// 83 a round, and the candidates come in the order the bounds' atomics give, so a warp a row that
+// skipped rows past its 32nd would miss the largest in most runs). Widths that are not whole 16-byte
+// pieces of halves do not take it.
 TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
   auto h = makeRecorded();
   std::mt19937_64 rng(2026);
@@ -364,10 +366,10 @@ TEST(RecordedDecoding, BoundedChoiceIsTheChoiceFromEveryLogit) {
                          [](Scalar l) { return std::nextafter(l * 1e-4, 0.0); });
         std::transform(leader.begin(), leader.end(), row(s.V / 2), [](Scalar l) { return l * 1e-4; });
       }
-      if (kind == 11) {  // the leader at the last row, 40 rows before it a little below it: all candidates
-        for (Index i = 1; i <= 40; ++i)
-          std::transform(leader.begin(), leader.end(), row(i * (s.V / 42)),
-                         [i](Scalar l) { return l * (1.0 - static_cast<double>(i) * 1e-12); });
+      if (kind == 11) {  // the leader at the last row, 200 rows before it a little below it: all candidates
+        for (Index i = 1; i <= 200; ++i)
+          std::transform(leader.begin(), leader.end(), row(i * (s.V / 202)),
+                         [i](Scalar l) { return l * (1.0 - static_cast<double>(i) * 1e-13); });
         std::copy(leader.begin(), leader.end(), row(s.V - 1));
       }
       if (kind == 4 && s.C == 768) x[100] = std::nan("");
