@@ -65,9 +65,11 @@ static_assert(kChoiceShared >= 2 * kMostWidth, "the choice stages at least one r
 
 // Whether a model of width C (and V rows) takes the bounded choice: rows of whole 16-byte pieces
 // (so each row's copy starts on 16 bytes), a hidden row that fits shared memory, block indices in
-// an int.
+// an int, and device code with the FP64 mma shapes the candidates' chains run on (row_dmma.hpp;
+// without them the recorded step makes the whole lm head, as for any model that does not fit).
 inline bool fits(long long V, long long C) {
-  return C > 0 && C % kHalvesAPiece == 0 && C <= kMostWidth && V > 0 && V / kRowsPerGroup < INT_MAX;
+  return C > 0 && C % kHalvesAPiece == 0 && C <= kMostWidth && V > 0 && V / kRowsPerGroup < INT_MAX &&
+         osprey::cuda_detail::dmmaCompiled();
 }
 
 namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
@@ -286,7 +288,6 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
         staged[i] = wte[candidates[first + r] * C + (i - r * C)];
       }
       __syncthreads();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       // A warp a staged row, its chain as tensor-core steps (row_dmma.hpp's warpDot: the same fma
       // chain from +0.0, k ascending): one thread's chain of C dependent fmas, each waiting for its
       // operands from shared memory, cost the choice ~9 us a token at C = 768 (bench/RESULTS.md).
@@ -295,11 +296,6 @@ __global__ void __launch_bounds__(recorded_kernels::kChooseThreads)
         const double logit = osprey::cuda_detail::warpDot(hidden, staged + w * C, static_cast<int>(C), 0.0);
         if (t % 32 == 0) mine = recorded_kernels::earlierMaximum(mine, Candidate{logit, candidates[first + w]});
       }
-#else  // no f64 mma.sync m16n8k16 below sm_90 (row_dmma.hpp): a thread a row
-      if (t < rows)
-        mine = recorded_kernels::earlierMaximum(
-            mine, Candidate{chains::dotAhead<8>(hidden, staged + t * C, 1, static_cast<int>(C)), candidates[first + t]});
-#endif
       __syncthreads();
     }
   }
