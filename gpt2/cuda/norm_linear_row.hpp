@@ -56,9 +56,25 @@ struct Normalise {
   double* mean = nullptr;
   double* rstd = nullptr;
   static constexpr bool kChains = true;
-  __device__ void warm(int tid, int threads, int C) const {
-    osprey::cuda_detail::warmLines(lnW, C, tid, threads);
-    osprey::cuda_detail::warmLines(lnB, C, tid, threads);
+  // The thread's first kHeld elements of w and b (c = tid + i · threads), loaded before the wait so
+  // that the build after the chains waits for no load; a longer row's rest goes toward the L2.
+  static constexpr int kHeld = 8;
+  struct Held {
+    double w[kHeld], b[kHeld];
+  };
+  __device__ Held hold(int tid, int threads, int C) const {
+    Held h;
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int c = tid + i * threads;
+      h.w[i] = c < C ? lnW[c] : 0.0;
+      h.b[i] = c < C ? lnB[c] : 0.0;
+    }
+    if (const int past = kHeld * threads; past < C) {
+      osprey::cuda_detail::warmLines(lnW + past, C - past, tid, threads);
+      osprey::cuda_detail::warmLines(lnB + past, C - past, tid, threads);
+    }
+    return h;
   }
   __device__ void load(double* ln, int C, int tid, int threads) const {
     osprey::cuda_detail::loadRow(ln, x, C, tid, threads);
@@ -80,9 +96,17 @@ struct Normalise {
       }
     }
   }
-  __device__ void build(double* ln, int C, const double* stats, int tid, int threads) const {
+  __device__ void build(double* ln, int C, const double* stats, int tid, int threads, const Held& h) const {
     const double m = stats[0], r = stats[1];
-    for (int c = tid; c < C; c += threads) {
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int c = tid + i * threads;
+      if (c < C) {
+        const double norm = (ln[c] - m) * r;
+        ln[c] = norm * h.w[i] + h.b[i];
+      }
+    }
+    for (int c = tid + kHeld * threads; c < C; c += threads) {
       const double norm = (ln[c] - m) * r;
       ln[c] = norm * lnW[c] + lnB[c];
     }
@@ -112,12 +136,12 @@ __global__ void __launch_bounds__(kNormaliseThreads) normaliseRow(double* __rest
   osprey::cuda_detail::BlockTrace trace;
   trace.open(tid == 0);
   osprey::cuda_detail::startDependents();
-  n.warm(tid, kNormaliseThreads, C);
+  const Normalise::Held held = n.hold(tid, kNormaliseThreads, C);
   osprey::cuda_detail::awaitEarlierKernels();
   trace.mark<1>();
   n.load(normalised, C, tid, kNormaliseThreads);
   __syncthreads();
-  osprey::cuda_detail::buildOperand(n, normalised, C, stats, tid, kNormaliseThreads, tid < 32);
+  osprey::cuda_detail::buildOperand(n, normalised, C, stats, tid, kNormaliseThreads, tid < 32, held);
   trace.mark<3>();
   for (int c = tid; c < C; c += kNormaliseThreads) out[c] = normalised[c];
   trace.mark<5>();

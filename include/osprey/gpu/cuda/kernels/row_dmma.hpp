@@ -230,10 +230,11 @@ __device__ __forceinline__ void loadRow(double* row, const double* in, int n, in
 }
 
 // A prologue leaves the row's operand in shared memory in phases, each called by the kernel:
-//   warm(tid, threads, IC)            every thread, before the wait: its own weights toward the L2;
+//   held = hold(tid, threads, IC)     every thread, before the wait: its share of the prologue's own
+//                                     weights (which no kernel writes) into registers;
 //   load(row, IC, tid, threads)       every thread, after the wait: the row into shared memory;
 //   chains(row, IC, stats)            the computing warp, if kChains: the row's chains into stats[2];
-//   build(row, IC, stats, tid, threads) every thread, if kChains: the operand from row and stats.
+//   build(row, IC, stats, tid, threads, held) every thread, if kChains: the operand from row and stats.
 // A store may have warm(o) (every storing lane, before the wait) besides store(o, acc), and
 // hold(o) with put(o, acc, held) (holdFor below).
 
@@ -252,13 +253,13 @@ __device__ __forceinline__ void storeHeld(const Store& store, Index o, double ac
 
 // After every thread's load and a barrier: a prologue with chains runs them on chainWarp and every
 // thread builds the operand from them (a barrier after each), so the row is ready for all.
-template <class Prologue>
+template <class Prologue, class Held>
 __device__ __forceinline__ void buildOperand(const Prologue& prologue, double* row, int IC, double* stats, int tid,
-                                             int threads, bool chainWarp) {
+                                             int threads, bool chainWarp, const Held& held) {
   if constexpr (Prologue::kChains) {
     if (chainWarp) prologue.chains(row, IC, stats);
     __syncthreads();
-    prologue.build(row, IC, stats, tid, threads);
+    prologue.build(row, IC, stats, tid, threads, held);
     __syncthreads();
   }
 }
@@ -346,7 +347,7 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   double d[4] = {0.0, 0.0, 0.0, 0.0};
   if (!computes)
     for (int s = 0; s < Stages; ++s) copySlice(s);
-  prologue.warm(tid, kRowDmmaThreads, IC);
+  const auto prologueHeld = prologue.hold(tid, kRowDmmaThreads, IC);
   if constexpr (requires { store.warm(row0); }) {
     if (stores0) store.warm(row0 + g);
     if (stores1) store.warm(row0 + g + 8);
@@ -365,7 +366,7 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   // block's first slice and row.
   startDependents();
   trace.mark<2>();
-  buildOperand(prologue, operand, IC, rowStats, tid, kRowDmmaThreads, computes);
+  buildOperand(prologue, operand, IC, rowStats, tid, kRowDmmaThreads, computes, prologueHeld);
   trace.mark<3>();
   // Slice s: the computing warp waits for its stage to be full (slice 0: the barrier above),
   // computes, and says the stage is empty; the copiers say slice s + 1 has landed before they refill
@@ -440,7 +441,7 @@ inline bool rowDmmaTakes(long long IC) { return IC > 0 && IC <= kRowDmmaMostIC &
 struct CopyRow {
   const double* in;
   static constexpr bool kChains = false;
-  __device__ void warm(int, int, int) const {}
+  __device__ NothingHeld hold(int, int, int) const { return {}; }
   __device__ void load(double* row, int IC, int tid, int threads) const { loadRow(row, in, IC, tid, threads); }
 };
 
