@@ -341,22 +341,23 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   };
 
   const int lane = tid % 32, g = lane / 4, t = lane % 4;
-  // Lanes with t == 0 store column 0 of D: rows g (d[0]) and g + 8 (d[2]), the block's rows r < Rows.
-  const bool stores0 = computes && t == 0 && g < Rows && row0 + g < OC;
-  const bool stores1 = computes && t == 0 && g + 8 < Rows && row0 + g + 8 < OC;
+  // Every column of D holds the same outputs (B's columns are all the operand), so each of the
+  // block's rows r < Rows has a lane of its own: row g (d[0]) on the lane with t == 0, row g + 8
+  // (d[2]) on the one with t == 1. One path for both, so that a store's own work (GELU's) runs for
+  // the two rows at once, not once for each.
+  const Index mine = row0 + g + (t == 1 ? 8 : 0);
+  const bool stores = computes && t < 2 && g + (t == 1 ? 8 : 0) < Rows && mine < OC;
   double d[4] = {0.0, 0.0, 0.0, 0.0};
   if (!computes)
     for (int s = 0; s < Stages; ++s) copySlice(s);
   const auto prologueHeld = prologue.hold(tid, kRowDmmaThreads, IC);
   if constexpr (requires { store.warm(row0); }) {
-    if (stores0) store.warm(row0 + g);
-    if (stores1) store.warm(row0 + g + 8);
+    if (stores) store.warm(mine);
   }
   awaitEarlierKernels();  // the row, and whatever store reads, come from the kernels before
   trace.mark<1>();
-  decltype(holdFor(store, row0)) held0{}, held1{};
-  if (stores0) held0 = holdFor(store, row0 + g);
-  if (stores1) held1 = holdFor(store, row0 + g + 8);
+  decltype(holdFor(store, row0)) held{};
+  if (stores) held = holdFor(store, mine);
   prologue.load(operand, IC, tid, kRowDmmaThreads);
   for (int k = IC + tid; k < rowDmmaOperandLength(IC); k += kRowDmmaThreads)
     operand[k] = -0.0;  // against A's +0.0 there
@@ -417,8 +418,7 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
     }
   }
   trace.mark<4>();
-  if (stores0) storeHeld(store, row0 + g, d[0], held0);
-  if (stores1) storeHeld(store, row0 + g + 8, d[2], held1);
+  if (stores) storeHeld(store, mine, t == 1 ? d[2] : d[0], held);
   trace.mark<5>();
   trace.close(kTraceRow, wT);
 }
