@@ -91,6 +91,59 @@ __global__ void stepTimes(long long* cycles, double* sink, const double* u) {
   }
 }
 
+// The same chain with the same bytes loaded as 16-byte pairs (Pairs: six loads a step instead of
+// twelve, as a layout with each lane's k of a step side by side would allow), or with B held in
+// registers (AOnly: A's eight loads a step alone), Ahead steps before their step: whether a step's
+// cost above the registers-only chain is its loads' count or their bytes.
+enum class StepLoads { Pairs, AOnly };
+template <StepLoads How, int Ahead>
+__global__ void stepTimesLoads(long long* cycles, double* sink, const double* u) {
+  __shared__ double2 s[64 * 6 * 32];
+  for (int i = threadIdx.x; i < 64 * 6 * 32; i += 32) s[i] = make_double2(u[(2 * i) % 4096], u[(2 * i + 1) % 4096]);
+  __syncwarp();
+  const int lane = threadIdx.x;
+  double d[4] = {0, 0, 0, 0};
+  double a[Ahead][8], b[Ahead][4];
+  auto load = [&](int st, double (&ar)[8], double (&br)[4]) {
+    if constexpr (How == StepLoads::Pairs) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const double2 v = s[(st * 6 + i) * 32 + lane];
+        ar[2 * i] = v.x;
+        ar[2 * i + 1] = v.y;
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const double2 v = s[(st * 6 + 4 + i) * 32 + lane];
+        br[2 * i] = v.x;
+        br[2 * i + 1] = v.y;
+      }
+    } else {
+      const double* s1 = reinterpret_cast<const double*>(s);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ar[i] = s1[(st * 12 + i) * 32 + lane];
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < Ahead; ++st) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) b[st][i] = u[lane + i];
+    load(st, a[st], b[st]);
+  }
+  const long long c0 = clock64();
+#pragma unroll
+  for (int st = 0; st < 64; ++st) {
+    dmma16816(d, a[st % Ahead], b[st % Ahead]);
+    load((st + Ahead) % 64, a[st % Ahead], b[st % Ahead]);
+  }
+  d[0] += d[1] + d[2] + d[3];
+  const long long c1 = clock64();
+  if (lane == 0) {
+    cycles[0] = c1 - c0;
+    sink[0] = d[0];
+  }
+}
+
 using CopyIn = CopyRow;
 struct Plain {
   double* out;
@@ -146,6 +199,12 @@ int main() {
   std::printf("64 mma steps, operands loaded 1 step ahead: %.1f cycles a step\n", cyclesAStep(stepTimes<1>, 64));
   std::printf("64 mma steps, operands loaded 2 steps ahead: %.1f cycles a step\n", cyclesAStep(stepTimes<2>, 64));
   std::printf("64 mma steps, operands loaded 4 steps ahead: %.1f cycles a step\n", cyclesAStep(stepTimes<4>, 64));
+  std::printf("64 mma steps, operands loaded as pairs 2 steps ahead: %.1f cycles a step\n",
+              cyclesAStep(stepTimesLoads<StepLoads::Pairs, 2>, 64));
+  std::printf("64 mma steps, operands loaded as pairs 4 steps ahead: %.1f cycles a step\n",
+              cyclesAStep(stepTimesLoads<StepLoads::Pairs, 4>, 64));
+  std::printf("64 mma steps, A loaded 2 steps ahead, B in registers: %.1f cycles a step\n",
+              cyclesAStep(stepTimesLoads<StepLoads::AOnly, 2>, 64));
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
