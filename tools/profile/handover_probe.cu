@@ -1,0 +1,188 @@
+// What one hand-over between dependent phases of a decoding step costs, two ways (bench/cuda/
+// NOTES.md, forty-ninth run): as the recorded step makes it now, a kernel launched as a programmatic
+// dependent of the one before (griddepcontrol: its blocks resident early, waiting for the whole
+// earlier grid to finish and its writes to be visible), in a CUDA graph; and inside one persistent
+// cooperative kernel, each phase's end a count in global memory (the block's writes, a release
+// fence, an atomic add) that every block's acquire loads wait for. Every phase of both reads what
+// every block of the phase before wrote (a block's value from another block), so a hand-over that
+// let a reader through early would show as a wrong sum.
+//
+//   nvcc -O3 -arch=sm_90a -std=c++20 -o handover_probe tools/profile/handover_probe.cu
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kPhases = 64;
+
+__device__ __forceinline__ void startDependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void awaitEarlier() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// Phase p: block b adds the value block (b + 1) % blocks wrote in phase p - 1 to its own and writes
+// it for phase p (values[p][b]); values[0] is the input.
+__global__ void __launch_bounds__(kThreads) phaseKernel(double* values, int p) {
+  startDependents();
+  awaitEarlier();
+  const int b = blockIdx.x, blocks = gridDim.x;
+  if (threadIdx.x == 0)
+    values[p * blocks + b] = values[(p - 1) * blocks + b] + values[(p - 1) * blocks + (b + 1) % blocks];
+}
+
+__device__ __forceinline__ unsigned loadAcquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// The same phases in one launch: after its write, each block counts itself done with the phase
+// (release), and waits until every block has (acquire) before the next phase reads.
+__global__ void __launch_bounds__(kThreads) persistentKernel(double* values, unsigned* done, unsigned epoch) {
+  const int b = blockIdx.x, blocks = gridDim.x;
+  for (int p = 1; p <= kPhases; ++p) {
+    if (threadIdx.x == 0) {
+      values[p * blocks + b] = values[(p - 1) * blocks + b] + values[(p - 1) * blocks + (b + 1) % blocks];
+      __threadfence();
+      atomicAdd(done, 1u);
+      const unsigned target = (epoch * kPhases + static_cast<unsigned>(p)) * static_cast<unsigned>(blocks);
+      while (loadAcquire(done) < target) {
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// The same phases with the cooperative groups' grid barrier.
+__global__ void __launch_bounds__(kThreads) gridSyncKernel(double* values) {
+  const int b = blockIdx.x, blocks = gridDim.x;
+  cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  for (int p = 1; p <= kPhases; ++p) {
+    if (threadIdx.x == 0)
+      values[p * blocks + b] = values[(p - 1) * blocks + b] + values[(p - 1) * blocks + (b + 1) % blocks];
+    grid.sync();
+  }
+}
+
+bool check(const double* device, int blocks, const std::vector<double>& expect, const char* what) {
+  std::vector<double> got(expect.size());
+  cudaMemcpy(got.data(), device, got.size() * sizeof(double), cudaMemcpyDeviceToHost);
+  const bool same = std::memcmp(got.data(), expect.data(), got.size() * sizeof(double)) == 0;
+  if (!same) std::printf("%s: WRONG values\n", what);
+  return same;
+}
+
+}  // namespace
+
+int main() {
+  int device = 0, multiprocessors = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+  cudaDeviceProp props{};
+  cudaGetDeviceProperties(&props, device);
+  std::printf("%s, %d multiprocessors\n", props.name, multiprocessors);
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+
+  for (const int blocks : {multiprocessors, 2 * multiprocessors}) {
+    const std::size_t n = static_cast<std::size_t>(kPhases + 1) * blocks;
+    // Host and device make the same additions of the same doubles, so the same values, exact or not.
+    std::vector<double> expect(n);
+    for (int b = 0; b < blocks; ++b) expect[b] = b % 2;
+    for (int p = 1; p <= kPhases; ++p)
+      for (int b = 0; b < blocks; ++b)
+        expect[p * blocks + b] = expect[(p - 1) * blocks + b] + expect[(p - 1) * blocks + (b + 1) % blocks];
+    double* values;
+    unsigned* done;
+    cudaMalloc(&values, n * sizeof(double));
+    cudaMalloc(&done, sizeof(unsigned));
+    auto reset = [&] { cudaMemcpy(values, expect.data(), blocks * sizeof(double), cudaMemcpyHostToDevice); };
+
+    // The graph of programmatic dependents.
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+    for (int p = 1; p <= kPhases; ++p) {
+      cudaLaunchAttribute overlap{};
+      overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      overlap.val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(blocks);
+      config.blockDim = dim3(kThreads);
+      config.stream = stream;
+      config.attrs = &overlap;
+      config.numAttrs = 1;
+      cudaLaunchKernelEx(&config, phaseKernel, values, p);
+    }
+    cudaStreamEndCapture(stream, &graph);
+    cudaGraphInstantiate(&exec, graph, 0);
+    reset();
+    cudaGraphLaunch(exec, stream);
+    cudaStreamSynchronize(stream);
+    const bool graphOk = check(values, blocks, expect, "graph");
+    constexpr int kReps = 20;
+    cudaEventRecord(e0, stream);
+    for (int r = 0; r < kReps; ++r) cudaGraphLaunch(exec, stream);
+    cudaEventRecord(e1, stream);
+    cudaEventSynchronize(e1);
+    float graphMs = 0;
+    cudaEventElapsedTime(&graphMs, e0, e1);
+
+    // The persistent kernel, cooperative so that every block is resident.
+    int fits = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fits, persistentKernel, kThreads, 0);
+    float persistentMs = 0, gridMs = 0;
+    bool persistentOk = false, gridOk = false;
+    if (fits * multiprocessors >= blocks) {
+      cudaMemset(done, 0, sizeof(unsigned));
+      unsigned epoch = 0;
+      auto launchPersistent = [&] {
+        void* args[] = {&values, &done, &epoch};
+        cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistentKernel), dim3(blocks), dim3(kThreads), args, 0,
+                                    stream);
+        ++epoch;
+      };
+      reset();
+      launchPersistent();
+      cudaStreamSynchronize(stream);
+      persistentOk = check(values, blocks, expect, "persistent");
+      cudaEventRecord(e0, stream);
+      for (int r = 0; r < kReps; ++r) launchPersistent();
+      cudaEventRecord(e1, stream);
+      cudaEventSynchronize(e1);
+      cudaEventElapsedTime(&persistentMs, e0, e1);
+
+      auto launchGrid = [&] {
+        void* args[] = {&values};
+        cudaLaunchCooperativeKernel(reinterpret_cast<void*>(gridSyncKernel), dim3(blocks), dim3(kThreads), args, 0,
+                                    stream);
+      };
+      reset();
+      launchGrid();
+      cudaStreamSynchronize(stream);
+      gridOk = check(values, blocks, expect, "grid sync");
+      cudaEventRecord(e0, stream);
+      for (int r = 0; r < kReps; ++r) launchGrid();
+      cudaEventRecord(e1, stream);
+      cudaEventSynchronize(e1);
+      cudaEventElapsedTime(&gridMs, e0, e1);
+    }
+    const double each = 1000.0 / (kReps * kPhases);
+    std::printf("%d blocks: programmatic dependents in a graph %.2f us a hand-over (%s); "
+                "persistent, counts in memory %.2f us (%s); persistent, grid.sync %.2f us (%s); %s\n",
+                blocks, graphMs * each, graphOk ? "right" : "WRONG", persistentMs * each,
+                persistentOk ? "right" : "WRONG", gridMs * each, gridOk ? "right" : "WRONG",
+                cudaGetErrorString(cudaGetLastError()));
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaFree(values);
+    cudaFree(done);
+  }
+  return 0;
+}
