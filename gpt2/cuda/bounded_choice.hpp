@@ -119,7 +119,7 @@ __device__ __forceinline__ double warpTotal(double v) {
 __global__ void __launch_bounds__(kBoundThreads, kBoundBlocksEach)
     boundLogits(const double* x, const uint4* weights, long long V, int pieces, long long groups, double* upper,
                 double* groupLower, double* groupUpper, int* untrusted) {
-  extern __shared__ double hidden[];  // (kHalvesAPiece·pieces), read past the held pieces
+  extern __shared__ double hidden[];  // (kHalvesAPiece·pieces), written and read past the held pieces
   __shared__ double lowerOfWarp[kBoundWarps], upperOfWarp[kBoundWarps];
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   osprey::cuda_detail::BlockTrace trace;
@@ -152,8 +152,9 @@ __global__ void __launch_bounds__(kBoundThreads, kBoundBlocksEach)
       xs[j][u] = c < C ? x[c] : 0.0;
     }
   const bool wide = pieces > 32 * kHeldPieces;
-  if (wide) {
-    for (int c = static_cast<int>(threadIdx.x); c < C; c += kBoundThreads) hidden[c] = x[c];
+  constexpr int kHeldWidth = kHalvesAPiece * 32 * kHeldPieces;  // the row's values the lanes hold
+  if (wide) {  // the rest, which every lane reads
+    for (int c = kHeldWidth + static_cast<int>(threadIdx.x); c < C; c += kBoundThreads) hidden[c] = x[c];
     __syncthreads();
   }
   trace.mark<2>();
@@ -163,7 +164,7 @@ __global__ void __launch_bounds__(kBoundThreads, kBoundBlocksEach)
 #pragma unroll
     for (int u = 0; u < kHalvesAPiece; ++u) size += fabs(xs[j][u]);
   if (wide)
-    for (int c = kHalvesAPiece * 32 * kHeldPieces + lane; c < C; c += 32) size += fabs(hidden[c]);
+    for (int c = kHeldWidth + lane; c < C; c += 32) size += fabs(hidden[c]);
   size = warpTotal(size);
   bool trusted = size <= 0x1p1000;
   for (long long g = blockIdx.x; g < groups; g += gridDim.x) {

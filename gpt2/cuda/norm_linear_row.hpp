@@ -6,7 +6,7 @@
 // rows of wT (OC, IC) a block, its copier warps staging them while the block normalises the row:
 //   * every thread loads its share of x; the computing warp runs the LayerNorm's two chains (its
 //     sum, then fma(d, d, acc) of the deviations d = x - mean) as tensor-core chains; every thread builds
-//     ln = (d · rstd) · w + b, w and b sent toward the L2 before the kernel waited for x;
+//     ln = (d · rstd) · w + b, w and b loaded into registers before the kernel waited for x;
 //   * then the product's chains, acc = fma(wT[row][k], ln[k], acc) from +0.0, k ascending, and
 //     then(row, acc + bias[row]).
 // Every block repeats the row's chains (they overlap the copies), so the row is normalised once per
@@ -98,18 +98,11 @@ struct Normalise {
   }
   __device__ void build(double* ln, int C, const double* stats, int tid, int threads, const Held& h) const {
     const double m = stats[0], r = stats[1];
+    auto normalise = [&](int c, double w, double b) { ln[c] = ((ln[c] - m) * r) * w + b; };
 #pragma unroll
-    for (int i = 0; i < kHeld; ++i) {
-      const int c = tid + i * threads;
-      if (c < C) {
-        const double norm = (ln[c] - m) * r;
-        ln[c] = norm * h.w[i] + h.b[i];
-      }
-    }
-    for (int c = tid + kHeld * threads; c < C; c += threads) {
-      const double norm = (ln[c] - m) * r;
-      ln[c] = norm * lnW[c] + lnB[c];
-    }
+    for (int i = 0; i < kHeld; ++i)
+      if (const int c = tid + i * threads; c < C) normalise(c, h.w[i], h.b[i]);
+    for (int c = tid + kHeld * threads; c < C; c += threads) normalise(c, lnW[c], lnB[c]);
   }
 };
 

@@ -122,62 +122,46 @@ int main() {
     }
     cudaStreamEndCapture(stream, &graph);
     cudaGraphInstantiate(&exec, graph, 0);
-    reset();
-    cudaGraphLaunch(exec, stream);
-    cudaStreamSynchronize(stream);
-    const bool graphOk = check(values, blocks, expect, "graph");
+    // One launch from the input, checked; then kReps launches timed.
     constexpr int kReps = 20;
-    cudaEventRecord(e0, stream);
-    for (int r = 0; r < kReps; ++r) cudaGraphLaunch(exec, stream);
-    cudaEventRecord(e1, stream);
-    cudaEventSynchronize(e1);
-    float graphMs = 0;
-    cudaEventElapsedTime(&graphMs, e0, e1);
+    struct Timed {
+      float ms = 0;
+      bool right = false;
+    };
+    auto measure = [&](auto launch, const char* what) {
+      Timed t;
+      reset();
+      launch();
+      cudaStreamSynchronize(stream);
+      t.right = check(values, blocks, expect, what);
+      cudaEventRecord(e0, stream);
+      for (int r = 0; r < kReps; ++r) launch();
+      cudaEventRecord(e1, stream);
+      cudaEventSynchronize(e1);
+      cudaEventElapsedTime(&t.ms, e0, e1);
+      return t;
+    };
+    const Timed graphed = measure([&] { cudaGraphLaunch(exec, stream); }, "graph");
 
-    // The persistent kernel, cooperative so that every block is resident.
+    // The persistent kernels, cooperative so that every block is resident.
     int fits = 0;
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fits, persistentKernel, kThreads, 0);
-    float persistentMs = 0, gridMs = 0;
-    bool persistentOk = false, gridOk = false;
+    Timed counted, synced;
     if (fits * multiprocessors >= blocks) {
+      auto cooperative = [&](auto kernel, auto... params) {
+        void* args[] = {&params...};
+        cudaLaunchCooperativeKernel(reinterpret_cast<void*>(kernel), dim3(blocks), dim3(kThreads), args, 0, stream);
+      };
       cudaMemset(done, 0, sizeof(unsigned));
-      unsigned epoch = 0;
-      auto launchPersistent = [&] {
-        void* args[] = {&values, &done, &epoch};
-        cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistentKernel), dim3(blocks), dim3(kThreads), args, 0,
-                                    stream);
-        ++epoch;
-      };
-      reset();
-      launchPersistent();
-      cudaStreamSynchronize(stream);
-      persistentOk = check(values, blocks, expect, "persistent");
-      cudaEventRecord(e0, stream);
-      for (int r = 0; r < kReps; ++r) launchPersistent();
-      cudaEventRecord(e1, stream);
-      cudaEventSynchronize(e1);
-      cudaEventElapsedTime(&persistentMs, e0, e1);
-
-      auto launchGrid = [&] {
-        void* args[] = {&values};
-        cudaLaunchCooperativeKernel(reinterpret_cast<void*>(gridSyncKernel), dim3(blocks), dim3(kThreads), args, 0,
-                                    stream);
-      };
-      reset();
-      launchGrid();
-      cudaStreamSynchronize(stream);
-      gridOk = check(values, blocks, expect, "grid sync");
-      cudaEventRecord(e0, stream);
-      for (int r = 0; r < kReps; ++r) launchGrid();
-      cudaEventRecord(e1, stream);
-      cudaEventSynchronize(e1);
-      cudaEventElapsedTime(&gridMs, e0, e1);
+      unsigned epoch = 0;  // the launches so far: each phase's count goes on from the last launch's
+      counted = measure([&] { cooperative(persistentKernel, values, done, epoch++); }, "persistent");
+      synced = measure([&] { cooperative(gridSyncKernel, values); }, "grid sync");
     }
     const double each = 1000.0 / (kReps * kPhases);
     std::printf("%d blocks: programmatic dependents in a graph %.2f us a hand-over (%s); "
                 "persistent, counts in memory %.2f us (%s); persistent, grid.sync %.2f us (%s); %s\n",
-                blocks, graphMs * each, graphOk ? "right" : "WRONG", persistentMs * each,
-                persistentOk ? "right" : "WRONG", gridMs * each, gridOk ? "right" : "WRONG",
+                blocks, graphed.ms * each, graphed.right ? "right" : "WRONG", counted.ms * each,
+                counted.right ? "right" : "WRONG", synced.ms * each, synced.right ? "right" : "WRONG",
                 cudaGetErrorString(cudaGetLastError()));
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);

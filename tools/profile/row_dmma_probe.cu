@@ -37,106 +37,58 @@ __global__ void chainTimes(long long* cycles, double* sink, const double* u, int
   }
 }
 
-// A chain of 8 mma steps on one accumulator whose operands differ from step to step: all in
-// registers before the clock starts (Loaded == 0), or loaded from shared memory Ahead steps before
-// their step (Loaded == Ahead).
-template <int Ahead>
+// A chain of mma steps on one accumulator whose operands differ from step to step: 8 steps, all in
+// registers before the clock starts (Ahead == 0), or 64 loaded from shared memory Ahead steps before
+// their step, How: twelve 8-byte loads a step; the same bytes as six 16-byte pairs (as a layout with
+// each lane's k of a step side by side would allow); or A's eight loads alone, B held in registers.
+// Whether a step's cost above the registers-only chain is its loads' count or their bytes.
+enum class StepLoads { Twelve, Pairs, AOnly };
+template <StepLoads How, int Ahead>
 __global__ void stepTimes(long long* cycles, double* sink, const double* u) {
-  __shared__ double s[64 * 12 * 32];
+  __shared__ __align__(16) double s[64 * 12 * 32];
   for (int i = threadIdx.x; i < 64 * 12 * 32; i += 32) s[i] = u[i % 4096];
   __syncwarp();
   const int lane = threadIdx.x;
+  auto load = [&](int st, double (&a)[8], double (&b)[4]) {
+    if constexpr (How == StepLoads::Pairs) {
+      const double2* pairs = reinterpret_cast<const double2*>(s);
+#pragma unroll
+      for (int i = 0; i < 6; ++i) {
+        const double2 v = pairs[(st * 6 + i) * 32 + lane];
+        double* into = i < 4 ? a + 2 * i : b + 2 * (i - 4);
+        into[0] = v.x;
+        into[1] = v.y;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) a[i] = s[(st * 12 + i) * 32 + lane];
+      if constexpr (How == StepLoads::Twelve)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) b[i] = s[(st * 12 + 8 + i) * 32 + lane];
+    }
+  };
+  constexpr int kRing = Ahead == 0 ? 8 : Ahead;
   double d[4] = {0, 0, 0, 0};
-  long long c0 = 0, c1 = 0;
+  double a[kRing][8], b[kRing][4];
+#pragma unroll
+  for (int st = 0; st < kRing; ++st) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) b[st][i] = u[lane + i];  // AOnly's B; the others load over it
+    load(st, a[st], b[st]);
+  }
+  __syncwarp();
+  const long long c0 = clock64();
   if constexpr (Ahead == 0) {
-    double a[8][8], b[8][4];
 #pragma unroll
-    for (int st = 0; st < 8; ++st) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) a[st][i] = s[(st * 12 + i) * 32 + lane];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) b[st][i] = s[(st * 12 + 8 + i) * 32 + lane];
-    }
-    __syncwarp();
-    c0 = clock64();
-#pragma unroll
-    for (int st = 0; st < 8; ++st) dmma16816(d, a[st], b[st]);
-    d[0] += d[1] + d[2] + d[3];  // waits for the last step
-    c1 = clock64();
+    for (int st = 0; st < kRing; ++st) dmma16816(d, a[st], b[st]);
   } else {
-    double a[Ahead][8], b[Ahead][4];
-#pragma unroll
-    for (int st = 0; st < Ahead; ++st) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) a[st][i] = s[(st * 12 + i) * 32 + lane];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) b[st][i] = s[(st * 12 + 8 + i) * 32 + lane];
-    }
-    c0 = clock64();
 #pragma unroll
     for (int st = 0; st < 64; ++st) {
       dmma16816(d, a[st % Ahead], b[st % Ahead]);
-      const int nx = (st + Ahead) % 64;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) a[st % Ahead][i] = s[(nx * 12 + i) * 32 + lane];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) b[st % Ahead][i] = s[(nx * 12 + 8 + i) * 32 + lane];
+      load((st + Ahead) % 64, a[st % Ahead], b[st % Ahead]);
     }
-    d[0] += d[1] + d[2] + d[3];
-    c1 = clock64();
   }
-  if (lane == 0) {
-    cycles[0] = c1 - c0;
-    sink[0] = d[0];
-  }
-}
-
-// The same chain with the same bytes loaded as 16-byte pairs (Pairs: six loads a step instead of
-// twelve, as a layout with each lane's k of a step side by side would allow), or with B held in
-// registers (AOnly: A's eight loads a step alone), Ahead steps before their step: whether a step's
-// cost above the registers-only chain is its loads' count or their bytes.
-enum class StepLoads { Pairs, AOnly };
-template <StepLoads How, int Ahead>
-__global__ void stepTimesLoads(long long* cycles, double* sink, const double* u) {
-  __shared__ double2 s[64 * 6 * 32];
-  for (int i = threadIdx.x; i < 64 * 6 * 32; i += 32) s[i] = make_double2(u[(2 * i) % 4096], u[(2 * i + 1) % 4096]);
-  __syncwarp();
-  const int lane = threadIdx.x;
-  double d[4] = {0, 0, 0, 0};
-  double a[Ahead][8], b[Ahead][4];
-  auto load = [&](int st, double (&ar)[8], double (&br)[4]) {
-    if constexpr (How == StepLoads::Pairs) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const double2 v = s[(st * 6 + i) * 32 + lane];
-        ar[2 * i] = v.x;
-        ar[2 * i + 1] = v.y;
-      }
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const double2 v = s[(st * 6 + 4 + i) * 32 + lane];
-        br[2 * i] = v.x;
-        br[2 * i + 1] = v.y;
-      }
-    } else {
-      const double* s1 = reinterpret_cast<const double*>(s);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) ar[i] = s1[(st * 12 + i) * 32 + lane];
-    }
-  };
-#pragma unroll
-  for (int st = 0; st < Ahead; ++st) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) b[st][i] = u[lane + i];
-    load(st, a[st], b[st]);
-  }
-  const long long c0 = clock64();
-#pragma unroll
-  for (int st = 0; st < 64; ++st) {
-    dmma16816(d, a[st % Ahead], b[st % Ahead]);
-    load((st + Ahead) % 64, a[st % Ahead], b[st % Ahead]);
-  }
-  d[0] += d[1] + d[2] + d[3];
+  d[0] += d[1] + d[2] + d[3];  // waits for the last step
   const long long c1 = clock64();
   if (lane == 0) {
     cycles[0] = c1 - c0;
@@ -194,17 +146,21 @@ int main() {
     cudaMemcpy(&c, cycles, 8, cudaMemcpyDeviceToHost);
     return c / double(steps);
   };
+  using enum StepLoads;
   std::printf("8 mma steps, operands in registers, different each step: %.1f cycles a step\n",
-              cyclesAStep(stepTimes<0>, 8));
-  std::printf("64 mma steps, operands loaded 1 step ahead: %.1f cycles a step\n", cyclesAStep(stepTimes<1>, 64));
-  std::printf("64 mma steps, operands loaded 2 steps ahead: %.1f cycles a step\n", cyclesAStep(stepTimes<2>, 64));
-  std::printf("64 mma steps, operands loaded 4 steps ahead: %.1f cycles a step\n", cyclesAStep(stepTimes<4>, 64));
+              cyclesAStep(stepTimes<Twelve, 0>, 8));
+  std::printf("64 mma steps, operands loaded 1 step ahead: %.1f cycles a step\n",
+              cyclesAStep(stepTimes<Twelve, 1>, 64));
+  std::printf("64 mma steps, operands loaded 2 steps ahead: %.1f cycles a step\n",
+              cyclesAStep(stepTimes<Twelve, 2>, 64));
+  std::printf("64 mma steps, operands loaded 4 steps ahead: %.1f cycles a step\n",
+              cyclesAStep(stepTimes<Twelve, 4>, 64));
   std::printf("64 mma steps, operands loaded as pairs 2 steps ahead: %.1f cycles a step\n",
-              cyclesAStep(stepTimesLoads<StepLoads::Pairs, 2>, 64));
+              cyclesAStep(stepTimes<Pairs, 2>, 64));
   std::printf("64 mma steps, operands loaded as pairs 4 steps ahead: %.1f cycles a step\n",
-              cyclesAStep(stepTimesLoads<StepLoads::Pairs, 4>, 64));
+              cyclesAStep(stepTimes<Pairs, 4>, 64));
   std::printf("64 mma steps, A loaded 2 steps ahead, B in registers: %.1f cycles a step\n",
-              cyclesAStep(stepTimesLoads<StepLoads::AOnly, 2>, 64));
+              cyclesAStep(stepTimes<AOnly, 2>, 64));
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);

@@ -17,8 +17,9 @@
 //     memory, the first stages in flight from the start, so the copies overlap the prologue.
 //   * it is launched as a programmatic dependent of the kernel before it (dependent_launch.hpp):
 //     its blocks may start while that kernel finishes, the copiers staging weights (which no
-//     kernel writes) and every thread sending the prologue's and the store's own weights (a
-//     LayerNorm's, a bias) toward the L2 at once; then they wait for the earlier kernel's results
+//     kernel writes), every thread loading the prologue's own weights (a LayerNorm's) into
+//     registers and the storing lanes sending theirs (a bias) toward the L2; then they wait for the
+//     earlier kernel's results
 //     before reading the row or writing anything. Each block lets the next such kernel start once
 //     its own row and first slice have landed: earlier, the next kernel's copies took the memory
 //     from them (bench/RESULTS.md, forty-third run).
