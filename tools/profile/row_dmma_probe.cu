@@ -146,21 +146,17 @@ int main() {
     cudaMemcpy(&c, cycles, 8, cudaMemcpyDeviceToHost);
     return c / double(steps);
   };
+  auto report = [&](const char* what, auto kernel, int steps) {
+    std::printf("%s: %.1f cycles a step\n", what, cyclesAStep(kernel, steps));
+  };
   using enum StepLoads;
-  std::printf("8 mma steps, operands in registers, different each step: %.1f cycles a step\n",
-              cyclesAStep(stepTimes<Twelve, 0>, 8));
-  std::printf("64 mma steps, operands loaded 1 step ahead: %.1f cycles a step\n",
-              cyclesAStep(stepTimes<Twelve, 1>, 64));
-  std::printf("64 mma steps, operands loaded 2 steps ahead: %.1f cycles a step\n",
-              cyclesAStep(stepTimes<Twelve, 2>, 64));
-  std::printf("64 mma steps, operands loaded 4 steps ahead: %.1f cycles a step\n",
-              cyclesAStep(stepTimes<Twelve, 4>, 64));
-  std::printf("64 mma steps, operands loaded as pairs 2 steps ahead: %.1f cycles a step\n",
-              cyclesAStep(stepTimes<Pairs, 2>, 64));
-  std::printf("64 mma steps, operands loaded as pairs 4 steps ahead: %.1f cycles a step\n",
-              cyclesAStep(stepTimes<Pairs, 4>, 64));
-  std::printf("64 mma steps, A loaded 2 steps ahead, B in registers: %.1f cycles a step\n",
-              cyclesAStep(stepTimes<AOnly, 2>, 64));
+  report("8 mma steps, operands in registers, different each step", stepTimes<Twelve, 0>, 8);
+  report("64 mma steps, operands loaded 1 step ahead", stepTimes<Twelve, 1>, 64);
+  report("64 mma steps, operands loaded 2 steps ahead", stepTimes<Twelve, 2>, 64);
+  report("64 mma steps, operands loaded 4 steps ahead", stepTimes<Twelve, 4>, 64);
+  report("64 mma steps, operands loaded as pairs 2 steps ahead", stepTimes<Pairs, 2>, 64);
+  report("64 mma steps, operands loaded as pairs 4 steps ahead", stepTimes<Pairs, 4>, 64);
+  report("64 mma steps, A loaded 2 steps ahead, B in registers", stepTimes<AOnly, 2>, 64);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
