@@ -1,11 +1,12 @@
-// What one hand-over between dependent phases of a decoding step costs, two ways (bench/cuda/
-// NOTES.md, forty-ninth run): as the recorded step makes it now, a kernel launched as a programmatic
-// dependent of the one before (griddepcontrol: its blocks resident early, waiting for the whole
-// earlier grid to finish and its writes to be visible), in a CUDA graph; and inside one persistent
-// cooperative kernel, each phase's end a count in global memory (the block's writes, a release
-// fence, an atomic add) that every block's acquire loads wait for. Every phase of both reads what
-// every block of the phase before wrote (a block's value from another block), so a hand-over that
-// let a reader through early would show as a wrong sum.
+// What one hand-over between dependent phases of a decoding step costs (bench/cuda/NOTES.md,
+// forty-ninth and fiftieth runs): as the recorded step makes it now, a kernel launched as a
+// programmatic dependent of the one before (griddepcontrol: its blocks resident early, waiting for
+// the whole earlier grid to finish and its writes to be visible), in a CUDA graph; and inside one
+// persistent cooperative kernel three ways: each phase's end a count in global memory (the block's
+// writes, a release fence, an atomic add) that every block's acquire loads wait for; a flag a block
+// (a release store) that one warp of every block polls, every flag; and cooperative groups'
+// grid.sync(). Every phase reads what every block of the phase before wrote (a block's value from
+// another block), so a hand-over that let a reader through early would show as a wrong sum.
 //
 //   nvcc -O3 -arch=sm_90a -std=c++20 -o handover_probe tools/profile/handover_probe.cu
 #include <cooperative_groups.h>
@@ -51,6 +52,31 @@ __global__ void __launch_bounds__(kThreads) persistentKernel(double* values, uns
       const unsigned target = (epoch * kPhases + static_cast<unsigned>(p)) * static_cast<unsigned>(blocks);
       while (loadAcquire(done) < target) {
       }
+    }
+    __syncthreads();
+  }
+}
+
+// The same phases with a flag a block instead of one count: block b's thread 0 stores its phase to
+// flags[b] with release semantics (no atomic, no line shared by writers' read-modify-writes), and
+// warp 0 of every block polls all the flags with acquire loads, a lane a flag in turn, until every
+// block has reached the phase.
+__device__ __forceinline__ void storeRelease(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__global__ void __launch_bounds__(kThreads) flagsKernel(double* values, unsigned* flags, unsigned epoch) {
+  const int b = blockIdx.x, blocks = gridDim.x;
+  for (int p = 1; p <= kPhases; ++p) {
+    const unsigned target = epoch * kPhases + static_cast<unsigned>(p);
+    if (threadIdx.x == 0) {
+      values[p * blocks + b] = values[(p - 1) * blocks + b] + values[(p - 1) * blocks + (b + 1) % blocks];
+      storeRelease(flags + b, target);
+    }
+    if (threadIdx.x < 32) {
+      for (int f = static_cast<int>(threadIdx.x); f < blocks; f += 32)
+        while (loadAcquire(flags + f) < target) {
+        }
+      __syncwarp();
     }
     __syncthreads();
   }
@@ -146,7 +172,7 @@ int main() {
     // The persistent kernels, cooperative so that every block is resident.
     int fits = 0;
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fits, persistentKernel, kThreads, 0);
-    Timed counted, synced;
+    Timed counted, flagged, synced;
     if (fits * multiprocessors >= blocks) {
       auto cooperative = [&](auto kernel, auto... params) {
         void* args[] = {&params...};
@@ -155,13 +181,21 @@ int main() {
       cudaMemset(done, 0, sizeof(unsigned));
       unsigned epoch = 0;  // the launches so far: each phase's count goes on from the last launch's
       counted = measure([&] { cooperative(persistentKernel, values, done, epoch++); }, "persistent");
+      unsigned* flags;
+      cudaMalloc(&flags, blocks * sizeof(unsigned));
+      cudaMemset(flags, 0, blocks * sizeof(unsigned));
+      unsigned flagEpoch = 0;
+      flagged = measure([&] { cooperative(flagsKernel, values, flags, flagEpoch++); }, "flags");
+      cudaFree(flags);
       synced = measure([&] { cooperative(gridSyncKernel, values); }, "grid sync");
     }
     const double each = 1000.0 / (kReps * kPhases);
     std::printf("%d blocks: programmatic dependents in a graph %.2f us a hand-over (%s); "
-                "persistent, counts in memory %.2f us (%s); persistent, grid.sync %.2f us (%s); %s\n",
+                "persistent, counts in memory %.2f us (%s); persistent, a flag a block %.2f us (%s); "
+                "persistent, grid.sync %.2f us (%s); %s\n",
                 blocks, graphed.ms * each, graphed.right ? "right" : "WRONG", counted.ms * each,
-                counted.right ? "right" : "WRONG", synced.ms * each, synced.right ? "right" : "WRONG",
+                counted.right ? "right" : "WRONG", flagged.ms * each, flagged.right ? "right" : "WRONG",
+                synced.ms * each, synced.right ? "right" : "WRONG",
                 cudaGetErrorString(cudaGetLastError()));
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
