@@ -9,7 +9,9 @@ wait for the kernels before, reached each phase and ended, as medians over the t
 
 Times are %globaltimer nanoseconds from the token's start (the previous token's choice ending);
 the phases' own lengths come from clock64 on the block's multiprocessor, at the clock the trace's
-times and cycles give. Marks (a row product's): 0 entry, 1 past its wait, 2 row and first slice
+times and cycles give. `early` counts a launch's blocks that entered before the launch before it had
+ended (its last block), `lead` how long before (their median); `gap` is from that end to the first
+wait passed. Marks (a row product's): 0 entry, 1 past its wait, 2 row and first slice
 in, 3 prologue's chains and operand built, 4 chains done, 5 stored.
 """
 import argparse
@@ -84,6 +86,11 @@ def main():
             row["wait_med"].append(med(passed))
             row["wait_max"].append(max(passed) if passed else float("nan"))
             row["gap"].append((min(passed) if passed else min(ends)) - (prev_end - start))
+            # Blocks resident before the launch before had ended, and how long before (their copies
+            # in flight at that end hold back the release of this launch's wait: NOTES, fiftieth run).
+            ahead = [(prev_end - start) - e for e in entry if e < prev_end - start]
+            row["early"].append(len(ahead))
+            row["lead"].append(med(ahead) if ahead else 0.0)
             row["load"].append(med(c(1, 2)))
             row["prologue"].append(med(c(2, 3)))
             row["chains"].append(med(c(3, 4)))
@@ -92,8 +99,8 @@ def main():
             row["end_max"].append(max(ends))
             row["blocks"].append(len(blocks))
             prev_end = start + max(ends)
-    cols = ["entry", "wait0", "wait_med", "wait_max", "gap", "load", "prologue", "chains", "store", "end_med",
-            "end_max"]
+    cols = ["entry", "early", "lead", "wait0", "wait_med", "wait_max", "gap", "load", "prologue", "chains", "store",
+            "end_med", "end_max"]
     print("launch            blocks " + " ".join(f"{c:>9}" for c in cols) + "   (ns; medians over tokens)")
     total = defaultdict(float)
     for i in sorted(rows):
