@@ -49,13 +49,17 @@ assert out.returncode == 0, "the tool failed on a good trace"
 assert "clock 2.000 GHz" in out.stdout, "the clock from cycles against nanoseconds"
 assert "tokens 2:" in out.stdout and "launches a token [3]" in out.stdout
 rows = {m.group(1): m.group(2).split() for m in re.finditer(r"^\s*\d+ (\w+) g\d+\s+(.*)$", out.stdout, re.M)}
-# columns: blocks entry wait0 wait_med wait_max gap load prologue chains store end_med end_max
+# columns: blocks entry early lead wait0 wait_med wait_max gap load prologue chains store end_med end_max
 row, att = rows["row"], rows["attention"]
 assert row[0] == "3", row
-assert [float(v) for v in row[6:10]] == [300, 2000, 4000, 100], row  # the phases, by clock64
-assert float(row[4]) - float(row[2]) == 20, row  # the blocks' waits: first to last
-assert float(att[5]) == 1500, att  # the hand-over: the product's last block to the attention's wait
-assert float(att[11]) - float(att[2]) == 2000, att
+assert [float(v) for v in row[8:12]] == [300, 2000, 4000, 100], row  # the phases, by clock64
+assert float(row[6]) - float(row[4]) == 20, row  # the blocks' waits: first to last
+assert float(att[7]) == 1500, att  # the hand-over: the product's last block to the attention's wait
+assert float(att[13]) - float(att[4]) == 2000, att
+# Resident early: the attention's block entered 500 before the product's last block ended; the
+# product's blocks entered after the token's start (the choice before it ended).
+assert row[2] == "0" and float(row[3]) == 0, row
+assert att[2] == "1" and float(att[3]) == 500, att
 
 with tempfile.NamedTemporaryFile(suffix=".bin", delete=False) as f:
     f.write(bytes(RECORD.size * 4))
