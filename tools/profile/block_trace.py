@@ -85,10 +85,11 @@ def main():
             row["wait0"].append(min(passed) if passed else float("nan"))
             row["wait_med"].append(med(passed))
             row["wait_max"].append(max(passed) if passed else float("nan"))
-            row["gap"].append((min(passed) if passed else min(ends)) - (prev_end - start))
+            before = prev_end - start  # the launch before's end, from the token's start
+            row["gap"].append((min(passed) if passed else min(ends)) - before)
             # Blocks resident before the launch before had ended, and how long before (their copies
             # in flight at that end hold back the release of this launch's wait: NOTES, fiftieth run).
-            ahead = [(prev_end - start) - e for e in entry if e < prev_end - start]
+            ahead = [before - e for e in entry if e < before]
             row["early"].append(len(ahead))
             row["lead"].append(med(ahead) if ahead else 0.0)
             row["load"].append(med(c(1, 2)))
