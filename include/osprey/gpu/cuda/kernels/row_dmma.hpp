@@ -19,10 +19,9 @@
 //     its blocks may start while that kernel finishes, the copiers staging weights (which no
 //     kernel writes), every thread loading the prologue's own weights (a LayerNorm's) into
 //     registers and the storing lanes sending theirs (a bias) toward the L2; then they wait for the
-//     earlier kernel's results
-//     before reading the row or writing anything. Each block lets the next such kernel start once
-//     its own row and first slice have landed: earlier, the next kernel's copies took the memory
-//     from them (bench/RESULTS.md, forty-third run).
+//     earlier kernel's results before reading the row or writing anything. Each block lets the next
+//     such kernel start once its own row and first slice have landed: earlier, the next kernel's
+//     copies took the memory from them (bench/RESULTS.md, forty-third run).
 //   * one warp computes and three copy; the computing warp is the one on the multiprocessor's
 //     quarter numbered by the block's place on it, so two blocks on one multiprocessor run their
 //     chains on two quarters' tensor cores, not one.
