@@ -14,14 +14,19 @@
 //     every thread builds the operand from them; then that warp walks k in steps of 16, one mma a
 //     step with the rows as A and the operand as every column of B, a stage's 16 steps unrolled
 //     with their operands loaded two steps ahead; the other three warps copy the rows into shared
-//     memory, the first stages in flight from the start, so the copies overlap the prologue.
+//     memory, a stage a slice of kRowDmmaDepth k.
 //   * it is launched as a programmatic dependent of the kernel before it (dependent_launch.hpp):
-//     its blocks may start while that kernel finishes, the copiers staging weights (which no
-//     kernel writes), every thread loading the prologue's own weights (a LayerNorm's) into
-//     registers and the storing lanes sending theirs (a bias) toward the L2; then they wait for the
-//     earlier kernel's results before reading the row or writing anything. Each block lets the next
-//     such kernel start once its own row and first slice have landed: earlier, the next kernel's
-//     copies took the memory from them (bench/RESULTS.md, forty-third run).
+//     its blocks may start while that kernel finishes, every thread loading the prologue's own
+//     weights (a LayerNorm's) into registers and the storing lanes sending theirs (a bias) toward
+//     the L2; then they wait for the earlier kernel's results before reading the row or writing
+//     anything. Each block lets the next such kernel start once its own row (and its first slice,
+//     where that was copied before the wait) has landed: earlier, the next kernel's copies took the
+//     memory from them (bench/RESULTS.md, forty-third run).
+//   * when the copies start (earlySlices): a block's copies in flight as the kernel before it ends
+//     hold back that kernel's release of its dependents, by up to 3.5 µs for a whole weight's worth
+//     (bench/cuda/NOTES.md, fiftieth run). So a plain product stages its stages before the wait
+//     (its chain starts with the row), a LayerNorm's product none: its copies start once the row
+//     is in, behind the LayerNorm's chains.
 //   * one warp computes and three copy; the computing warp is the one on the multiprocessor's
 //     quarter numbered by the block's place on it, so two blocks on one multiprocessor run their
 //     chains on two quarters' tensor cores, not one.
@@ -286,6 +291,13 @@ __device__ __forceinline__ void syncAt(int parity) {
   if (parity % 2 == 0) syncAt<Base>(); else syncAt<Base + 1>();
 }
 
+// Stages whose copies a block starts before its wait (the header says why): every one of a plain
+// product's, none of a LayerNorm's product.
+template <class Prologue, class Shape>
+__host__ __device__ constexpr int earlySlices() {
+  return Prologue::kChains ? 0 : Shape::kStages;
+}
+
 // Block b: outputs Rows b .. Rows b + Rows - 1 of wT (OC x IC) times the row the prologue leaves in
 // shared memory, each given to store(o, acc).
 template <class Shape, bool Wide, class Prologue, class Store>
@@ -348,8 +360,10 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   const Index mine = row0 + g + (t == 1 ? 8 : 0);
   const bool stores = computes && t < 2 && g + (t == 1 ? 8 : 0) < Rows && mine < OC;
   double d[4] = {0.0, 0.0, 0.0, 0.0};
+  constexpr int kEarly = earlySlices<Prologue, Shape>();
+  constexpr bool kLateCopies = kEarly < Stages;
   if (!computes)
-    for (int s = 0; s < Stages; ++s) copySlice(s);
+    for (int s = 0; s < kEarly; ++s) copySlice(s);
   const auto prologueHeld = prologue.hold(tid, kRowDmmaThreads, IC);
   if constexpr (requires { store.warm(row0); }) {
     if (stores) store.warm(mine);
@@ -361,11 +375,15 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   prologue.load(operand, IC, tid, kRowDmmaThreads);
   for (int k = IC + tid; k < rowDmmaOperandLength(IC); k += kRowDmmaThreads)
     operand[k] = -0.0;  // against A's +0.0 there
-  if (!computes) waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
-  __syncthreads();  // slice 0 has landed and the row is in shared memory
+  if (!computes && !kLateCopies) waitCopies<Stages - 1>();  // this copier's part of slice 0 has landed
+  __syncthreads();  // the row is in shared memory (and slice 0, where every stage was copied early)
   // Only now may the next kernel start: its copies, started earlier, took the memory from this
   // block's first slice and row.
   startDependents();
+  if constexpr (kLateCopies) {
+    if (!computes)
+      for (int s = kEarly; s < Stages; ++s) copySlice(s);
+  }
   trace.mark<2>();
   buildOperand(prologue, operand, IC, rowStats, tid, kRowDmmaThreads, computes, prologueHeld);
   trace.mark<3>();
@@ -374,6 +392,10 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   // the stage it has just left, so the refill's issue never delays it. Named barriers of both
   // parities: no side can reach a barrier's next use before the other has left its last.
   if (!computes) {
+    if constexpr (kLateCopies) {  // slice 0 says it has landed as every later slice does
+      waitCopies<Stages - 1>();
+      arriveAt<kRowFull>(0);
+    }
     for (int s = 0; s + 1 < slices; ++s) {
       waitCopies<Stages - 2>();  // groups 0 .. s + 1 have landed: slice s + 1
       arriveAt<kRowFull>(s + 1);
@@ -382,7 +404,7 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
     }
   } else {
     for (int s = 0; s < slices; ++s) {
-      if (s > 0) syncAt<kRowFull>(s);
+      if (s > 0 || kLateCopies) syncAt<kRowFull>(s);
       const double* stage = stages + (s % Stages) * Shape::kStageDoubles;
       const int k0 = s * kRowDmmaDepth;
       const int depth = IC - k0 < kRowDmmaDepth ? IC - k0 : kRowDmmaDepth;
