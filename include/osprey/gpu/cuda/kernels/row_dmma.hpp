@@ -22,7 +22,7 @@
 //     anything. Each block lets the next such kernel start once its own row (and its first slice,
 //     where that was copied before the wait) has landed: earlier, the next kernel's copies took the
 //     memory from them (bench/RESULTS.md, forty-third run).
-//   * when the copies start (earlySlices): a block's copies in flight as the kernel before it ends
+//   * when the copies start (kLateCopies): a block's copies in flight as the kernel before it ends
 //     hold back that kernel's release of its dependents, by up to 3.5 µs for a whole weight's worth
 //     (bench/cuda/NOTES.md, fiftieth run). So a plain product stages its stages before the wait
 //     (its chain starts with the row), a LayerNorm's product none: its copies start once the row
@@ -291,13 +291,6 @@ __device__ __forceinline__ void syncAt(int parity) {
   if (parity % 2 == 0) syncAt<Base>(); else syncAt<Base + 1>();
 }
 
-// Stages whose copies a block starts before its wait (the header says why): every one of a plain
-// product's, none of a LayerNorm's product.
-template <class Prologue, class Shape>
-__host__ __device__ constexpr int earlySlices() {
-  return Prologue::kChains ? 0 : Shape::kStages;
-}
-
 // Block b: outputs Rows b .. Rows b + Rows - 1 of wT (OC x IC) times the row the prologue leaves in
 // shared memory, each given to store(o, acc).
 template <class Shape, bool Wide, class Prologue, class Store>
@@ -360,10 +353,11 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   const Index mine = row0 + g + (t == 1 ? 8 : 0);
   const bool stores = computes && t < 2 && g + (t == 1 ? 8 : 0) < Rows && mine < OC;
   double d[4] = {0.0, 0.0, 0.0, 0.0};
-  constexpr int kEarly = earlySlices<Prologue, Shape>();
-  constexpr bool kLateCopies = kEarly < Stages;
-  if (!computes)
-    for (int s = 0; s < kEarly; ++s) copySlice(s);
+  // Where the stages are copied (the header says why): a plain product's before its wait, a
+  // LayerNorm's product's once its row is in.
+  constexpr bool kLateCopies = Prologue::kChains;
+  if (!computes && !kLateCopies)
+    for (int s = 0; s < Stages; ++s) copySlice(s);
   const auto prologueHeld = prologue.hold(tid, kRowDmmaThreads, IC);
   if constexpr (requires { store.warm(row0); }) {
     if (stores) store.warm(mine);
@@ -382,7 +376,7 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   startDependents();
   if constexpr (kLateCopies) {
     if (!computes)
-      for (int s = kEarly; s < Stages; ++s) copySlice(s);
+      for (int s = 0; s < Stages; ++s) copySlice(s);
   }
   trace.mark<2>();
   buildOperand(prologue, operand, IC, rowStats, tid, kRowDmmaThreads, computes, prologueHeld);
