@@ -48,7 +48,7 @@ constexpr int kMostHeadSize = 128;          // lanes of the output chains (GPT-2
 constexpr long long kMostPositions = 4096;  // the score row in shared memory: 32 KiB, no opt-in
 
 __host__ __device__ inline long long sharedBytes(long long maxT) {
-  return (maxT + kMostHeadSize) * static_cast<long long>(sizeof(double));
+  return (maxT + 2 * kMostHeadSize) * static_cast<long long>(sizeof(double));
 }
 // Whether a recording's context and head size fit the kernel (every GPT-2 size's do).
 inline bool fits(long long maxT, long long hs) {
@@ -59,22 +59,42 @@ __device__ __forceinline__ void prefetchToL2(const double* p) { asm volatile("pr
 
 constexpr int kStepsAhead = 4;  // mma steps whose keys or values are loaded a group ahead (dmmaGroups)
 
+// A's operands of the first kStepsAhead steps of a score group (positions p0 + g and p0 + g + 8 on
+// lane g * 4 + t): channel step * K + t + 4 j of key rows rowOf(g) and rowOf(g + 8), +0.0 past the
+// head's channels.
+template <class RowOf>
+__device__ __forceinline__ void keyFragments(double (&a)[kStepsAhead][8], int hs, RowOf rowOf) {
+  constexpr int K = osprey::cuda_detail::kDmmaK;
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  const double *key0 = rowOf(g), *key1 = rowOf(g + 8);
+#pragma unroll
+  for (int step = 0; step < kStepsAhead; ++step)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = step * K + t + 4 * j;
+      a[step][2 * j] = c < hs ? key0[c] : 0.0;
+      a[step][2 * j + 1] = c < hs ? key1[c] : 0.0;
+    }
+}
+
 // Scores of positions p0 .. p0 + 15 (those below P) on the calling warp, into row: each the
 // reference's chain fma(q[c], key[c], acc) from +0.0 over the head's channels c ascending, then its
 // scale, as one mma chain (osprey/gpu/cuda/kernels/row_dmma.hpp): the 16 keys as A's rows, q as
 // every column of B. q holds -0.0 past the head's channels (against the keys' +0.0 there: no change
-// to any chain); rows past P read key P - 1 and are not stored.
+// to any chain); rows past P read key P - 1 and are not stored. `first` holds the first steps' keys
+// (keyFragments), loaded by the caller.
 template <class Scale>
-__device__ __forceinline__ void scoreGroup(double* row, const double* q, const double* keys, long long C,
-                                           long long head, int hs, int P, int p0, Scale scale) {
+__device__ __forceinline__ void scoreGroupFrom(double (&first)[kStepsAhead][8], double* row, const double* q,
+                                               const double* keys, long long C, long long head, int hs, int P,
+                                               int p0, Scale scale) {
   constexpr int K = osprey::cuda_detail::kDmmaK;
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
   const int pos0 = p0 + g, pos1 = p0 + g + 8;
   const double* key0 = keys + static_cast<long long>(pos0 < P ? pos0 : P - 1) * C + head;
   const double* key1 = keys + static_cast<long long>(pos1 < P ? pos1 : P - 1) * C + head;
   double d[4] = {0.0, 0.0, 0.0, 0.0};
-  osprey::cuda_detail::dmmaGroups<kStepsAhead>(
-      d, (hs + K - 1) / K,
+  osprey::cuda_detail::dmmaGroupsFrom<kStepsAhead>(
+      d, (hs + K - 1) / K, first,
       [&](int step, double (&a)[8]) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -89,6 +109,16 @@ __device__ __forceinline__ void scoreGroup(double* row, const double* q, const d
       });
   if (t == 0 && pos0 < P) row[pos0] = scale(d[0]);
   if (t == 0 && pos1 < P) row[pos1] = scale(d[2]);
+}
+template <class Scale>
+__device__ __forceinline__ void scoreGroup(double* row, const double* q, const double* keys, long long C,
+                                           long long head, int hs, int P, int p0, Scale scale) {
+  double first[kStepsAhead][8];
+  keyFragments(first, hs, [&](int r) {
+    const int pos = p0 + r;
+    return keys + static_cast<long long>(pos < P ? pos : P - 1) * C + head;
+  });
+  scoreGroupFrom(first, row, q, keys, C, head, hs, P, p0, scale);
 }
 
 // Channels c0 .. c0 + 15 (those below hs) of the output on the calling warp: each the reference's
@@ -131,10 +161,11 @@ template <class Scale>
 __global__ void __launch_bounds__(kThreads)
     attendRow(double* __restrict__ out, double* __restrict__ keys, double* __restrict__ values,
               const double* __restrict__ qkv, const int* __restrict__ position, int maxT, int C, int hs, Scale scale) {
-  extern __shared__ __align__(16) double held[];  // q (kMostHeadSize), then the head's row of maxT
+  extern __shared__ __align__(16) double held[];  // q and the new key (kMostHeadSize each), the head's row of maxT
   __shared__ double stats[2];
   double* q = held;
-  double* row = held + kMostHeadSize;
+  double* newKeyHeld = held + kMostHeadSize;
+  double* row = held + 2 * kMostHeadSize;
   const int t = static_cast<int>(threadIdx.x), warp = t / 32;
   const long long head = static_cast<long long>(blockIdx.x) * hs;
   // Position p's row of this head in a cache room (maxT, C).
@@ -147,9 +178,20 @@ __global__ void __launch_bounds__(kThreads)
   // the chains below read the L2 rather than the memory. The position is only a hint here, read
   // past the L1 (ld.global.cg): in a replay it is this step's (the previous step's choice finished
   // before this step began); a stale one would only send other rows of the room.
-  if (const int before = __ldcg(position); before > 0 && before < maxT)
+  const int before = __ldcg(position);
+  if (before > 0 && before < maxT)
     for (double* room : {keys, values})
       for (int e = t * 16; e < before * hs; e += kThreads * 16) prefetchToL2(rowOf(room, e / hs) + e % hs);
+  // The warp's first group of scores has its earlier positions' keys loaded before the wait too (in
+  // registers, their round trip behind the wait); used only where the hint was the position.
+  const int firstP0 = warp * osprey::cuda_detail::kDmmaK;
+  const bool hinted = before > 0 && before < maxT && firstP0 <= before;
+  double early[kStepsAhead][8];
+  if (hinted)
+    keyFragments(early, hs, [&](int r) {
+      const int pos = firstP0 + r;
+      return rowOf(keys, pos < before ? pos : before - 1);
+    });
   osprey::cuda_detail::awaitEarlierKernels();  // the position, qkv and the cache are earlier kernels'
   trace.mark<1>();
   const int at = *position;
@@ -161,6 +203,7 @@ __global__ void __launch_bounds__(kThreads)
       const double k = qkv[C + head + d], v = qkv[2LL * C + head + d];
       newKey[d] = k;
       newValue[d] = v;
+      newKeyHeld[d] = k;
     }
     q[d] = d < hs ? qkv[head + d] : -0.0;  // past the head: no term (scoreGroup)
   }
@@ -168,8 +211,23 @@ __global__ void __launch_bounds__(kThreads)
   trace.mark<2>();
 
   // The scores: the reference's dot fold over the head's channels, then its finish (the scale).
-  for (int p0 = warp * osprey::cuda_detail::kDmmaK; p0 < P; p0 += kThreads / 32 * osprey::cuda_detail::kDmmaK)
-    scoreGroup(row, q, keys, C, head, hs, P, p0, scale);
+  int p0 = firstP0;
+  if (hinted && at == before && p0 < P) {
+    // The early keys of positions at and past it (rows past P read key P - 1 = at) are the new key's.
+    const int lane = t % 32, g = lane / 4;
+#pragma unroll
+    for (int step = 0; step < kStepsAhead; ++step)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int c = step * osprey::cuda_detail::kDmmaK + lane % 4 + 4 * j;
+        const double k = c < hs ? newKeyHeld[c] : 0.0;
+        if (p0 + g >= at) early[step][2 * j] = k;
+        if (p0 + g + 8 >= at) early[step][2 * j + 1] = k;
+      }
+    scoreGroupFrom(early, row, q, keys, C, head, hs, P, p0, scale);
+    p0 += kThreads / 32 * osprey::cuda_detail::kDmmaK;
+  }
+  for (; p0 < P; p0 += kThreads / 32 * osprey::cuda_detail::kDmmaK) scoreGroup(row, q, keys, C, head, hs, P, p0, scale);
   __syncthreads();
   trace.mark<3>();
   if (warp == 0) {  // the maximum: the fold of Larger from the first score, found by one warp

@@ -112,14 +112,15 @@ constexpr int kDmmaRun = 16;  // steps a run of dmmaUnrolled
 // whose round trip two steps ahead (dmmaSteps) would not hide: group g + 1's A operands
 // (loadA(step, a)) are loaded before group g's steps run, B's (loadB(step, b), near: shared memory)
 // as the group starts. loadA is called for steps past the last too (with nothing to load there).
+// dmmaGroupsFrom starts from the first group's A operands already loaded (`cur`, loaded by the
+// caller earlier, so their round trip is behind it); dmmaGroups loads them itself.
 template <int Group, class LoadA, class LoadB>
-__device__ __forceinline__ void dmmaGroups(double (&d)[4], int steps, LoadA loadA, LoadB loadB) {
+__device__ __forceinline__ void dmmaGroupsFrom(double (&d)[4], int steps, double (&cur)[Group][8], LoadA loadA,
+                                               LoadB loadB) {
   auto loadGroup = [&](double (&a)[Group][8], int s0) {
 #pragma unroll
     for (int s = 0; s < Group; ++s) loadA(s0 + s, a[s]);
   };
-  double cur[Group][8];
-  loadGroup(cur, 0);
   for (int s0 = 0; s0 < steps; s0 += Group) {
     double next[Group][8];
     loadGroup(next, s0 + Group);  // in flight while this group's steps run
@@ -134,6 +135,13 @@ __device__ __forceinline__ void dmmaGroups(double (&d)[4], int steps, LoadA load
 #pragma unroll
       for (int i = 0; i < 8; ++i) cur[s][i] = next[s][i];
   }
+}
+template <int Group, class LoadA, class LoadB>
+__device__ __forceinline__ void dmmaGroups(double (&d)[4], int steps, LoadA loadA, LoadB loadB) {
+  double cur[Group][8];
+#pragma unroll
+  for (int s = 0; s < Group; ++s) loadA(s, cur[s]);
+  dmmaGroupsFrom<Group>(d, steps, cur, loadA, loadB);
 }
 
 // One chain on the calling warp (every lane calls it, every lane gets the result):
