@@ -45,6 +45,7 @@ namespace {  // internal linkage (osprey/gpu/cuda/launch_faults.hpp says why)
 
 constexpr int kThreads = 256;
 constexpr int kMostHeadSize = 128;          // lanes of the output chains (GPT-2's heads are 64)
+constexpr int kCompiledHeadSize = 64;       // the head size compiled as a constant (GPT-2's)
 constexpr long long kMostPositions = 4096;  // the score row in shared memory: 32 KiB, no opt-in
 
 __host__ __device__ inline long long sharedBytes(long long maxT) {
@@ -156,11 +157,14 @@ __device__ __forceinline__ void outputGroup(double* out, const double* att, cons
 
 // Row *position of keys and values (maxT, C) grows by the new position's key and value (columns
 // [C, 2C) and [2C, 3C) of qkv), and out (C) is that position's attention over positions 0 ..
-// *position. Block hh takes head hh.
-template <class Scale>
+// *position. Block hh takes head hh. Heads of Hs channels (GPT-2's 64) are compiled for that size:
+// the chains' channel bounds known, so no lane tests them; Hs = 0 takes the size given.
+template <int Hs, class Scale>
 __global__ void __launch_bounds__(kThreads)
     attendRow(double* __restrict__ out, double* __restrict__ keys, double* __restrict__ values,
-              const double* __restrict__ qkv, const int* __restrict__ position, int maxT, int C, int hs, Scale scale) {
+              const double* __restrict__ qkv, const int* __restrict__ position, int maxT, int C, int hsGiven,
+              Scale scale) {
+  const int hs = Hs > 0 ? Hs : hsGiven;
   extern __shared__ __align__(16) double held[];  // q and the new key (kMostHeadSize each), the head's row of maxT
   __shared__ double stats[2];
   double* q = held;
@@ -280,7 +284,9 @@ osprey::Result<Buf<H>> attendAppendingOneRow(H& h, const Buf<H>& qkvRow, const B
   OSPREY_CHECK(device->launchOwn(L, [&](cudaStream_t stream) {
     return osprey::cuda_detail::launchOverlapped(
         dim3(static_cast<unsigned>(NH)), dim3(kThreads), static_cast<std::size_t>(sharedBytes(maxT)), stream,
-        attendRow<osprey::math::DivideBy>, out.data(), keyRoom.data(), valueRoom.data(), qkvRow.data(), position,
+        hs == kCompiledHeadSize ? attendRow<kCompiledHeadSize, osprey::math::DivideBy>
+                                : attendRow<0, osprey::math::DivideBy>,
+        out.data(), keyRoom.data(), valueRoom.data(), qkvRow.data(), position,
         static_cast<int>(maxT), static_cast<int>(C), static_cast<int>(hs), bySqrtHs);
   }));
   return out;
