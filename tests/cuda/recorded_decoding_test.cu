@@ -156,12 +156,24 @@ struct AttentionShape {
   Index C, NH, maxT;
 };
 
+// *position = value once `cycles` have passed, its dependents let start at once: a kernel launched
+// after it as a programmatic dependent (the attention) reads the position before its wait as it was
+// before this one.
+__global__ void storePositionLate(int* position, int value, long long cycles) {
+  osprey::cuda_detail::startDependents();
+  for (const long long start = clock64(); clock64() - start < cycles;) {
+  }
+  *position = value;
+}
+
 // The one-launch attention (gpt2/cuda/attend_row.hpp) at position `at` of a context of s.maxT, from
 // the row qkv (3C) and caches holding keys and values, against the reference's append and four row
 // folds with the position on the device (recorded_cuda.hpp's path for contexts the kernel does not
-// take), bit for bit: the output and both caches.
+// take), bit for bit: the output and both caches. With a `stale` position (>= 0) the attention
+// starts while the position still holds it: its reads before its wait see that one, not `at`.
 void expectAttentionIsTheFolds(RecordedCuda& h, const AttentionShape& s, Index at, const std::vector<Scalar>& qkvRow,
-                               const std::vector<Scalar>& keys, const std::vector<Scalar>& values) {
+                               const std::vector<Scalar>& keys, const std::vector<Scalar>& values,
+                               Index stale = -1) {
   const std::shared_ptr<osprey::CudaDevice>& device = h.runtime();
   osprey::GpuBuffer<osprey::CudaDevice, int> position(device, ok(device->template allocate<int>(1)), 1);
   const Index hs = s.C / s.NH;
@@ -170,7 +182,12 @@ void expectAttentionIsTheFolds(RecordedCuda& h, const AttentionShape& s, Index a
   const auto keysA = ok(h.fromList(keys)), valuesA = ok(h.fromList(values));
   const auto keysB = ok(h.fromList(keys)), valuesB = ok(h.fromList(values));
   ASSERT_TRUE(device->launchOwn("the test's position", [&](cudaStream_t stream) {
-    recorded_kernels::storePosition<<<1, 1, 0, stream>>>(position.data(), static_cast<int>(at));
+    if (stale < 0) {
+      recorded_kernels::storePosition<<<1, 1, 0, stream>>>(position.data(), static_cast<int>(at));
+    } else {
+      recorded_kernels::storePosition<<<1, 1, 0, stream>>>(position.data(), static_cast<int>(stale));
+      storePositionLate<<<1, 1, 0, stream>>>(position.data(), static_cast<int>(at), 1LL << 19);
+    }
     return cudaGetLastError();
   }).ok());
   const auto fused = ok(attend_row::attendAppendingOneRow(h, qkv, keysA, valuesA, position.data(), s.maxT, s.C, s.NH));
@@ -247,6 +264,25 @@ TEST(RecordedDecoding, OneRowAttentionTakesScoresThatAreNotFinite) {
           }
         }
         expectAttentionIsTheFolds(h, s, at, qkv, keys, values);
+      }
+    }
+  }
+}
+
+// The attention's blocks load keys before their wait at the position the position held then (in a
+// replay, this step's): where it was another (earlier, later, the first), the attention is still
+// the folds', bit for bit.
+TEST(RecordedDecoding, OneRowAttentionTakesAStalePosition) {
+  auto h = makeRecorded();
+  std::mt19937_64 rng(9001);
+  for (const AttentionShape s : {AttentionShape{768, 12, 1024}, AttentionShape{256, 2, 300}, AttentionShape{15, 3, 37}}) {
+    for (const Index at : {Index{1}, Index{16}, Index{33}, s.maxT - 1}) {
+      for (const Index stale : {Index{0}, at - 1, at + 1, Index{20}, s.maxT - 1}) {
+        if (at >= s.maxT || stale == at || stale >= s.maxT) continue;
+        SCOPED_TRACE(::testing::Message() << "C " << s.C << ", position " << at << ", stale position " << stale);
+        const auto qkv = kindsOfValues(rng, 3 * s.C, 0);
+        const auto keys = kindsOfValues(rng, s.maxT * s.C, 2), values = kindsOfValues(rng, s.maxT * s.C, 0);
+        expectAttentionIsTheFolds(h, s, at, qkv, keys, values, stale);
       }
     }
   }
