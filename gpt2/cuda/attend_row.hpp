@@ -6,11 +6,15 @@
 // FP64 tensor cores (osprey/gpu/cuda/kernels/row_dmma.hpp: an mma chained through its accumulator
 // is the ascending fma chain, bit for bit, in fewer cycles a term):
 //   * before its wait for the kernels before it, the head's earlier keys and values are sent toward
-//     the L2; then the head's channels of the new key and value are written at *position
-//     (appendAtPosition's doubles), q's into shared memory;
+//     the L2, and each warp loads the keys of its first 16 positions (those before the position the
+//     position held then: in a replay, this step's) into registers; then the head's channels of the
+//     new key and value are written at *position (appendAtPosition's doubles), q's and the key's
+//     into shared memory;
 //   * each warp takes 16 positions t2 <= *position at a time: pre[t2] = scale(fma chain of q · k
 //     over the head's channels, from +0.0, channel ascending) as one mma chain, the keys as A's
-//     rows, into shared memory;
+//     rows, into shared memory; the first 16 from the keys loaded before the wait, the new key put
+//     in from shared memory, where the position was the one they were loaded for (otherwise loaded
+//     again);
 //   * warp 0 finds the maximum, the fold of Larger from pre[0] (the earlier of equal values is
 //     kept; chains::warpFirstLargest says why any order gives its value); the threads write
 //     e[t2] = exp(pre[t2] - max); warp 0 sums them from 0.0, t2 ascending (the chain
