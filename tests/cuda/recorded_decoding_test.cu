@@ -275,7 +275,8 @@ TEST(RecordedDecoding, OneRowAttentionTakesScoresThatAreNotFinite) {
 TEST(RecordedDecoding, OneRowAttentionTakesAStalePosition) {
   auto h = makeRecorded();
   std::mt19937_64 rng(9001);
-  for (const AttentionShape s : {AttentionShape{768, 12, 1024}, AttentionShape{256, 2, 300}, AttentionShape{15, 3, 37}}) {
+  for (const AttentionShape s :
+       {AttentionShape{768, 12, 1024}, AttentionShape{256, 2, 300}, AttentionShape{15, 3, 37}}) {
     for (const Index at : {Index{1}, Index{16}, Index{33}, s.maxT - 1}) {
       for (const Index stale : {Index{0}, at - 1, at + 1, Index{20}, s.maxT - 1}) {
         if (at >= s.maxT || stale == at || stale >= s.maxT) continue;
