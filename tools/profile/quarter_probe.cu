@@ -1,0 +1,163 @@
+// Which warps of two blocks on one multiprocessor share a tensor core: the row products choose
+// their computing warp by `%warpid % 4` (row_dmma.hpp: a warp slot's quarter of the
+// multiprocessor), and two LayerNorm blocks of one launch on one multiprocessor were found slow
+// together (bench/cuda/NOTES.md, fifty-first and fifty-second runs), where tickets that should
+// have put them on two quarters made nearly every pair slow. This probe runs the chain alone.
+//
+// Each block has four warps (the row products' 128 threads) and records every warp's %warpid; one
+// warp of it runs Steps dependent m16n8k16 f64 mma steps (the LayerNorm's 96 and the fc
+// projection's 192 are the chains in question), the others wait at the block's barrier. Two waves
+// of blocks, one block a multiprocessor each (shared memory sized so that two fit and not three),
+// so that the second wave's block k shares its multiprocessor with some first-wave block: the
+// first wave's computing warp is warp A, the second's warp B, for every A and B in 0..3. Each
+// pair that ran at once (their chains overlapping most of their length) is counted by whether its
+// two computing warps had the same %warpid % 4, and by whether they had the same warp index.
+//
+//   nvcc -std=c++20 -O3 -arch=sm_90a -o quarter_probe tools/profile/quarter_probe.cu && ./quarter_probe
+//
+// Prints, for each (A, B): the pairs found, and the median cycles a step of pairs whose warps' slots
+// agree modulo 4 and of those that do not; then the %warpid values seen (0 .. 63 would be the
+// multiprocessor's slots; 0 .. 3 a block's own numbering, which would make `% 4` name no quarter).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+#define CHECK(x)                                                                             \
+  do {                                                                                       \
+    cudaError_t e_ = (x);                                                                    \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+constexpr int kThreads = 128;
+constexpr int kSteps = 192;
+
+struct BlockRecord {
+  unsigned sm, slot[kThreads / 32];
+  long long cycles;                      // the chain's, on its multiprocessor's clock
+  unsigned long long start, end;         // %globaltimer around the chain, ns
+  double out;                            // the chain's first output (so that it is not optimised away)
+};
+
+__device__ __forceinline__ void dmma16816(double (&d)[4], const double (&a)[8], const double (&b)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7,%8,%9,%10,%11}, "
+      "{%12,%13,%14,%15}, {%0,%1,%2,%3};\n"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]), "d"(b[0]), "d"(b[1]),
+        "d"(b[2]), "d"(b[3]));
+}
+
+__device__ __forceinline__ unsigned long long globalTimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Blocks below `firstWave` compute on warp `warpA`, the others on `warpB`.
+__global__ void __launch_bounds__(kThreads, 1) pairChains(int firstWave, int warpA, int warpB, BlockRecord* records) {
+  extern __shared__ double spare[];  // only sized, to hold two blocks a multiprocessor
+  __shared__ unsigned slots[kThreads / 32];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  if (lane == 0) {
+    unsigned slot;
+    asm volatile("mov.u32 %0, %%warpid;" : "=r"(slot));
+    slots[warp] = slot;
+  }
+  __syncthreads();
+  const int computing = static_cast<int>(blockIdx.x) < firstWave ? warpA : warpB;
+  BlockRecord& r = records[blockIdx.x];
+  if (warp == computing) {
+    double a[8], b[4], d[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int i = 0; i < 8; ++i) a[i] = 1.0 + 0x1p-20 * (lane + i);
+    for (int i = 0; i < 4; ++i) b[i] = 1.0 - 0x1p-21 * (lane + i);
+    spare[threadIdx.x] = 0.0;
+    __syncwarp();
+    const unsigned long long start = globalTimer();
+    const long long c0 = clock64();
+#pragma unroll 8
+    for (int s = 0; s < kSteps; ++s) dmma16816(d, a, b);
+    const long long c1 = clock64();
+    const unsigned long long end = globalTimer();
+    if (lane == 0) {
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      r.sm = sm;
+      for (int w = 0; w < kThreads / 32; ++w) r.slot[w] = slots[w];
+      r.cycles = c1 - c0;
+      r.start = start;
+      r.end = end;
+      r.out = d[0];
+    }
+  }
+  __syncthreads();
+}
+
+int main() {
+  int device = 0, sms = 0, perSm = 0;
+  CHECK(cudaGetDevice(&device));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CHECK(cudaDeviceGetAttribute(&perSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  // Two blocks fit a multiprocessor's shared memory and three do not (1 KB of each is the system's).
+  const int shared = perSm / 3 + 2048;
+  CHECK(cudaFuncSetAttribute(pairChains, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  const int blocks = 2 * sms;
+  BlockRecord* records = nullptr;
+  CHECK(cudaMalloc(&records, sizeof(BlockRecord) * blocks));
+  std::vector<BlockRecord> host(static_cast<std::size_t>(blocks));
+  std::map<unsigned, int> slotsSeen;
+  std::printf("%d multiprocessors, %d bytes of shared memory a block (two a multiprocessor), %d steps a chain\n", sms,
+              shared, kSteps);
+  std::printf("warpA warpB  pairs  same-slot%%4: n  cycles/step   other: n  cycles/step   alone: n  cycles/step\n");
+  for (int warpA = 0; warpA < 4; ++warpA) {
+    for (int warpB = 0; warpB < 4; ++warpB) {
+      std::vector<double> same, other, alone;
+      for (int repeat = 0; repeat < 5; ++repeat) {
+        CHECK(cudaMemset(records, 0, sizeof(BlockRecord) * blocks));
+        pairChains<<<blocks, kThreads, shared>>>(sms, warpA, warpB, records);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(host.data(), records, sizeof(BlockRecord) * blocks, cudaMemcpyDeviceToHost));
+        std::map<unsigned, std::vector<int>> bySm;
+        for (int i = 0; i < blocks; ++i) {
+          bySm[host[i].sm].push_back(i);
+          for (const unsigned s : host[i].slot) ++slotsSeen[s];
+        }
+        for (const auto& [sm, ids] : bySm) {
+          if (ids.size() == 1) {
+            alone.push_back(static_cast<double>(host[ids[0]].cycles) / kSteps);
+            continue;
+          }
+          if (ids.size() != 2) continue;
+          const BlockRecord &x = host[ids[0]], &y = host[ids[1]];
+          const unsigned long long lo = std::max(x.start, y.start), hi = std::min(x.end, y.end);
+          const unsigned long long shorter = std::min(x.end - x.start, y.end - y.start);
+          if (hi <= lo || (hi - lo) * 4 < shorter * 3) continue;  // not at once for most of their length
+          const int cx = ids[0] < sms ? warpA : warpB, cy = ids[1] < sms ? warpA : warpB;
+          auto& into = x.slot[cx] % 4 == y.slot[cy] % 4 ? same : other;
+          into.push_back(static_cast<double>(x.cycles) / kSteps);
+          into.push_back(static_cast<double>(y.cycles) / kSteps);
+        }
+      }
+      const auto median = [](std::vector<double> v) {
+        if (v.empty()) return 0.0;
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      std::printf("%5d %5d  %5zu  %14zu  %11.1f  %8zu  %11.1f  %8zu  %11.1f\n", warpA, warpB,
+                  (same.size() + other.size()) / 2, same.size() / 2, median(same), other.size() / 2, median(other),
+                  alone.size(), median(alone));
+    }
+  }
+  std::printf("%%warpid values seen (value: count):");
+  for (const auto& [slot, count] : slotsSeen) std::printf(" %u:%d", slot, count);
+  std::printf("\n");
+  CHECK(cudaFree(records));
+  return 0;
+}
