@@ -64,66 +64,60 @@ __device__ __forceinline__ void prefetchToL2(const double* p) { asm volatile("pr
 
 constexpr int kStepsAhead = 4;  // mma steps whose keys or values are loaded a group ahead (dmmaGroups)
 
-// A's operands of the first kStepsAhead steps of a score group (positions p0 + g and p0 + g + 8 on
-// lane g * 4 + t): channel step * K + t + 4 j of key rows rowOf(g) and rowOf(g + 8), +0.0 past the
-// head's channels.
-template <class RowOf>
-__device__ __forceinline__ void keyFragments(double (&a)[kStepsAhead][8], int hs, RowOf rowOf) {
-  constexpr int K = osprey::cuda_detail::kDmmaK;
-  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  const double *key0 = rowOf(g), *key1 = rowOf(g + 8);
-#pragma unroll
-  for (int step = 0; step < kStepsAhead; ++step)
+// A's operands of a score group's steps (osprey/gpu/cuda/kernels/row_dmma.hpp's loadA), on lane
+// g * 4 + t: for step, channel step * K + t + 4 j of key rows key0 (A's row g) and key1 (row g + 8),
+// +0.0 past the head's channels; first() loads the first kStepsAhead steps.
+struct KeyFragments {
+  const double *key0, *key1;
+  int hs;
+  __device__ __forceinline__ void operator()(int step, double (&a)[8]) const {
+    const int t = static_cast<int>(threadIdx.x % 4);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int c = step * K + t + 4 * j;
-      a[step][2 * j] = c < hs ? key0[c] : 0.0;
-      a[step][2 * j + 1] = c < hs ? key1[c] : 0.0;
+      const int c = step * osprey::cuda_detail::kDmmaK + t + 4 * j;
+      a[2 * j] = c < hs ? key0[c] : 0.0;
+      a[2 * j + 1] = c < hs ? key1[c] : 0.0;
     }
+  }
+  __device__ __forceinline__ void first(double (&a)[kStepsAhead][8]) const {
+#pragma unroll
+    for (int step = 0; step < kStepsAhead; ++step) (*this)(step, a[step]);
+  }
+};
+// The keys of positions p0 + g and p0 + g + 8, each past `last` reading key `last`.
+__device__ __forceinline__ KeyFragments keysOf(const double* keys, long long C, long long head, int hs, int p0,
+                                               int last) {
+  const int g = static_cast<int>(threadIdx.x % 32) / 4;
+  const auto rowOf = [&](int pos) { return keys + static_cast<long long>(pos < last ? pos : last) * C + head; };
+  return KeyFragments{rowOf(p0 + g), rowOf(p0 + g + 8), hs};
 }
 
 // Scores of positions p0 .. p0 + 15 (those below P) on the calling warp, into row: each the
 // reference's chain fma(q[c], key[c], acc) from +0.0 over the head's channels c ascending, then its
 // scale, as one mma chain (osprey/gpu/cuda/kernels/row_dmma.hpp): the 16 keys as A's rows, q as
 // every column of B. q holds -0.0 past the head's channels (against the keys' +0.0 there: no change
-// to any chain); rows past P read key P - 1 and are not stored. `first` holds the first steps' keys
-// (keyFragments), loaded by the caller.
+// to any chain); rows past P read key P - 1 (load: keysOf(..., P - 1)) and are not stored. `first`
+// holds the first steps' keys, loaded by the caller.
 template <class Scale>
-__device__ __forceinline__ void scoreGroupFrom(double (&first)[kStepsAhead][8], double* row, const double* q,
-                                               const double* keys, long long C, long long head, int hs, int P,
-                                               int p0, Scale scale) {
+__device__ __forceinline__ void scoreGroupFrom(double (&first)[kStepsAhead][8], const KeyFragments& load, double* row,
+                                               const double* q, int hs, int P, int p0, Scale scale) {
   constexpr int K = osprey::cuda_detail::kDmmaK;
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  const int pos0 = p0 + g, pos1 = p0 + g + 8;
-  const double* key0 = keys + static_cast<long long>(pos0 < P ? pos0 : P - 1) * C + head;
-  const double* key1 = keys + static_cast<long long>(pos1 < P ? pos1 : P - 1) * C + head;
   double d[4] = {0.0, 0.0, 0.0, 0.0};
-  osprey::cuda_detail::dmmaGroupsFrom<kStepsAhead>(
-      d, (hs + K - 1) / K, first,
-      [&](int step, double (&a)[8]) {
+  osprey::cuda_detail::dmmaGroupsFrom<kStepsAhead>(d, (hs + K - 1) / K, first, load, [&](int step, double (&b)[4]) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int c = step * K + t + 4 * j;
-          a[2 * j] = c < hs ? key0[c] : 0.0;
-          a[2 * j + 1] = c < hs ? key1[c] : 0.0;
-        }
-      },
-      [&](int step, double (&b)[4]) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) b[j] = q[step * K + t + 4 * j];
-      });
-  if (t == 0 && pos0 < P) row[pos0] = scale(d[0]);
-  if (t == 0 && pos1 < P) row[pos1] = scale(d[2]);
+    for (int j = 0; j < 4; ++j) b[j] = q[step * K + t + 4 * j];
+  });
+  if (t == 0 && p0 + g < P) row[p0 + g] = scale(d[0]);
+  if (t == 0 && p0 + g + 8 < P) row[p0 + g + 8] = scale(d[2]);
 }
 template <class Scale>
 __device__ __forceinline__ void scoreGroup(double* row, const double* q, const double* keys, long long C,
                                            long long head, int hs, int P, int p0, Scale scale) {
+  const KeyFragments load = keysOf(keys, C, head, hs, p0, P - 1);
   double first[kStepsAhead][8];
-  keyFragments(first, hs, [&](int r) {
-    const int pos = p0 + r;
-    return keys + static_cast<long long>(pos < P ? pos : P - 1) * C + head;
-  });
-  scoreGroupFrom(first, row, q, keys, C, head, hs, P, p0, scale);
+  load.first(first);
+  scoreGroupFrom(first, load, row, q, hs, P, p0, scale);
 }
 
 // Channels c0 .. c0 + 15 (those below hs) of the output on the calling warp: each the reference's
@@ -187,19 +181,16 @@ __global__ void __launch_bounds__(kThreads)
   // past the L1 (ld.global.cg): in a replay it is this step's (the previous step's choice finished
   // before this step began); a stale one would only send other rows of the room.
   const int before = __ldcg(position);
-  if (before > 0 && before < maxT)
+  const bool earlierRows = before > 0 && before < maxT;
+  if (earlierRows)
     for (double* room : {keys, values})
       for (int e = t * 16; e < before * hs; e += kThreads * 16) prefetchToL2(rowOf(room, e / hs) + e % hs);
   // The warp's first group of scores has its earlier positions' keys loaded before the wait too (in
   // registers, their round trip behind the wait); used only where the hint was the position.
   const int firstP0 = warp * osprey::cuda_detail::kDmmaK;
-  const bool hinted = before > 0 && before < maxT && firstP0 <= before;
+  const bool hinted = earlierRows && firstP0 <= before;
   double early[kStepsAhead][8];
-  if (hinted)
-    keyFragments(early, hs, [&](int r) {
-      const int pos = firstP0 + r;
-      return rowOf(keys, pos < before ? pos : before - 1);
-    });
+  if (hinted) keysOf(keys, C, head, hs, firstP0, before - 1).first(early);
   osprey::cuda_detail::awaitEarlierKernels();  // the position, qkv and the cache are earlier kernels'
   trace.mark<1>();
   const int at = *position;
@@ -232,7 +223,7 @@ __global__ void __launch_bounds__(kThreads)
         if (p0 + g >= at) early[step][2 * j] = k;
         if (p0 + g + 8 >= at) early[step][2 * j + 1] = k;
       }
-    scoreGroupFrom(early, row, q, keys, C, head, hs, P, p0, scale);
+    scoreGroupFrom(early, keysOf(keys, C, head, hs, p0, P - 1), row, q, hs, P, p0, scale);
     p0 += kThreads / 32 * osprey::cuda_detail::kDmmaK;
   }
   for (; p0 < P; p0 += kThreads / 32 * osprey::cuda_detail::kDmmaK) scoreGroup(row, q, keys, C, head, hs, P, p0, scale);

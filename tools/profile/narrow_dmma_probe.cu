@@ -20,14 +20,7 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
+#include "probe_check.hpp"
 
 // The reference: a thread a row, the plain chain.
 __global__ void chainKernel(double* y, const double* w, const double* x, int R, int K) {

@@ -11,9 +11,9 @@
 // so that the second wave's block k shares its multiprocessor with some first-wave block: the
 // first wave's computing warp is warp A, the second's warp B, for every A and B in 0..3. Each
 // pair that ran at once (their chains overlapping most of their length) is counted by whether its
-// two computing warps had the same %warpid % 4, and by whether they had the same warp index.
+// two computing warps had the same %warpid % 4; the table's rows give their warp indices.
 //
-//   nvcc -std=c++20 -O3 -arch=sm_90a -o quarter_probe tools/profile/quarter_probe.cu && ./quarter_probe
+//   nvcc -std=c++20 -O3 -arch=sm_90a -I include -o quarter_probe tools/profile/quarter_probe.cu && ./quarter_probe
 //
 // Prints, for each (A, B): the pairs found, and the median cycles a step of pairs whose warps' slots
 // agree modulo 4 and of those that do not; then the %warpid values seen (0 .. 63 would be the
@@ -26,14 +26,8 @@
 #include <map>
 #include <vector>
 
-#define CHECK(x)                                                                             \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+#include "osprey/gpu/cuda/kernels/row_dmma.hpp"
+#include "probe_check.hpp"
 
 constexpr int kThreads = 128;
 constexpr int kSteps = 192;
@@ -44,15 +38,6 @@ struct BlockRecord {
   unsigned long long start, end;         // %globaltimer around the chain, ns
   double out;                            // the chain's first output (so that it is not optimised away)
 };
-
-__device__ __forceinline__ void dmma16816(double (&d)[4], const double (&a)[8], const double (&b)[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7,%8,%9,%10,%11}, "
-      "{%12,%13,%14,%15}, {%0,%1,%2,%3};\n"
-      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
-      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]), "d"(b[0]), "d"(b[1]),
-        "d"(b[2]), "d"(b[3]));
-}
 
 __device__ __forceinline__ unsigned long long globalTimer() {
   unsigned long long t;
@@ -82,7 +67,7 @@ __global__ void __launch_bounds__(kThreads, 1) pairChains(int firstWave, int war
     const unsigned long long start = globalTimer();
     const long long c0 = clock64();
 #pragma unroll 8
-    for (int s = 0; s < kSteps; ++s) dmma16816(d, a, b);
+    for (int s = 0; s < kSteps; ++s) osprey::cuda_detail::dmma16816(d, a, b);
     const long long c1 = clock64();
     const unsigned long long end = globalTimer();
     if (lane == 0) {
