@@ -13,11 +13,15 @@
 // pair that ran at once (their chains overlapping most of their length) is counted by whether its
 // two computing warps had the same %warpid % 4; the table's rows give their warp indices.
 //
-//   nvcc -std=c++20 -O3 -arch=sm_90a -I include -o quarter_probe tools/profile/quarter_probe.cu && ./quarter_probe
+//   nvcc -std=c++20 -O3 -arch=sm_90a -I include -o quarter_probe tools/profile/quarter_probe.cu
+//   ./quarter_probe [PAIRS.txt]
 //
 // Prints, for each (A, B): the pairs found, and the median cycles a step of pairs whose warps' slots
 // agree modulo 4 and of those that do not; then the %warpid values seen (0 .. 63 would be the
 // multiprocessor's slots; 0 .. 3 a block's own numbering, which would make `% 4` name no quarter).
+// PAIRS.txt, when named, gets every two-block pair's slots and cycles, whichever model they fit.
+// Then the same question inside one block of sixteen warps, where no scheduling of other blocks
+// intervenes: the median step of warps i and j at once, for every i < j, and each index's %warpid.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -84,7 +88,94 @@ __global__ void __launch_bounds__(kThreads, 1) pairChains(int firstWave, int war
   __syncthreads();
 }
 
-int main() {
+// One block a multiprocessor of kWide warps: warps i and j (i < j) each run the chain at once, the
+// others wait at the barrier. Two warps whose steps slow each other share a quarter; the table says
+// which by their index in the block and by their %warpid.
+constexpr int kWide = 16;
+struct WarpPairRecord {
+  unsigned sm, slot[kWide];
+  long long cycles[2];
+};
+__global__ void __launch_bounds__(kWide * 32, 1) twoWarpChains(int wi, int wj, WarpPairRecord* records) {
+  __shared__ unsigned slots[kWide];
+  __shared__ long long cycles[2];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  if (lane == 0) {
+    unsigned slot;
+    asm volatile("mov.u32 %0, %%warpid;" : "=r"(slot));
+    slots[warp] = slot;
+  }
+  __syncthreads();
+  double out = 0.0;
+  if (warp == wi || warp == wj) {
+    double a[8], b[4], d[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int i = 0; i < 8; ++i) a[i] = 1.0 + 0x1p-20 * (lane + i);
+    for (int i = 0; i < 4; ++i) b[i] = 1.0 - 0x1p-21 * (lane + i);
+    const long long c0 = clock64();
+#pragma unroll 8
+    for (int s = 0; s < kSteps; ++s) osprey::cuda_detail::dmma16816(d, a, b);
+    const long long c1 = clock64();
+    if (lane == 0) cycles[warp == wi ? 0 : 1] = c1 - c0;
+    out = d[0];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    WarpPairRecord& r = records[blockIdx.x];
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    r.sm = sm;
+    for (int w = 0; w < kWide; ++w) r.slot[w] = slots[w];
+    r.cycles[0] = cycles[0];
+    r.cycles[1] = cycles[1] + (out == 12345.0 ? 1 : 0);  // keeps the chain
+  }
+}
+
+// Within one block: the median cycles a step of warps i and j at once, for every pair, and the
+// %warpid each warp index had.
+void withinOneBlock(int sms) {
+  WarpPairRecord* records = nullptr;
+  CHECK(cudaMalloc(&records, sizeof(WarpPairRecord) * sms));
+  std::vector<WarpPairRecord> host(static_cast<std::size_t>(sms));
+  std::printf("\nwithin one block of %d warps (one block a multiprocessor): median cycles a step of warp i and j "
+              "at once\n   i\\j", kWide);
+  for (int j = 0; j < kWide; ++j) std::printf(" %5d", j);
+  std::printf("\n");
+  std::map<int, std::map<unsigned, int>> slotOfWarp;
+  for (int i = 0; i < kWide; ++i) {
+    std::printf("%6d ", i);
+    for (int j = 0; j < kWide; ++j) {
+      if (j <= i) {
+        std::printf(" %5s", "");
+        continue;
+      }
+      twoWarpChains<<<sms, kWide * 32>>>(i, j, records);
+      CHECK(cudaGetLastError());
+      CHECK(cudaDeviceSynchronize());
+      CHECK(cudaMemcpy(host.data(), records, sizeof(WarpPairRecord) * sms, cudaMemcpyDeviceToHost));
+      std::vector<double> steps;
+      for (const WarpPairRecord& r : host) {
+        steps.push_back(static_cast<double>(std::max(r.cycles[0], r.cycles[1])) / kSteps);
+        for (int w = 0; w < kWide; ++w) ++slotOfWarp[w][r.slot[w]];
+      }
+      std::sort(steps.begin(), steps.end());
+      std::printf(" %5.1f", steps[steps.size() / 2]);
+    }
+    std::printf("\n");
+  }
+  std::printf("%%warpid of each warp index (value: count):\n");
+  for (const auto& [w, seen] : slotOfWarp) {
+    std::printf("  warp %2d:", w);
+    for (const auto& [slot, count] : seen) std::printf(" %u:%d", slot, count);
+    std::printf("\n");
+  }
+  CHECK(cudaFree(records));
+}
+
+int main(int argc, char** argv) {
+  // argv[1], when given: a file for every pair of the two-block runs, one line each.
+  FILE* raw = argc > 1 ? std::fopen(argv[1], "w") : nullptr;
+  if (raw != nullptr)
+    std::fprintf(raw, "warpA warpB repeat sm blockX blockY slotsX(4) slotsY(4) cyclesX cyclesY overlap_ns\n");
   int device = 0, sms = 0, perSm = 0;
   CHECK(cudaGetDevice(&device));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -123,8 +214,14 @@ int main() {
           const BlockRecord &x = host[ids[0]], &y = host[ids[1]];
           const unsigned long long lo = std::max(x.start, y.start), hi = std::min(x.end, y.end);
           const unsigned long long shorter = std::min(x.end - x.start, y.end - y.start);
-          if (hi <= lo || (hi - lo) * 4 < shorter * 3) continue;  // not at once for most of their length
           const int cx = ids[0] < sms ? warpA : warpB, cy = ids[1] < sms ? warpA : warpB;
+          if (raw != nullptr) {
+            std::fprintf(raw, "%d %d %d %u %d %d", warpA, warpB, repeat, sm, ids[0], ids[1]);
+            for (const unsigned v : x.slot) std::fprintf(raw, " %u", v);
+            for (const unsigned v : y.slot) std::fprintf(raw, " %u", v);
+            std::fprintf(raw, " %lld %lld %lld\n", x.cycles, y.cycles, static_cast<long long>(hi > lo ? hi - lo : 0));
+          }
+          if (hi <= lo || (hi - lo) * 4 < shorter * 3) continue;  // not at once for most of their length
           auto& into = x.slot[cx] % 4 == y.slot[cy] % 4 ? same : other;
           into.push_back(static_cast<double>(x.cycles) / kSteps);
           into.push_back(static_cast<double>(y.cycles) / kSteps);
@@ -144,5 +241,7 @@ int main() {
   for (const auto& [slot, count] : slotsSeen) std::printf(" %u:%d", slot, count);
   std::printf("\n");
   CHECK(cudaFree(records));
+  if (raw != nullptr) std::fclose(raw);
+  withinOneBlock(sms);
   return 0;
 }
