@@ -12,7 +12,8 @@ the phases' own lengths come from clock64 on the block's multiprocessor, at the 
 times and cycles give. `early` counts a launch's blocks that entered before the launch before it had
 ended (its last block), `lead` how long before (their median); `gap` is from that end to the first
 wait passed. Marks (a row product's): 0 entry, 1 past its wait, 2 row and first slice
-in, 3 prologue's chains and operand built, 4 chains done, 5 stored.
+in, 3 prologue's chains and operand built, 4 chains done, 5 stored. `prol_max` is a launch's
+slowest block's prologue (a launch ends with its slowest block).
 """
 import argparse
 import statistics
@@ -94,14 +95,15 @@ def main():
             row["lead"].append(med(ahead) if ahead else 0.0)
             row["load"].append(med(c(1, 2)))
             row["prologue"].append(med(c(2, 3)))
+            row["prol_max"].append(max(c(2, 3), default=float("nan")))
             row["chains"].append(med(c(3, 4)))
             row["store"].append(med(c(4, 5)))
             row["end_med"].append(med(ends))
             row["end_max"].append(max(ends))
             row["blocks"].append(len(blocks))
             prev_end = start + max(ends)
-    cols = ["entry", "early", "lead", "wait0", "wait_med", "wait_max", "gap", "load", "prologue", "chains", "store",
-            "end_med", "end_max"]
+    cols = ["entry", "early", "lead", "wait0", "wait_med", "wait_max", "gap", "load", "prologue", "prol_max", "chains",
+            "store", "end_med", "end_max"]
     print("launch            blocks " + " ".join(f"{c:>9}" for c in cols) + "   (ns; medians over tokens)")
     total = defaultdict(float)
     for i in sorted(rows):
