@@ -49,40 +49,62 @@ __device__ __forceinline__ unsigned long long globalTimer() {
   return t;
 }
 
+// The calling warp's %warpid into slots[its index in the block] (lane 0), and the multiprocessor.
+__device__ __forceinline__ void noteSlot(unsigned* slots) {
+  if (threadIdx.x % 32 == 0) {
+    unsigned slot;
+    asm volatile("mov.u32 %0, %%warpid;" : "=r"(slot));
+    slots[threadIdx.x / 32] = slot;
+  }
+}
+__device__ __forceinline__ unsigned smId() {
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  return sm;
+}
+
+// One chain of kSteps dependent steps on the calling warp, timed on both clocks.
+struct ChainRun {
+  long long cycles;
+  unsigned long long start, end;
+  double out;
+};
+__device__ __forceinline__ ChainRun runChain() {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  double a[8], b[4], d[4] = {0.0, 0.0, 0.0, 0.0};
+  for (int i = 0; i < 8; ++i) a[i] = 1.0 + 0x1p-20 * (lane + i);
+  for (int i = 0; i < 4; ++i) b[i] = 1.0 - 0x1p-21 * (lane + i);
+  ChainRun run;
+  run.start = globalTimer();
+  const long long c0 = clock64();
+#pragma unroll 8
+  for (int s = 0; s < kSteps; ++s) osprey::cuda_detail::dmma16816(d, a, b);
+  run.cycles = clock64() - c0;
+  run.end = globalTimer();
+  run.out = d[0];
+  return run;
+}
+
 // Blocks below `firstWave` compute on warp `warpA`, the others on `warpB`.
 __global__ void __launch_bounds__(kThreads, 1) pairChains(int firstWave, int warpA, int warpB, BlockRecord* records) {
   extern __shared__ double spare[];  // only sized, to hold two blocks a multiprocessor
   __shared__ unsigned slots[kThreads / 32];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  if (lane == 0) {
-    unsigned slot;
-    asm volatile("mov.u32 %0, %%warpid;" : "=r"(slot));
-    slots[warp] = slot;
-  }
+  noteSlot(slots);
   __syncthreads();
   const int computing = static_cast<int>(blockIdx.x) < firstWave ? warpA : warpB;
   BlockRecord& r = records[blockIdx.x];
   if (warp == computing) {
-    double a[8], b[4], d[4] = {0.0, 0.0, 0.0, 0.0};
-    for (int i = 0; i < 8; ++i) a[i] = 1.0 + 0x1p-20 * (lane + i);
-    for (int i = 0; i < 4; ++i) b[i] = 1.0 - 0x1p-21 * (lane + i);
     spare[threadIdx.x] = 0.0;
     __syncwarp();
-    const unsigned long long start = globalTimer();
-    const long long c0 = clock64();
-#pragma unroll 8
-    for (int s = 0; s < kSteps; ++s) osprey::cuda_detail::dmma16816(d, a, b);
-    const long long c1 = clock64();
-    const unsigned long long end = globalTimer();
+    const ChainRun run = runChain();
     if (lane == 0) {
-      unsigned sm;
-      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-      r.sm = sm;
+      r.sm = smId();
       for (int w = 0; w < kThreads / 32; ++w) r.slot[w] = slots[w];
-      r.cycles = c1 - c0;
-      r.start = start;
-      r.end = end;
-      r.out = d[0];
+      r.cycles = run.cycles;
+      r.start = run.start;
+      r.end = run.end;
+      r.out = run.out;
     }
   }
   __syncthreads();
@@ -100,30 +122,18 @@ __global__ void __launch_bounds__(kWide * 32, 1) twoWarpChains(int wi, int wj, W
   __shared__ unsigned slots[kWide];
   __shared__ long long cycles[2];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  if (lane == 0) {
-    unsigned slot;
-    asm volatile("mov.u32 %0, %%warpid;" : "=r"(slot));
-    slots[warp] = slot;
-  }
+  noteSlot(slots);
   __syncthreads();
   double out = 0.0;
   if (warp == wi || warp == wj) {
-    double a[8], b[4], d[4] = {0.0, 0.0, 0.0, 0.0};
-    for (int i = 0; i < 8; ++i) a[i] = 1.0 + 0x1p-20 * (lane + i);
-    for (int i = 0; i < 4; ++i) b[i] = 1.0 - 0x1p-21 * (lane + i);
-    const long long c0 = clock64();
-#pragma unroll 8
-    for (int s = 0; s < kSteps; ++s) osprey::cuda_detail::dmma16816(d, a, b);
-    const long long c1 = clock64();
-    if (lane == 0) cycles[warp == wi ? 0 : 1] = c1 - c0;
-    out = d[0];
+    const ChainRun run = runChain();
+    if (lane == 0) cycles[warp == wi ? 0 : 1] = run.cycles;
+    out = run.out;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     WarpPairRecord& r = records[blockIdx.x];
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    r.sm = sm;
+    r.sm = smId();
     for (int w = 0; w < kWide; ++w) r.slot[w] = slots[w];
     r.cycles[0] = cycles[0];
     r.cycles[1] = cycles[1] + (out == 12345.0 ? 1 : 0);  // keeps the chain
