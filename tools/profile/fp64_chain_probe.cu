@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 
+#include "probe_clock.hpp"
+
 constexpr int kSteps = 1 << 20;
 
 struct Timing {
@@ -18,11 +20,6 @@ struct Timing {
   double sink;
 };
 
-__device__ unsigned long long globalNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
 
 template <int Kind>
 __global__ void chain(Timing* out, double a, double b) {

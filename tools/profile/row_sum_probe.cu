@@ -2,22 +2,18 @@
 // statistics cost when decoding one token, before they became row folds), written four ways with
 // the same additions in the same order. Measured inside the kernel with %globaltimer, so launch overhead is not counted.
 //
-//   nvcc -std=c++20 -O3 -arch=sm_90 -fmad=false --extended-lambda -Iinclude -Iexamples \
+//   nvcc -std=c++20 -O3 -arch=sm_90 -fmad=false --extended-lambda -Iinclude -I. -DFMT_USE_CONSTEXPR=1 \
 //        -o row_sum_probe tools/profile/row_sum_probe.cu && ./row_sum_probe
 #include <cstdio>
 #include <cuda_runtime.h>
 
 #include "gpt2/layers/ordered_sum.hpp"
+#include "probe_clock.hpp"
 
 namespace {
 
 constexpr int kC = 768;
 
-__device__ unsigned long long globalNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
 
 __global__ void fill(double* x, int n) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
