@@ -9,7 +9,10 @@
 #                                                      the label is the commit's short hash, or
 #                                                      LABEL=REV names it; with BUILT=1 each is
 #                                                      built here instead and DIR/<label>.tar.xz
-#                                                      holds its stamp and the two programs alone
+#                                                      holds its stamp and the two programs alone;
+#                                                      REV may be BASE+A.patch+B.patch: BASE with
+#                                                      those patches applied (git am, in order) as
+#                                                      commits of a temporary worktree
 #   bench/cuda/decode_ab.sh run LABEL=TREE [LABEL=TREE ...]
 #                                                      on the GPU machine; TREE is a source tree or
 #                                                      a pack's .tar.gz; the first is the baseline
@@ -55,6 +58,7 @@ pack() {
   work=${WORK:-/tmp/decode-ab}
   for spec in "$@"; do
     rev=${spec#*=}
+    [[ $rev == *+* ]] && { rev=$(applied "$rev") || exit 2; }
     commit=$(git -C "$root" rev-parse --verify --quiet "$rev^{commit}") || die "\`$rev\` is not a commit here"
     label=$(git -C "$root" rev-parse --short=7 "$commit")
     [[ $spec == *=* ]] && label=${spec%%=*}
@@ -75,6 +79,31 @@ pack() {
     rm -rf "$stage"
     echo "$file: $(git -C "$root" log -1 --format='%h %s' "$commit" | cut -c1-100)"
   done
+}
+
+# applied BASE+A.patch+...: the commit that BASE becomes with each patch applied by `git am` in
+# order, made in a temporary worktree (removed; the commit stays reachable long enough to archive).
+applied() {
+  local spec=$1 base patch tree commit before parts
+  IFS=+ read -r -a parts <<< "$spec"
+  base=${parts[0]}
+  tree=$(mktemp -d) || die "cannot make a temporary folder"
+  git -C "$root" worktree add -q --detach "$tree" "$base" 2> /dev/null || { rmdir "$tree"; die "\`$base\` is not a commit here"; }
+  for patch in "${parts[@]:1}"; do
+    [[ -f $patch ]] || patch=$root/bench/cuda/candidates/$patch
+    [[ -f $patch ]] || { git -C "$root" worktree remove --force "$tree"; die "no patch ${patch#"$root/"}"; }
+    before=$(git -C "$tree" rev-parse HEAD)
+    # A patch whose changes are already there applies as nothing: as much a mistake as a conflict.
+    if ! git -C "$tree" am -q -3 "$(realpath "$patch")" > /dev/null 2>&1 ||
+      [[ $(git -C "$tree" rev-parse HEAD) == "$before" ]]; then
+      git -C "$tree" am --abort > /dev/null 2>&1
+      git -C "$root" worktree remove --force "$tree"
+      die "$patch does not apply on $base with the patches before it in \`$spec\` (or changes nothing)"
+    fi
+  done
+  commit=$(git -C "$tree" rev-parse HEAD)
+  git -C "$root" worktree remove --force "$tree"
+  echo "$commit"
 }
 
 # buildHere LABEL STAGE: STAGE/tree built where `run` will unpack it (WORK/LABEL/src), one tree at

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/cuda/decode_ab.sh on this machine: its checks of what it is given, a pack of this
-# checkout's HEAD, and a run of two builds on the host device (GPT-2 tiny) whose texts agree, then
-# one with a build whose text differs and one whose tests fail, each of which must fail the run.
+# checkout's HEAD and of a base with patches applied, and a run of two builds on the host device
+# (GPT-2 tiny) whose texts agree, then one with a build whose text differs and one whose tests
+# fail, each of which must fail the run.
 #   decode_ab_test.sh SOURCE_DIR OSPREY_GPT2 WORK_DIR
 set -uo pipefail
 source_dir=$1 gpt2=$2 work=$3
@@ -114,6 +115,24 @@ FAKE
 chmod +x "$repo/scripts/gpu-check.sh"
 git -C "$repo" init -q && git -C "$repo" add -A &&
   git -C "$repo" -c user.name=t -c user.email=t@t commit -qm stand-in || fail "cannot make the stand-in repository"
+# A pack of a base with patches applied: the patch's file is in the pack, the base untouched; a
+# patch applied twice (it changes nothing the second time), a missing one or one that does not
+# apply fails; no temporary worktree stays behind.
+git -C "$repo" -c user.name=t -c user.email=t@t commit -q --allow-empty -m base &&
+  echo added > "$repo/added.txt" && git -C "$repo" add added.txt &&
+  git -C "$repo" -c user.name=t -c user.email=t@t commit -qm "adds a file" &&
+  git -C "$repo" format-patch -q -1 --stdout > "$work/adds.patch" && git -C "$repo" reset -q --hard HEAD~1 ||
+  fail "cannot make the stand-in patch"
+expect 0 "series.tar.gz: [0-9a-f]+ adds a file" -- "$repo/bench/cuda/decode_ab.sh" pack "$work/packs" \
+  "series=HEAD+$work/adds.patch"
+tar -xzf "$work/packs/series.tar.gz" -O tree/added.txt 2> /dev/null | grep -qx added || fail "the patch is not in the pack"
+[[ -e $repo/added.txt ]] && fail "the patch reached the checkout"
+expect 2 "adds.patch does not apply on HEAD" -- "$repo/bench/cuda/decode_ab.sh" pack "$work/packs" \
+  "twice=HEAD+$work/adds.patch+$work/adds.patch"
+expect 2 "no patch bench/cuda/candidates/missing.patch" -- "$repo/bench/cuda/decode_ab.sh" pack "$work/packs" \
+  "gone=HEAD+missing.patch"
+(($(git -C "$repo" worktree list | wc -l) == 1)) || fail "worktrees left: $(git -C "$repo" worktree list)"
+
 export WORK=$work/built
 BUILT=1 TESTS=checks expect 0 "built.tar.xz" -- "$repo/bench/cuda/decode_ab.sh" pack "$work/packs" built=HEAD
 listing=$(tar -tJf "$work/packs/built.tar.xz" 2> /dev/null)
