@@ -88,7 +88,10 @@ applied() {
   IFS=+ read -r -a parts <<< "$spec"
   base=${parts[0]}
   tree=$(mktemp -d) || die "cannot make a temporary folder"
-  git -C "$root" worktree add -q --detach "$tree" "$base" 2> /dev/null || { rmdir "$tree"; die "\`$base\` is not a commit here"; }
+  if ! git -C "$root" worktree add -q --detach "$tree" "$base" 2> /dev/null; then
+    rmdir "$tree"
+    die "\`$base\` is not a commit here"
+  fi
   for patch in "${parts[@]:1}"; do
     [[ -f $patch ]] || patch=$root/bench/cuda/candidates/$patch
     [[ -f $patch ]] || { git -C "$root" worktree remove --force "$tree"; die "no patch ${patch#"$root/"}"; }

@@ -125,7 +125,8 @@ git -C "$repo" -c user.name=t -c user.email=t@t commit -q --allow-empty -m base 
   fail "cannot make the stand-in patch"
 expect 0 "series.tar.gz: [0-9a-f]+ adds a file" -- "$repo/bench/cuda/decode_ab.sh" pack "$work/packs" \
   "series=HEAD+$work/adds.patch"
-tar -xzf "$work/packs/series.tar.gz" -O tree/added.txt 2> /dev/null | grep -qx added || fail "the patch is not in the pack"
+tar -xzf "$work/packs/series.tar.gz" -O tree/added.txt 2> /dev/null | grep -qx added ||
+  fail "the patch is not in the pack"
 [[ -e $repo/added.txt ]] && fail "the patch reached the checkout"
 expect 2 "adds.patch does not apply on HEAD" -- "$repo/bench/cuda/decode_ab.sh" pack "$work/packs" \
   "twice=HEAD+$work/adds.patch+$work/adds.patch"
