@@ -15,7 +15,8 @@
 #   Environment: OUT (logs and the table are copied to $OUT/gpu-check/ when set), BUILD_DIR
 #   (default build-gpu), BUILD_TARGETS (build only these, e.g. "osprey-gpt2", for a quick
 #   measurement: `run` then finds what was not built missing), JOBS (default: every core),
-#   OSPREY_CUDA_ARCH (default 90a), HOOKS_DIR (default scripts/gpu-check.d), BUILD_TIMEOUT / HOST_TESTS_TIMEOUT / HOOK_TIMEOUT (seconds).
+#   OSPREY_CUDA_ARCH (default 90a), HOOKS_DIR (default scripts/gpu-check.d), BUILD_TIMEOUT / HOST_TESTS_TIMEOUT / HOOK_TIMEOUT (seconds),
+#   CMAKE_ARGS (more configure options, split at spaces: "-DOSPREY_BLOCK_TRACE=ON" for a traced build).
 #
 # Each command of the device machine may run for at most 10 minutes; the build alone takes a few.
 # The build tree stays on the machine between calls while it is warm, so the usual pair is
@@ -131,8 +132,10 @@ finish() {
 source "$root/scripts/nccl-env.sh"
 
 # ---- build ----------------------------------------------------------------------------------------
-configure() {  # configure [extra cmake args...]
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOSPREY_CUDA_ARCH="$arch" "$@"
+configure() {  # configure [extra cmake args...], then CMAKE_ARGS's words
+  local more=()
+  read -r -a more <<< "${CMAKE_ARGS:-}"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOSPREY_CUDA_ARCH="$arch" "$@" "${more[@]}"
 }
 
 run_build() {

@@ -17,6 +17,8 @@
 #                                                      on the GPU machine; TREE is a source tree or
 #                                                      a pack's .tar.gz; the first is the baseline
 #
+#   Environment (pack): BUILT, and with it CMAKE_ARGS (scripts/gpu-check.sh's: "-DOSPREY_BLOCK_TRACE=ON"
+#   makes a traced build, tools/profile/block_trace.py).
 #   Environment (run): TOKENS (default "100 300"), ROUNDS (2), PRESET (124M), PROMPT ("The capital
 #   of France is"), DEVICE (cuda), WORK (where packs are unpacked and every build kept:
 #   /tmp/decode-ab, so a second call on the same warm machine rebuilds nothing), BUILD (1; 0 uses
