@@ -56,20 +56,22 @@ pack() {
   local dir=$1
   shift
   mkdir -p "$dir" || die "cannot make $dir"
-  local spec label rev commit stage file built=${BUILT:-0}
+  local spec label rev commit stage file series built=${BUILT:-0}
   work=${WORK:-/tmp/decode-ab}
   for spec in "$@"; do
     rev=${spec#*=}
-    [[ $rev == *+* ]] && { rev=$(applied "$rev") || exit 2; }
+    # A series' commit exists only in this repository's objects: its stamp names the series too.
+    series=
+    [[ $rev == *+* ]] && { series="; ${rev//+/ + }" && rev=$(applied "$rev") || exit 2; }
     commit=$(git -C "$root" rev-parse --verify --quiet "$rev^{commit}") || die "\`$rev\` is not a commit here"
     label=$(git -C "$root" rev-parse --short=7 "$commit")
     [[ $spec == *=* ]] && label=${spec%%=*}
     checkLabel "$label"
     stage=$(mktemp -d) || die "cannot make a temporary folder"
     git -C "$root" archive --format=tar --prefix=tree/ "$commit" | tar -x -C "$stage" || die "git archive of $rev failed"
-    printf '%s (clean, %s %s)\n' "$(git -C "$root" rev-parse --short=12 "$commit")" \
+    printf '%s (clean, %s %s%s)\n' "$(git -C "$root" rev-parse --short=12 "$commit")" \
       "$([[ $built == 1 ]] && echo 'built on the development machine' || echo packed)" \
-      "$(date -u +%Y-%m-%dT%H:%MZ)" > "$stage/tree/.gpu-check-commit"
+      "$(date -u +%Y-%m-%dT%H:%MZ)" "$series" > "$stage/tree/.gpu-check-commit"
     if [[ $built == 1 ]]; then
       file=$dir/$label.tar.xz
       buildHere "$label" "$stage" || exit 2

@@ -128,6 +128,8 @@ expect 0 "series.tar.gz: [0-9a-f]+ adds a file" -- "$repo/bench/cuda/decode_ab.s
 tar -xzf "$work/packs/series.tar.gz" -O tree/added.txt 2> /dev/null | grep -qx added ||
   fail "the patch is not in the pack"
 [[ -e $repo/added.txt ]] && fail "the patch reached the checkout"
+tar -xzf "$work/packs/series.tar.gz" -O tree/.gpu-check-commit 2> /dev/null | grep -q "; HEAD + $work/adds.patch)" ||
+  fail "the stamp does not name the series"
 expect 2 "adds.patch does not apply on HEAD" -- "$repo/bench/cuda/decode_ab.sh" pack "$work/packs" \
   "twice=HEAD+$work/adds.patch+$work/adds.patch"
 expect 2 "no patch bench/cuda/candidates/missing.patch" -- "$repo/bench/cuda/decode_ab.sh" pack "$work/packs" \
