@@ -86,7 +86,7 @@ pack() {
 }
 
 # applied BASE+A.patch+...: the commit that BASE becomes with each patch applied by `git am` in
-# order, made in a temporary worktree (removed; the commit stays reachable long enough to archive).
+# order, made in a temporary worktree (removed; the commit stays in the object store, unreferenced).
 applied() {
   local spec=$1 base patch tree commit before parts
   IFS=+ read -r -a parts <<< "$spec"

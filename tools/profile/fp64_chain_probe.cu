@@ -20,7 +20,6 @@ struct Timing {
   double sink;
 };
 
-
 template <int Kind>
 __global__ void chain(Timing* out, double a, double b) {
   double acc = 0.0;

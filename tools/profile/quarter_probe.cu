@@ -44,18 +44,12 @@ struct BlockRecord {
   double out;                            // the chain's first output (so that it is not optimised away)
 };
 
-// The calling warp's %warpid into slots[its index in the block] (lane 0), and the multiprocessor.
+using osprey::cuda_detail::multiprocessorId;
+using osprey::cuda_detail::warpSlot;
+
+// The calling warp's %warpid into slots[its index in the block] (lane 0).
 __device__ __forceinline__ void noteSlot(unsigned* slots) {
-  if (threadIdx.x % 32 == 0) {
-    unsigned slot;
-    asm volatile("mov.u32 %0, %%warpid;" : "=r"(slot));
-    slots[threadIdx.x / 32] = slot;
-  }
-}
-__device__ __forceinline__ unsigned smId() {
-  unsigned sm;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-  return sm;
+  if (threadIdx.x % 32 == 0) slots[threadIdx.x / 32] = warpSlot();
 }
 
 // One chain of kSteps dependent steps on the calling warp, timed on both clocks.
@@ -91,7 +85,7 @@ __global__ void __launch_bounds__(kThreads, 1) pairChains(int firstWave, int war
   if (warp == computing) {
     const ChainRun run = runChain();
     if (lane == 0) {
-      r.sm = smId();
+      r.sm = multiprocessorId();
       for (int w = 0; w < kThreads / 32; ++w) r.slot[w] = slots[w];
       r.cycles = run.cycles;
       r.start = run.start;
@@ -126,7 +120,7 @@ __global__ void __launch_bounds__(kWide * 32, 1) twoWarpChains(int wi, int wj, W
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    r.sm = smId();
+    r.sm = multiprocessorId();
     for (int w = 0; w < kWide; ++w) r.slot[w] = slots[w];
   }
 }

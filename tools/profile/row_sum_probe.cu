@@ -14,7 +14,6 @@ namespace {
 
 constexpr int kC = 768;
 
-
 __global__ void fill(double* x, int n) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n) x[i] = 1.0 / (i + 1);

@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "osprey/gpu/cuda/kernels/warp_place.hpp"
+
 namespace osprey::cuda_detail {
 namespace {  // internal linkage: osprey/gpu/cuda/launch_faults.hpp says why
 
@@ -96,8 +98,7 @@ struct BlockTrace {
 #if defined(OSPREY_BLOCK_TRACE)
     if (!on) return;
     TraceRecord& r = traceRecords[slot];
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    const unsigned sm = multiprocessorId();
     r.tag = reinterpret_cast<std::uint64_t>(tag);
     r.kind = kind;
     r.block = blockIdx.x;

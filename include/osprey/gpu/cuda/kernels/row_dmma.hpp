@@ -48,6 +48,7 @@
 #include "osprey/gpu/cuda/kernels/async_copy.hpp"
 #include "osprey/gpu/cuda/kernels/block_trace.hpp"
 #include "osprey/gpu/cuda/kernels/dependent_launch.hpp"
+#include "osprey/gpu/cuda/kernels/warp_place.hpp"
 
 namespace osprey::cuda_detail {
 namespace {  // internal linkage: osprey/gpu/cuda/launch_faults.hpp says why
@@ -321,11 +322,7 @@ __global__ void __launch_bounds__(kRowDmmaThreads, 1)
   // and two on one quarter took half again as long a step. Any warp gives the same bits.
   __shared__ int slotOf[kRowDmmaThreads / 32];
   const int warp = tid / 32;
-  if (tid % 32 == 0) {
-    unsigned slot;
-    asm volatile("mov.u32 %0, %%warpid;" : "=r"(slot));
-    slotOf[warp] = static_cast<int>(slot);
-  }
+  if (tid % 32 == 0) slotOf[warp] = static_cast<int>(warpSlot());
   __syncthreads();
   int base = slotOf[0], computing = 0;
   for (int w = 1; w < kRowDmmaThreads / 32; ++w) base = slotOf[w] < base ? slotOf[w] : base;
